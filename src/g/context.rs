@@ -1,0 +1,80 @@
+//! The context switch: goroutine <-> its M's scheduler context (Go's g0).
+//!
+//! Every goroutine runs as a corosensei coroutine on its own [`Stack`]. The
+//! scheduler loop of an M runs on the M's OS-thread stack and `resume`s the
+//! chosen G; the G comes back only through [`switch_to_scheduler`] with an
+//! [`Action`] that the scheduler carries out *after* the G's stack is fully
+//! switched out (Go's `mcall`). That ordering is what makes parking safe: a
+//! waker can only find a parked G after the park's `unlock` step ran on g0, by
+//! which time nothing runs on the G's stack any more.
+//!
+//! Why a goroutine's stack may move between threads: corosensei's `Coroutine`
+//! is `!Send` because code on its stack might hold `!Send` data (an `Rc`, a
+//! `thread_local!` reference). The goroutine's closure is `Send`, so it
+//! starts with only `Send` data; what it creates on its stack afterwards is
+//! Rust code the user wrote, and the crate documentation states the hazard:
+//! a value borrowed from a `thread_local!` must not be held across a runtime
+//! call (yield, join, channel operation), since the goroutine may resume on
+//! another thread. The runtime itself never caches its thread-local M/P/G
+//! across a switch: every access goes through `m::current()`, an out-of-line
+//! function, so the compiler cannot reuse a thread-local address computed
+//! before the switch.
+
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+
+use super::stack::Stack;
+use super::G;
+
+/// What a goroutine asks its M's scheduler to do once it is switched out.
+pub(crate) enum Action {
+    /// Go to the tail of the current P's ring (Go's goyield).
+    Yield,
+    /// Park; then call `unlock(g)`: `false` means "do not park after all" and
+    /// the G is resumed at once (Go's gopark unlockf).
+    Park(*mut (dyn FnMut(&'static G) -> bool + 'static)),
+}
+
+pub(crate) type GCoroutine = Coroutine<(), Action, (), Stack>;
+
+/// The result of running a G until it switches out.
+pub(crate) enum Switch {
+    Action(Action),
+    Exited(Stack),
+}
+
+/// Creates the coroutine of `g` on `stack`; `body` runs when it is first resumed.
+pub(crate) fn new(stack: Stack, g: &'static G, body: fn(&'static G)) -> GCoroutine {
+    Coroutine::with_stack(stack, move |y: &Yielder<(), Action>, ()| {
+        g.set_yielder(y as *const Yielder<(), Action> as *mut ());
+        body(g)
+    })
+}
+
+/// Runs `g` (which must own `co`) until it switches out or returns.
+pub(crate) fn resume(co: &mut Option<GCoroutine>) -> Switch {
+    let c = co
+        .as_mut()
+        .expect("resume of a goroutine without a context");
+    match c.resume(()) {
+        CoroutineResult::Yield(a) => Switch::Action(a),
+        CoroutineResult::Return(()) => {
+            let c = co.take().expect("coroutine vanished");
+            Switch::Exited(c.into_stack())
+        }
+    }
+}
+
+/// Switches from the running goroutine `g` to its M's scheduler context with
+/// `action`; returns when the G is next resumed (possibly on another thread).
+///
+/// # Safety
+/// `g` must be the goroutine running on the calling thread, and the call
+/// must be made from its own stack.
+#[inline]
+pub(crate) unsafe fn switch_to_scheduler(g: &'static G, action: Action) {
+    let y = g.yielder() as *const Yielder<(), Action>;
+    // SAFETY: `yielder` was set by `new` from the coroutine's own yielder,
+    // which lives as long as the coroutine; we are running on that
+    // coroutine (caller's contract), so suspending through it is valid.
+    unsafe { (*y).suspend(action) }
+}

@@ -1,0 +1,319 @@
+//! G: the goroutine record.
+//!
+//! A G is allocated once and never freed: a dead G goes to its P's free list
+//! (then the global one) and is reused by a later spawn, as in Go. Because G
+//! records are never freed, `&'static G` is the handle every queue, wait list
+//! and M uses; a stale handle can never dangle, it can only name a recycled G,
+//! and the status protocol below prevents that from being observed.
+//!
+//! # Ownership (who may touch what), by status
+//! - `Idle`: on a free list; owned by the holder of that list (a P's owner or
+//!   the global free-list lock).
+//! - `Runnable`: on exactly one run queue (a P's runnext/ring or the global
+//!   queue); owned by whoever pops it. Not running, its stack (if any) is not
+//!   in use.
+//! - `Running`: owned by the M whose `curg` it is. "The stack is owned by this
+//!   goroutine. It is not on a run queue."
+//! - `Waiting`: parked. It is on no run queue; the only legal transition is
+//!   `ready()` by the one party that took it off its wait list
+//!   (`Waiting -> Runnable`, checked by a CAS).
+//! - `Dead`: finished, being recycled by its last M.
+//!
+//! The mutable fields a G carries across threads (`Inner`) are only touched
+//! by the current owner as defined above; ownership moves with the release/
+//! acquire edges of the queue or wait list that hands the G over.
+
+pub(crate) mod context;
+pub(crate) mod stack;
+pub(crate) mod task;
+
+use std::cell::UnsafeCell;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use self::context::GCoroutine;
+use self::task::Runnable;
+
+/// Goroutine status (Go's numbering, so traces and dumps read the same).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// On a free list.
+    Idle = 0,
+    /// On a run queue.
+    Runnable = 1,
+    /// Running on an M.
+    Running = 2,
+    /// Parked until someone readies it.
+    Waiting = 4,
+    /// Finished.
+    Dead = 6,
+}
+
+impl Status {
+    fn from_u32(v: u32) -> Status {
+        match v {
+            0 => Status::Idle,
+            1 => Status::Runnable,
+            2 => Status::Running,
+            4 => Status::Waiting,
+            _ => Status::Dead,
+        }
+    }
+}
+
+/// Why a goroutine is parked (Go's waitReason strings, shown in dumps).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaitReason {
+    None = 0,
+    /// Blocked in `JoinHandle::join`.
+    Join = 1,
+}
+
+impl WaitReason {
+    #[allow(dead_code)] // read by dumps and traces
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            WaitReason::None => "",
+            WaitReason::Join => "join",
+        }
+    }
+}
+
+/// Fields owned by the G's current owner (see the module note).
+pub(crate) struct Inner {
+    /// The closure and result cell; taken when the G first runs.
+    pub(crate) task: Option<Arc<dyn Runnable>>,
+    /// Usable stack bytes this G asked for.
+    pub(crate) stack_size: usize,
+    /// The name given through `Builder::name`.
+    pub(crate) name: Option<Arc<str>>,
+}
+
+pub(crate) struct G {
+    /// Goroutine id (Go's goid); written by the spawner before publication.
+    id: AtomicU64,
+    status: AtomicU32,
+    wait_reason: AtomicU8,
+    /// Intrusive link for the global run queue and the free lists; protected
+    /// by the owner of the list the G is on.
+    pub(crate) schedlink: AtomicPtr<G>,
+    /// The corosensei yielder of the running coroutine: the way back to the
+    /// M's scheduler context (Go's g0). Written by the G itself on first run.
+    yielder: AtomicPtr<()>,
+    /// Guard page range and usable size of the G's stack, read by the
+    /// stack-overflow signal handler on the same thread.
+    guard_lo: AtomicUsize,
+    guard_hi: AtomicUsize,
+    stack_bytes: AtomicUsize,
+    inner: UnsafeCell<Inner>,
+    /// The execution context; `None` until the G first runs (lazy stacks).
+    /// Touched only by the scheduler (on g0), never by the G's own code, so
+    /// it is kept apart from `inner`, which the running G uses.
+    coroutine: UnsafeCell<Option<GCoroutine>>,
+}
+
+// SAFETY: all cross-thread fields are atomics; `inner` is only accessed by the
+// G's current owner per the status protocol in the module note, and ownership
+// moves through release/acquire edges (run queues, wait lists, the sched lock).
+unsafe impl Sync for G {}
+// SAFETY: see above; a G is handed between threads by design.
+unsafe impl Send for G {}
+
+impl G {
+    pub(crate) fn alloc() -> &'static G {
+        Box::leak(Box::new(G {
+            id: AtomicU64::new(0),
+            status: AtomicU32::new(Status::Idle as u32),
+            wait_reason: AtomicU8::new(0),
+            schedlink: AtomicPtr::new(ptr::null_mut()),
+            yielder: AtomicPtr::new(ptr::null_mut()),
+            guard_lo: AtomicUsize::new(0),
+            guard_hi: AtomicUsize::new(0),
+            stack_bytes: AtomicUsize::new(0),
+            inner: UnsafeCell::new(Inner {
+                task: None,
+                stack_size: 0,
+                name: None,
+            }),
+            coroutine: UnsafeCell::new(None),
+        }))
+    }
+
+    #[inline]
+    pub(crate) fn id(&self) -> u64 {
+        self.id.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn set_id(&self, id: u64) {
+        self.id.store(id, Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn status(&self) -> Status {
+        Status::from_u32(self.status.load(Ordering::Acquire))
+    }
+
+    #[inline]
+    pub(crate) fn set_status(&self, s: Status) {
+        self.status.store(s as u32, Ordering::Release)
+    }
+
+    /// `Waiting -> Runnable`, the only transition made by a party that does not
+    /// own the G. Panics (a runtime bug) if the G was not waiting.
+    #[inline]
+    pub(crate) fn cas_waiting_to_runnable(&self) {
+        let r = self.status.compare_exchange(
+            Status::Waiting as u32,
+            Status::Runnable as u32,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+        if let Err(s) = r {
+            crate::runtime::throw(&format!(
+                "ready of goroutine {} with bad status {:?}",
+                self.id(),
+                Status::from_u32(s)
+            ));
+        }
+    }
+
+    #[allow(dead_code)] // read by dumps and traces
+    pub(crate) fn wait_reason(&self) -> WaitReason {
+        match self.wait_reason.load(Ordering::Relaxed) {
+            1 => WaitReason::Join,
+            _ => WaitReason::None,
+        }
+    }
+
+    pub(crate) fn set_wait_reason(&self, r: WaitReason) {
+        self.wait_reason.store(r as u8, Ordering::Relaxed)
+    }
+
+    pub(crate) fn yielder(&self) -> *mut () {
+        self.yielder.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_yielder(&self, y: *mut ()) {
+        self.yielder.store(y, Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_stack_bounds(&self, guard: (usize, usize), usable: usize) {
+        self.guard_lo.store(guard.0, Ordering::Relaxed);
+        self.guard_hi.store(guard.1, Ordering::Relaxed);
+        self.stack_bytes.store(usable, Ordering::Relaxed);
+    }
+
+    /// If `addr` lies in this G's stack guard page, the usable stack size.
+    /// Async-signal-safe (atomics only).
+    pub(crate) fn overflowed_at(&self, addr: usize) -> Option<usize> {
+        let lo = self.guard_lo.load(Ordering::Relaxed);
+        let hi = self.guard_hi.load(Ordering::Relaxed);
+        (lo != 0 && addr >= lo && addr < hi).then(|| self.stack_bytes.load(Ordering::Relaxed))
+    }
+
+    /// The owner-only fields.
+    ///
+    /// # Safety
+    /// The caller must own the G (module note) and must not hold another
+    /// reference obtained from `inner` at the same time.
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub(crate) unsafe fn inner(&self) -> &mut Inner {
+        // SAFETY: exclusivity is the caller's obligation (see above).
+        unsafe { &mut *self.inner.get() }
+    }
+
+    /// The G's execution context.
+    ///
+    /// # Safety
+    /// Only the scheduler of the M that owns the G, on its own stack (g0),
+    /// with no other borrow of it live.
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub(crate) unsafe fn coroutine(&self) -> &mut Option<GCoroutine> {
+        // SAFETY: exclusivity is the caller's obligation (see above).
+        unsafe { &mut *self.coroutine.get() }
+    }
+}
+
+/// An intrusive FIFO list of Gs linked through `schedlink` (the global run
+/// queue and the free lists). Not synchronised: its owner protects it.
+pub(crate) struct GList {
+    head: *const G,
+    tail: *const G,
+    len: usize,
+}
+
+// SAFETY: a GList only holds `&'static G` pointers; its owner (a lock or a P)
+// provides the synchronisation.
+unsafe impl Send for GList {}
+
+impl GList {
+    pub(crate) const fn new() -> GList {
+        GList {
+            head: ptr::null(),
+            tail: ptr::null(),
+            len: 0,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(crate) fn push_back(&mut self, g: &'static G) {
+        g.schedlink.store(ptr::null_mut(), Ordering::Relaxed);
+        if self.tail.is_null() {
+            self.head = g;
+        } else {
+            // SAFETY: `tail` is a live `&'static G` on this list.
+            unsafe { &*self.tail }
+                .schedlink
+                .store(g as *const G as *mut G, Ordering::Relaxed);
+        }
+        self.tail = g;
+        self.len += 1;
+    }
+
+    pub(crate) fn pop_front(&mut self) -> Option<&'static G> {
+        if self.head.is_null() {
+            return None;
+        }
+        // SAFETY: `head` is a live `&'static G` on this list (Gs are never freed).
+        let g: &'static G = unsafe { &*self.head };
+        self.head = g.schedlink.load(Ordering::Relaxed);
+        if self.head.is_null() {
+            self.tail = ptr::null();
+        }
+        self.len -= 1;
+        Some(g)
+    }
+
+    /// Moves all of `other` to the back of `self`.
+    pub(crate) fn append(&mut self, other: &mut GList) {
+        if other.is_empty() {
+            return;
+        }
+        if self.tail.is_null() {
+            self.head = other.head;
+        } else {
+            // SAFETY: `tail` is a live G on this list.
+            unsafe { &*self.tail }
+                .schedlink
+                .store(other.head as *mut G, Ordering::Relaxed);
+        }
+        self.tail = other.tail;
+        self.len += other.len;
+        *other = GList::new();
+    }
+}

@@ -1,0 +1,1538 @@
+//! Goroutine stacks: reserved virtual memory, carved from slabs, guarded,
+//! pooled and reused.
+//!
+//! # Layout
+//!
+//! A goroutine stack is `usable` bytes of read-write memory (256 KiB by
+//! default, always a multiple of the page size) with one guard page directly
+//! below it. It grows down from `base` (the top, highest address) towards
+//! `bottom`; running into the guard raises `SIGSEGV`, which
+//! `sys::signal` reports as `goroutine N has overflowed its stack`.
+//!
+//! ```text
+//!  one stack (a "slot", stride = page + usable):
+//!
+//!   high  +---------------------------+ <- base (top): corosensei's initial frame
+//!         |  kept region (16 KiB)     |    stays resident while cached
+//!         +- - - - - - - - - - - - - -+ <- base - KEEP
+//!         |  probe window (256 B)     |    read on put: nonzero => went deep
+//!         |                           |
+//!         |  deep region              |    committed on touch, released
+//!         |  (usable - 16 KiB)        |    (MADV_DONTNEED) when used
+//!         |                           |
+//!         +---------------------------+ <- bottom (lowest usable address)
+//!         |  guard page (4 KiB)       |    MADV_GUARD_INSTALL or PROT_NONE
+//!   low   +---------------------------+ <- guard_lo = corosensei's `limit()`
+//!
+//!  one slab (a single mmap, n = min(256, 128 MiB / stride) slots of one size):
+//!
+//!   low                                                              high
+//!   | G | stack 0 | G | stack 1 | ... | G | stack n-1 | G (slab top) |
+//!     ^ carved in this order, lazily, by a bump pointer ->
+//! ```
+//!
+//! Slot `i`'s guard sits directly above slot `i-1`'s base, so a write just
+//! above a stack's base also faults; the last slot is capped by the slab's own
+//! top guard.
+//!
+//! # Pool levels
+//!
+//! 1. [`StackCache`], one per P, owned by one thread at a time: up to
+//!    [`CACHE_CAP`] (32) stacks of the default size class, kept as bare top
+//!    addresses in an inline array, LIFO, no lock and no system call on the
+//!    hot path: `put` + `get` of a stack that stayed shallow measured about
+//!    4 ns on a 2.6 GHz Xeon VM, of which the deep-use probe is under 1 ns
+//!    (`bench_cache_put_get`).
+//! 2. [`Pool`] (one global instance behind a mutex): per size class, a free
+//!    list of stacks whose pages were all given back to the OS, plus the
+//!    current slab that new stacks are carved from. A cache refills from it in
+//!    batches of [`BATCH`] (16) and spills its oldest 16 stacks to it when
+//!    full. Stacks of non-default sizes go straight to and from the pool.
+//! 3. Slabs from the OS: one `mmap` (`MAP_NORESERVE`, `MADV_NOHUGEPAGE`) per
+//!    slab of up to 256 stacks, so a million stacks cost a few thousand
+//!    mmaps. Slabs are never unmapped. Reserving is not committing: under the
+//!    default overcommit policy a slab costs address space only (under
+//!    `vm.overcommit_memory=2` the kernel ignores `MAP_NORESERVE` and charges
+//!    whole slabs against the commit limit; use smaller stacks there).
+//!
+//! Steady state therefore never maps memory per spawn: a spawn takes a stack
+//! from its P's cache, an exit puts it back.
+//!
+//! # Invariants
+//!
+//! - Every [`Stack`] value has its guard installed at `guard_range()` and is
+//!   in exactly one place: owned by a goroutine (inside its coroutine), or,
+//!   as a bare top address, in one cache's array or on one pool free list. Dropping a
+//!   `Stack` returns it to its pool, so a stack is never leaked.
+//! - Slabs are never unmapped, so a stack address stays valid for the life of
+//!   the process: a guard range published for the signal handler can never
+//!   name someone else's memory.
+//! - A stack on a pool free list has its whole usable range released: it
+//!   costs no RSS and reads as zero.
+//! - A stack in a cache has its deep region released, except when the
+//!   heuristic below missed deep use (then the periodic trim releases it).
+//!   Its probe window reads nonzero only if the goroutine that last ran on it
+//!   wrote there: it is zero when the stack is fresh, after any release, and
+//!   a nonzero window is always followed by a release of the deep region.
+//! - Guards are never removed: `MADV_DONTNEED` is applied only to usable
+//!   ranges.
+//!
+//! # Returning memory: the deep-use heuristic
+//!
+//! A goroutine that finishes after using a few KiB must not pay a system
+//! call, but a burst of deep goroutines must not pin their pages forever. So
+//! `StackCache::put` reads the 256-byte *probe window* at the top of the first
+//! page below the kept 16 KiB (16 aligned 16-byte loads, OR-reduced). Pages
+//! given back with `MADV_DONTNEED` read back as zero, so a nonzero word means
+//! the last goroutine went at least that deep, and the deep region
+//! (everything below the kept 16 KiB) is released with one `madvise` (about
+//! 2 us including refaulting the page later). Otherwise nothing is done.
+//!
+//! Limits, honestly: the check sees *contents*, not residency. A goroutine
+//! can go deeper while leaving the window zero: a frame that straddles the
+//! boundary with >= 256 bytes of zeroed or never-written locals there (a
+//! `[0u8; 4096]` buffer, or a page touched only by a stack probe) and then
+//! calls further down. Such a miss leaves those deep pages resident while
+//! the stack sits in the cache. The damage is bounded: at most [`CACHE_CAP`]
+//! stacks per P can hold missed pages; every [`TRIM_EVERY`]th put the cache
+//! unconditionally releases the deep region of one cached stack
+//! (round-robin; one `madvise` of 1-2 us per 1024 puts, ~2 ns amortized); and
+//! stacks that spill to the pool, drain with a P, or are dropped are released
+//! entirely. A residency-exact check (`mincore`) would be a system call per
+//! put. Reading the window of a stack whose window page was never touched
+//! (or was just released) maps the shared zero page: one minor fault, no
+//! memory, once per release.
+//!
+//! # Guard pages and the kernel fallback
+//!
+//! On Linux >= 6.13 a guard is `madvise(MADV_GUARD_INSTALL)` on the page: a
+//! page-table marker that does not split the mapping, so a slab of 256
+//! guarded stacks stays one memory mapping (and adjacent slabs usually merge).
+//! Support is probed on the first guard a pool installs: `EINVAL` (older
+//! kernels; also `mlock`ed memory) switches the pool to `mprotect(PROT_NONE)`
+//! per guard for good. That fallback splits the mapping around every guard,
+//! so each stack costs about two of the `vm.max_map_count` (default 65530)
+//! mappings a process may have, i.e. about 32 thousand stacks. Hitting the
+//! limit returns an [`io::ErrorKind::OutOfMemory`] error that says so and how
+//! to raise it. `GOROUTINE_STACK_GUARD=mprotect` forces the fallback (tests,
+//! mimicking old kernels). Guard markers keep a page-table page alive per
+//! 2 MiB of parked stacks (about 0.5 KiB per parked stack).
+//!
+//! Stacks are never backed by transparent huge pages (`MADV_NOHUGEPAGE`): a
+//! 2 MiB page would make a goroutine that touched 4 KiB cost 2 MiB.
+
+use std::cell::Cell;
+use std::io;
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::num::NonZeroUsize;
+use std::ptr::{self, NonNull};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use corosensei::stack::StackPointer;
+
+use crate::sys::mem;
+
+/// Usable bytes of a goroutine stack unless `GOROUTINE_STACK_SIZE` says
+/// otherwise.
+pub(crate) const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+/// Smallest stack size accepted by [`validate_stack_size`].
+pub(crate) const MIN_STACK_SIZE: usize = 16 * 1024;
+/// Largest stack size accepted by [`validate_stack_size`].
+pub(crate) const MAX_STACK_SIZE: usize = 1 << 30;
+
+const STACK_SIZE_ENV: &str = "GOROUTINE_STACK_SIZE";
+const GUARD_ENV: &str = "GOROUTINE_STACK_GUARD";
+
+/// Most stacks carved from one slab.
+const SLAB_MAX_STACKS: usize = 256;
+/// Most bytes of one slab (bounds the reservation for large stack sizes).
+const SLAB_MAX_BYTES: usize = 128 << 20;
+/// Most stacks a per-P cache holds.
+pub(crate) const CACHE_CAP: usize = 32;
+/// Stacks moved between a cache and the pool at once.
+pub(crate) const BATCH: usize = CACHE_CAP / 2;
+/// Bytes at the top of a cached stack that stay resident.
+const KEEP_BYTES: usize = 16 * 1024;
+/// Size of the probe window read on `put`.
+const PROBE_WORDS: usize = 32;
+const PROBE_BYTES: usize = PROBE_WORDS * 8;
+/// A cache unconditionally releases the deep region of one cached stack
+/// every `TRIM_EVERY` puts (a power of two).
+pub(crate) const TRIM_EVERY: u32 = 1024;
+
+// ---------------------------------------------------------------------------
+// Sizes and environment
+// ---------------------------------------------------------------------------
+
+/// Checks a requested stack size and rounds it up to the page size.
+///
+/// Sizes below 16 KiB or above 1 GiB are rejected with
+/// [`io::ErrorKind::InvalidInput`].
+pub(crate) fn validate_stack_size(bytes: usize) -> io::Result<usize> {
+    if !(MIN_STACK_SIZE..=MAX_STACK_SIZE).contains(&bytes) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "goroutine stack size of {bytes} bytes is out of range: \
+                 it must be between 16 KiB ({MIN_STACK_SIZE} bytes) and 1 GiB \
+                 ({MAX_STACK_SIZE} bytes)"
+            ),
+        ));
+    }
+    let page = mem::page_size();
+    Ok((bytes + page - 1) & !(page - 1))
+}
+
+/// The stack size used when a spawn does not ask for one: 256 KiB, or
+/// `GOROUTINE_STACK_SIZE` (bytes, with an optional `K`/`KiB`/`M`/`MiB`/`G`/
+/// `GiB` suffix, case-insensitive) read once. A bad value is reported with one
+/// line on stderr and the default is used. Always page-aligned.
+pub(crate) fn default_stack_size() -> usize {
+    static SIZE: OnceLock<usize> = OnceLock::new();
+    *SIZE.get_or_init(|| {
+        let raw = std::env::var_os(STACK_SIZE_ENV);
+        let (size, warning) = stack_size_from_env(raw.as_deref().map(|v| v.to_str().ok_or(v)));
+        if let Some(w) = warning {
+            eprintln!("{w}");
+        }
+        size
+    })
+}
+
+/// The default stack size given the value of `GOROUTINE_STACK_SIZE`
+/// (`None`: unset; `Err`: not UTF-8), and the warning line to print if the
+/// value was rejected.
+fn stack_size_from_env(value: Option<Result<&str, &std::ffi::OsStr>>) -> (usize, Option<String>) {
+    let fallback = |shown: String, why: String| {
+        let w = format!(
+            "goroutine: ignoring {STACK_SIZE_ENV}={shown}: {why}; using the default \
+             stack size of {} KiB",
+            DEFAULT_STACK_SIZE / 1024
+        );
+        (DEFAULT_STACK_SIZE, Some(w))
+    };
+    match value {
+        None => (DEFAULT_STACK_SIZE, None),
+        Some(Err(os)) => fallback(format!("{os:?}"), "not valid UTF-8".to_owned()),
+        Some(Ok(s)) => match parse_stack_size(s)
+            .and_then(|b| validate_stack_size(b).map_err(|e| e.to_string()))
+        {
+            Ok(size) => (size, None),
+            Err(why) => fallback(format!("{s:?}"), why),
+        },
+    }
+}
+
+/// Parses `<digits>[ ][K|KiB|M|MiB|G|GiB]` (suffix case-insensitive, powers
+/// of 1024) into bytes. Does not check the range.
+fn parse_stack_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return Err(
+            "expected a number of bytes, optionally followed by K, KiB, M, MiB, G or GiB".into(),
+        );
+    }
+    let (num, suffix) = s.split_at(digits);
+    let shift = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        other => {
+            return Err(format!(
+                "unknown size suffix {other:?} (use K, KiB, M, MiB, G or GiB)"
+            ))
+        }
+    };
+    num.parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| "number too large".to_owned())
+}
+
+/// Whether `GOROUTINE_STACK_GUARD` forces `mprotect` guards, and the warning
+/// line for a value that is ignored (`None`: unset; `Err`: not UTF-8).
+fn guard_env_forces_mprotect(
+    value: Option<Result<&str, &std::ffi::OsStr>>,
+) -> (bool, Option<String>) {
+    let shown = match value {
+        None | Some(Ok("")) => return (false, None),
+        Some(Ok("mprotect")) => return (true, None),
+        Some(Ok(v)) => format!("{v:?}"),
+        Some(Err(v)) => format!("{v:?}"),
+    };
+    let w =
+        format!("goroutine: ignoring {GUARD_ENV}={shown}: the only accepted value is \"mprotect\"");
+    (false, Some(w))
+}
+
+// ---------------------------------------------------------------------------
+// Stack
+// ---------------------------------------------------------------------------
+
+/// One goroutine stack: `usable` read-write bytes below `base`, with a guard
+/// page below them (see the module note). Owning a `Stack` means owning that
+/// memory; dropping it returns the stack (released) to its pool.
+pub(crate) struct Stack {
+    /// The top of the stack (highest address, exclusive), page-aligned.
+    top: NonZeroUsize,
+    /// Usable bytes, a multiple of the page size.
+    usable: usize,
+    /// The pool the stack came from and goes back to.
+    pool: &'static Pool,
+}
+
+impl Stack {
+    /// Usable bytes (excluding the guard page).
+    #[inline]
+    pub(crate) fn usable_size(&self) -> usize {
+        self.usable
+    }
+
+    /// The guard page, `[lo, hi)`; `hi` is the lowest usable address.
+    #[inline]
+    pub(crate) fn guard_range(&self) -> (usize, usize) {
+        let bottom = self.bottom();
+        (bottom - mem::page_size(), bottom)
+    }
+
+    /// The lowest usable address.
+    #[inline]
+    fn bottom(&self) -> usize {
+        self.top.get() - self.usable
+    }
+
+    /// Gives the whole usable range back to the OS.
+    fn release_all(&self) {
+        release_range(self.bottom(), self.usable);
+    }
+}
+
+/// `MADV_DONTNEED` on part of a stack we own. Failure (only possible if the
+/// process `mlock`ed the memory) leaves the pages resident, which is harmless.
+fn release_range(addr: usize, len: usize) {
+    if len == 0 {
+        return;
+    }
+    if let Some(p) = NonNull::new(addr as *mut u8) {
+        // SAFETY: callers pass a page-aligned part of the usable range of a
+        // stack they own exclusively and that nothing runs on, so its
+        // contents are dead; the range lies inside a slab from mem::reserve.
+        let _ = unsafe { mem::release(p, len) };
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        self.release_all();
+        self.pool.give_back(self.usable, std::iter::once(self.top));
+    }
+}
+
+// SAFETY: `base()` is the page-aligned (hence STACK_ALIGNMENT-aligned) top of
+// `usable` >= 16 KiB (>= corosensei's MIN_STACK_SIZE) bytes of read-write
+// memory owned by this value and mapped for the life of the process (slabs are
+// never unmapped); a guard page sits directly below it. `limit()` is the low
+// end of that guard page, page-aligned.
+unsafe impl corosensei::stack::Stack for Stack {
+    #[inline]
+    fn base(&self) -> StackPointer {
+        self.top
+    }
+
+    /// The low end of the guard page. corosensei's doc asks for the limit to
+    /// include guard pages; it uses it only for `CoroutineTrapHandler::
+    /// stack_ptr_in_bounds` (which must accept a stack pointer inside the
+    /// guard after an overflow) and for sanitizer bookkeeping. Its own
+    /// `DefaultStack` returns the start of its mapping, guard included.
+    #[inline]
+    fn limit(&self) -> StackPointer {
+        // The guard's low end is above the slab start, which is non-null.
+        NonZeroUsize::new(self.guard_range().0).unwrap_or(self.top)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Global pool
+// ---------------------------------------------------------------------------
+
+/// How a pool decides between guard implementations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GuardPolicy {
+    /// `MADV_GUARD_INSTALL` if the kernel has it, unless
+    /// `GOROUTINE_STACK_GUARD=mprotect`.
+    FromEnv,
+    /// `MADV_GUARD_INSTALL` if the kernel has it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Auto,
+    /// Always `mprotect(PROT_NONE)`.
+    #[cfg_attr(not(test), allow(dead_code))]
+    ForceMprotect,
+}
+
+/// The guard implementation a pool settled on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GuardMode {
+    /// No guard installed yet.
+    Unknown,
+    /// `MADV_GUARD_INSTALL` works.
+    Madvise,
+    /// `mprotect(PROT_NONE)`; `forced` by the environment or a test.
+    Mprotect { forced: bool },
+}
+
+/// The stacks of one size class.
+struct Class {
+    usable: usize,
+    /// Tops of released stacks ready for reuse (LIFO).
+    free: Vec<NonZeroUsize>,
+    /// Guard address of the next slot to carve from the current slab.
+    next: usize,
+    /// End of the carvable part of the current slab (`next == end`: none left).
+    end: usize,
+}
+
+struct PoolInner {
+    mode: GuardMode,
+    classes: Vec<Class>,
+    /// Every slab, `(addr, len)`, for diagnostics and tests.
+    slabs: Vec<(usize, usize)>,
+}
+
+/// The global level of the stack pool (module note): free lists per size
+/// class and the slabs stacks are carved from.
+struct Pool {
+    policy: GuardPolicy,
+    inner: Mutex<PoolInner>,
+}
+
+static GLOBAL: Pool = Pool::new(GuardPolicy::FromEnv);
+
+impl Pool {
+    const fn new(policy: GuardPolicy) -> Pool {
+        Pool {
+            policy,
+            inner: Mutex::new(PoolInner {
+                mode: GuardMode::Unknown,
+                classes: Vec::new(),
+                slabs: Vec::new(),
+            }),
+        }
+    }
+
+    /// A private pool for tests (leaked: stacks point at their pool).
+    #[cfg(test)]
+    fn leak(policy: GuardPolicy) -> &'static Pool {
+        Box::leak(Box::new(Pool::new(policy)))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PoolInner> {
+        // The pool's state is consistent between statements that can panic
+        // (only allocation can), so a poisoned lock is still usable.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A stack of `usable` bytes (rounded up to the page size).
+    fn get(&'static self, usable: usize) -> io::Result<Stack> {
+        let usable = validate_stack_size(usable)?;
+        let mut inner = self.lock();
+        let ci = inner.class(usable);
+        let top = self.pop_or_carve(&mut inner, ci)?;
+        Ok(Stack {
+            top,
+            usable,
+            pool: self,
+        })
+    }
+
+    /// Fills `out` with the tops of stacks of `usable` bytes (guards
+    /// installed, pages released) now owned by the caller; returns how many
+    /// (at most `out.len()`), failing only if it could not get a single one.
+    fn take(&self, usable: usize, out: &mut [NonZeroUsize]) -> io::Result<usize> {
+        let mut inner = self.lock();
+        let ci = inner.class(usable);
+        for (i, slot) in out.iter_mut().enumerate() {
+            match self.pop_or_carve(&mut inner, ci) {
+                Ok(top) => *slot = top,
+                Err(e) if i == 0 => return Err(e),
+                Err(_) => return Ok(i),
+            }
+        }
+        Ok(out.len())
+    }
+
+    /// Puts released stacks (by top address) of `usable` bytes on the free
+    /// list.
+    fn give_back(&self, usable: usize, tops: impl Iterator<Item = NonZeroUsize>) {
+        let mut inner = self.lock();
+        let ci = inner.class(usable);
+        inner.classes[ci].free.extend(tops);
+    }
+
+    fn pop_or_carve(&self, inner: &mut PoolInner, ci: usize) -> io::Result<NonZeroUsize> {
+        if let Some(top) = inner.classes[ci].free.pop() {
+            return Ok(top);
+        }
+        let page = mem::page_size();
+        let stride = inner.classes[ci].usable + page;
+        if inner.classes[ci].next == inner.classes[ci].end {
+            self.new_slab(inner, ci)?;
+        }
+        let guard = inner.classes[ci].next;
+        self.install_guard(&mut inner.mode, guard, page)?;
+        inner.classes[ci].next += stride;
+        // Above a slab start, so never zero.
+        NonZeroUsize::new(guard + stride).ok_or_else(|| io::Error::other("null stack address"))
+    }
+
+    /// Maps a new slab for class `ci` and installs its top guard.
+    fn new_slab(&self, inner: &mut PoolInner, ci: usize) -> io::Result<()> {
+        let page = mem::page_size();
+        let stride = inner.classes[ci].usable + page;
+        let n = (SLAB_MAX_BYTES / stride).clamp(1, SLAB_MAX_STACKS);
+        let len = n * stride + page;
+        let base = match mem::reserve(len) {
+            Ok(p) => p.as_ptr() as usize,
+            Err(e) => return Err(self.reserve_error(inner.mode, e, len)),
+        };
+        if let Err(e) = self.install_guard(&mut inner.mode, base + n * stride, page) {
+            if let Some(p) = NonNull::new(base as *mut u8) {
+                // SAFETY: we just mapped this slab and handed out nothing from it.
+                let _ = unsafe { mem::unmap(p, len) };
+            }
+            return Err(e);
+        }
+        inner.slabs.push((base, len));
+        let c = &mut inner.classes[ci];
+        c.next = base;
+        c.end = base + n * stride;
+        Ok(())
+    }
+
+    /// Installs one guard page at `addr` (inside a slab, holding nothing),
+    /// settling the pool's guard mode on first use.
+    fn install_guard(&self, mode: &mut GuardMode, addr: usize, len: usize) -> io::Result<()> {
+        let Some(p) = NonNull::new(addr as *mut u8) else {
+            return Err(io::Error::other("null guard address"));
+        };
+        if *mode == GuardMode::Unknown {
+            *mode = match self.policy {
+                GuardPolicy::ForceMprotect => GuardMode::Mprotect { forced: true },
+                GuardPolicy::Auto => GuardMode::Madvise,
+                GuardPolicy::FromEnv => {
+                    let v = std::env::var_os(GUARD_ENV);
+                    let (force, warning) =
+                        guard_env_forces_mprotect(v.as_deref().map(|v| v.to_str().ok_or(v)));
+                    if let Some(w) = warning {
+                        eprintln!("{w}");
+                    }
+                    if force {
+                        GuardMode::Mprotect { forced: true }
+                    } else {
+                        GuardMode::Madvise
+                    }
+                }
+            };
+        }
+        if *mode == GuardMode::Madvise {
+            // SAFETY: `addr..addr+len` is a page-aligned guard slot of one of
+            // our slabs; it holds no object.
+            match unsafe { mem::guard_install(p, len) } {
+                Ok(()) => return Ok(()),
+                Err(e) if guard_install_unsupported(&e) => {
+                    *mode = GuardMode::Mprotect { forced: false };
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let forced = *mode == GuardMode::Mprotect { forced: true };
+        // SAFETY: as above; nothing will access the guard page.
+        unsafe { mem::protect_none(p, len) }.map_err(|e| map_limit_error(e, forced, "mprotect"))
+    }
+
+    fn reserve_error(&self, mode: GuardMode, e: io::Error, len: usize) -> io::Error {
+        match mode {
+            GuardMode::Mprotect { forced } => map_limit_error(e, forced, "mmap"),
+            _ if e.raw_os_error() == Some(libc::ENOMEM) => io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!("cannot reserve {len} bytes of address space for goroutine stacks: {e}"),
+            ),
+            _ => e,
+        }
+    }
+
+    #[cfg(test)]
+    fn mode(&self) -> GuardMode {
+        self.lock().mode
+    }
+
+    #[cfg(test)]
+    fn slabs(&self) -> Vec<(usize, usize)> {
+        self.lock().slabs.clone()
+    }
+
+    #[cfg(test)]
+    fn free_len(&self, usable: usize) -> usize {
+        let mut inner = self.lock();
+        let ci = inner.class(usable);
+        inner.classes[ci].free.len()
+    }
+}
+
+impl PoolInner {
+    /// The index of the class of `usable` bytes, created if needed.
+    fn class(&mut self, usable: usize) -> usize {
+        if let Some(i) = self.classes.iter().position(|c| c.usable == usable) {
+            return i;
+        }
+        self.classes.push(Class {
+            usable,
+            free: Vec::new(),
+            next: 0,
+            end: 0,
+        });
+        self.classes.len() - 1
+    }
+}
+
+/// Whether a `MADV_GUARD_INSTALL` failure means "not available here".
+fn guard_install_unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::ENOSYS | libc::EPERM | libc::EOPNOTSUPP)
+    )
+}
+
+/// Turns `ENOMEM` from `op` on the `mprotect` guard path into an error that
+/// explains the memory-mapping limit.
+fn map_limit_error(e: io::Error, forced: bool, op: &str) -> io::Error {
+    if e.raw_os_error() != Some(libc::ENOMEM) {
+        return e;
+    }
+    io::Error::new(
+        io::ErrorKind::OutOfMemory,
+        map_limit_message(&e, forced, op, mem::max_map_count()),
+    )
+}
+
+fn map_limit_message(e: &io::Error, forced: bool, op: &str, max: Option<u64>) -> String {
+    let why = if forced {
+        format!("{GUARD_ENV}=mprotect forces mprotect guard pages")
+    } else {
+        "This kernel lacks MADV_GUARD_INSTALL (needs Linux >= 6.13)".to_owned()
+    };
+    let limit = match max {
+        Some(n) => format!(
+            "vm.max_map_count is {n}, which allows about {} stacks",
+            n / 2
+        ),
+        None => "vm.max_map_count (unreadable here; 65530 by default) allows about half as \
+                 many stacks"
+            .to_owned(),
+    };
+    format!(
+        "cannot create a goroutine stack: {op} failed ({e}): the memory-mapping limit is \
+         reached. {why}, so each goroutine stack guard costs a memory mapping (about 2 per \
+         stack), and {limit}. Raise it with `sysctl -w vm.max_map_count=N` (e.g. 1048576; \
+         persist it in /etc/sysctl.d), or run fewer goroutines at once"
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Per-P cache
+// ---------------------------------------------------------------------------
+
+/// The per-P level of the stack pool (module note). Owned by one thread at a
+/// time: `Send`, not `Sync`.
+pub(crate) struct StackCache {
+    pool: &'static Pool,
+    /// The usable size of the cached class (the default stack size).
+    class: usize,
+    /// Bytes at the top of a cached stack kept resident (16 KiB rounded up
+    /// to the page size).
+    keep: usize,
+    /// Bytes below the kept top region (the region released on deep use);
+    /// 0 if the class is too small to have one.
+    deep: usize,
+    /// `tops[..len]`: the tops of the cached stacks of `class` bytes from
+    /// `pool`, owned by this cache; LIFO (`tops[len - 1]` is the most
+    /// recently used). Entries past `len` are meaningless.
+    tops: [NonZeroUsize; CACHE_CAP],
+    len: usize,
+    /// Puts since creation, for the periodic trim.
+    puts: u32,
+    trim_cursor: usize,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+impl StackCache {
+    /// An empty cache for the default stack size on the global pool.
+    pub(crate) fn new() -> Self {
+        Self::with_pool(&GLOBAL, default_stack_size())
+    }
+
+    fn with_pool(pool: &'static Pool, class: usize) -> Self {
+        let page = mem::page_size();
+        let keep = (KEEP_BYTES + page - 1) & !(page - 1);
+        // A deep region exists only if at least one page lies below the kept
+        // top (the probe window sits in that page).
+        let deep = if class >= keep + page {
+            class - keep
+        } else {
+            0
+        };
+        StackCache {
+            pool,
+            class,
+            keep,
+            deep,
+            tops: [NonZeroUsize::MAX; CACHE_CAP],
+            len: 0,
+            puts: 0,
+            trim_cursor: 0,
+            _not_sync: PhantomData,
+        }
+    }
+
+    /// A stack of `usable` bytes (already validated by the caller). The
+    /// default size comes from this cache (refilled from the pool in
+    /// batches); other sizes come from the pool.
+    #[inline]
+    pub(crate) fn get(&mut self, usable: usize) -> io::Result<Stack> {
+        if usable != self.class {
+            return self.pool.get(usable);
+        }
+        if self.len == 0 {
+            self.refill()?;
+        }
+        self.len -= 1;
+        Ok(Stack {
+            top: self.tops[self.len],
+            usable,
+            pool: self.pool,
+        })
+    }
+
+    /// Refills an empty cache with a batch from the pool.
+    #[cold]
+    #[inline(never)]
+    fn refill(&mut self) -> io::Result<()> {
+        debug_assert_eq!(self.len, 0);
+        let n = self.pool.take(self.class, &mut self.tops[..BATCH])?;
+        if n == 0 {
+            return Err(io::Error::other("goroutine stack pool returned no stack"));
+        }
+        self.len = n;
+        Ok(())
+    }
+
+    /// Returns a stack whose goroutine has finished (nothing runs on it).
+    #[inline]
+    pub(crate) fn put(&mut self, s: Stack) {
+        if s.usable != self.class || !ptr::eq(s.pool, self.pool) {
+            // Released and returned to its own pool by Drop.
+            drop(s);
+            return;
+        }
+        let top = ManuallyDrop::new(s).top;
+        if self.deep != 0 && went_deep(top.get() - self.keep) {
+            self.release_deep(top);
+        }
+        if self.len == CACHE_CAP {
+            self.spill(BATCH);
+        }
+        self.tops[self.len] = top;
+        self.len += 1;
+        self.puts = self.puts.wrapping_add(1);
+        if self.puts % TRIM_EVERY == 0 {
+            self.trim_one();
+        }
+    }
+
+    /// Releases the deep region of the cached-class stack with this top.
+    #[cold]
+    #[inline(never)]
+    fn release_deep(&self, top: NonZeroUsize) {
+        release_range(top.get() - self.class, self.deep);
+    }
+
+    /// Gives every cached stack, released, to the pool (the P is destroyed).
+    pub(crate) fn drain(&mut self) {
+        self.spill(self.len);
+    }
+
+    /// Releases the oldest `n` cached stacks entirely and moves them to the
+    /// pool.
+    #[cold]
+    #[inline(never)]
+    fn spill(&mut self, n: usize) {
+        let n = n.min(self.len);
+        if n == 0 {
+            return;
+        }
+        for top in &self.tops[..n] {
+            release_range(top.get() - self.class, self.class);
+        }
+        self.pool
+            .give_back(self.class, self.tops[..n].iter().copied());
+        self.tops.copy_within(n..self.len, 0);
+        self.len -= n;
+    }
+
+    /// The periodic trim: releases the deep region of one cached stack,
+    /// round-robin, whether or not the probe saw deep use.
+    #[cold]
+    #[inline(never)]
+    fn trim_one(&mut self) {
+        if self.deep == 0 || self.len == 0 {
+            return;
+        }
+        let i = self.trim_cursor % self.len;
+        self.trim_cursor = self.trim_cursor.wrapping_add(1);
+        self.release_deep(self.tops[i]);
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for StackCache {
+    fn drop(&mut self) {
+        self.drain();
+    }
+}
+
+/// Whether the probe window just below `boundary` (the bottom of a cached
+/// stack's kept region) holds a nonzero word: the last goroutine on the stack
+/// went below the kept region.
+#[inline]
+fn went_deep(boundary: usize) -> bool {
+    let window = (boundary - PROBE_BYTES) as *const [u128; PROBE_BYTES / 16];
+    // SAFETY: the window lies in the usable range of a stack we own
+    // exclusively (the caller passes `top - keep`, i.e. `bottom + deep` with
+    // `deep >= one page`),
+    // which is mapped read-write for the life of the process, page-aligned at
+    // its end (so 16-aligned), and not written by anyone while we read it (its
+    // goroutine has finished). Bytes of anonymous memory are always
+    // initialised (zero or written).
+    let w = unsafe { &*window };
+    // Four independent OR chains over 16 aligned 16-byte loads: straight-line
+    // SSE2 code, no loop.
+    let a = (w[0] | w[4]) | (w[8] | w[12]);
+    let b = (w[1] | w[5]) | (w[9] | w[13]);
+    let c = (w[2] | w[6]) | (w[10] | w[14]);
+    let d = (w[3] | w[7]) | (w[11] | w[15]);
+    (a | b) | (c | d) != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::signal::tests::{child_scenario, run_child};
+    use std::hint::black_box;
+
+    fn page() -> usize {
+        mem::page_size()
+    }
+
+    /// Writes one byte at `addr` inside memory we own.
+    fn poke(addr: usize, v: u8) {
+        // SAFETY: tests only poke usable ranges of stacks they own.
+        unsafe { ptr::write_volatile(addr as *mut u8, v) }
+    }
+
+    fn peek(addr: usize) -> u8 {
+        // SAFETY: tests only peek usable ranges of stacks they own.
+        unsafe { ptr::read_volatile(addr as *const u8) }
+    }
+
+    /// Forks a child that writes one byte at `addr`; returns the signal that
+    /// killed it (0 if it exited normally).
+    fn child_write_signal(addr: usize) -> i32 {
+        // SAFETY: the child only does a volatile store and _exit, both
+        // async-signal-safe, so forking a multi-threaded process is fine.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
+        if pid == 0 {
+            // SAFETY: in the child; see above. A fault kills it.
+            unsafe {
+                ptr::write_volatile(addr as *mut u8, 1);
+                libc::_exit(0);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(r, pid);
+        if libc::WIFSIGNALED(status) {
+            libc::WTERMSIG(status)
+        } else {
+            assert!(libc::WIFEXITED(status));
+            0
+        }
+    }
+
+    /// Number of /proc/self/maps entries overlapping `ranges`.
+    fn vmas_in(ranges: &[(usize, usize)]) -> usize {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        maps.lines()
+            .filter(|l| {
+                let r = l.split_whitespace().next().unwrap();
+                let (a, b) = r.split_once('-').unwrap();
+                let a = usize::from_str_radix(a, 16).unwrap();
+                let b = usize::from_str_radix(b, 16).unwrap();
+                ranges.iter().any(|&(lo, len)| a < lo + len && lo < b)
+            })
+            .count()
+    }
+
+    #[test]
+    fn cache_reuses_the_same_stack_lifo() {
+        let pool = Pool::leak(GuardPolicy::Auto);
+        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
+        let a = c.get(DEFAULT_STACK_SIZE).unwrap();
+        let b = c.get(DEFAULT_STACK_SIZE).unwrap();
+        let (ta, tb) = (a.top, b.top);
+        assert_ne!(ta, tb);
+        c.put(a);
+        c.put(b);
+        assert_eq!(c.get(DEFAULT_STACK_SIZE).unwrap().top, tb);
+        let again = c.get(DEFAULT_STACK_SIZE).unwrap();
+        assert_eq!(again.top, ta);
+        c.put(again);
+        assert_eq!(c.get(DEFAULT_STACK_SIZE).unwrap().top, ta);
+    }
+
+    #[test]
+    fn slab_stacks_do_not_overlap_and_guards_sit_below() {
+        let pool = Pool::leak(GuardPolicy::Auto);
+        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
+        let stacks: Vec<Stack> = (0..600)
+            .map(|_| c.get(DEFAULT_STACK_SIZE).unwrap())
+            .collect();
+        let mut ranges: Vec<(usize, usize)> = stacks
+            .iter()
+            .map(|s| {
+                let (glo, ghi) = s.guard_range();
+                assert_eq!(ghi - glo, page());
+                assert_eq!(ghi, s.bottom(), "guard directly below the usable range");
+                assert_eq!(s.top.get() - ghi, DEFAULT_STACK_SIZE);
+                assert_eq!(s.usable_size(), DEFAULT_STACK_SIZE);
+                assert_eq!(s.top.get() % page(), 0);
+                use corosensei::stack::Stack as _;
+                assert_eq!(s.limit().get(), glo);
+                assert_eq!(s.base().get(), s.top.get());
+                (glo, s.top.get())
+            })
+            .collect();
+        ranges.sort_unstable();
+        for w in ranges.windows(2) {
+            assert!(w[0].1 <= w[1].0, "overlap: {:x?} {:x?}", w[0], w[1]);
+        }
+        // 600 stacks need 3 slabs of 256.
+        assert_eq!(pool.slabs().len(), 3);
+        for s in stacks {
+            c.put(s);
+        }
+    }
+
+    #[test]
+    fn usable_range_is_writable_top_and_bottom() {
+        let pool = Pool::leak(GuardPolicy::Auto);
+        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
+        let s = c.get(DEFAULT_STACK_SIZE).unwrap();
+        poke(s.top.get() - 1, 7);
+        poke(s.bottom(), 9);
+        assert_eq!(peek(s.top.get() - 1), 7);
+        assert_eq!(peek(s.bottom()), 9);
+        c.put(s);
+    }
+
+    fn guard_faults(pool: &'static Pool) {
+        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
+        let s = c.get(DEFAULT_STACK_SIZE).unwrap();
+        assert_eq!(child_write_signal(s.bottom()), 0, "bottom is writable");
+        assert_eq!(child_write_signal(s.top.get() - 1), 0, "top is writable");
+        let (lo, hi) = s.guard_range();
+        assert_eq!(child_write_signal(hi - 1), libc::SIGSEGV, "guard top byte");
+        assert_eq!(child_write_signal(lo), libc::SIGSEGV, "guard low byte");
+        // The guard survives a trip through the pool (full release) and reuse.
+        let top = s.top;
+        for a in (s.bottom()..s.top.get()).step_by(page()) {
+            poke(a, 1);
+        }
+        c.put(s);
+        c.drain();
+        assert_eq!(pool.free_len(DEFAULT_STACK_SIZE), BATCH);
+        let mut all = Vec::new();
+        let s = loop {
+            let s = c.get(DEFAULT_STACK_SIZE).unwrap();
+            if s.top == top {
+                break s;
+            }
+            all.push(s);
+        };
+        assert_eq!(peek(s.bottom()), 0, "released pages read as zero");
+        assert_eq!(child_write_signal(s.guard_range().0), libc::SIGSEGV);
+        c.put(s);
+    }
+
+    #[test]
+    fn guard_faults_with_madv_guard_install() {
+        let pool = Pool::leak(GuardPolicy::Auto);
+        guard_faults(pool);
+        if pool.mode() != GuardMode::Madvise {
+            println!("skipped MADV_GUARD_INSTALL: unsupported here, tested the fallback");
+        }
+    }
+
+    #[test]
+    fn guard_faults_with_mprotect_fallback() {
+        let pool = Pool::leak(GuardPolicy::ForceMprotect);
+        guard_faults(pool);
+        assert_eq!(pool.mode(), GuardMode::Mprotect { forced: true });
+    }
+
+    #[test]
+    fn deep_pages_are_released_on_put_and_shallow_ones_kept() {
+        let pool = Pool::leak(GuardPolicy::Auto);
+        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
+        let keep_pages = KEEP_BYTES / page();
+        let all_pages = DEFAULT_STACK_SIZE / page();
+        let s = c.get(DEFAULT_STACK_SIZE).unwrap();
+        let (bottom, top) = (s.bottom(), s.top.get());
+        // Deep use: touch every page.
+        // Like a growing stack: the top of every page is written first.
+        for a in (bottom..top).step_by(page()) {
+            poke(a + page() - 8, 0x5a);
+        }
+        assert_eq!(
+            mem::resident_pages(bottom, DEFAULT_STACK_SIZE).unwrap(),
+            all_pages
+        );
+        c.put(s);
+        assert_eq!(
+            mem::resident_pages(bottom, DEFAULT_STACK_SIZE - KEEP_BYTES).unwrap(),
+            0,
+            "deep pages released"
+        );
+        assert_eq!(
+            mem::resident_pages(top - KEEP_BYTES, KEEP_BYTES).unwrap(),
+            keep_pages,
+            "kept region stays resident"
+        );
+        // Shallow use: only the kept region; put must not release it and the
+        // deep region costs nothing (at most the zero page mapped by the probe).
+        let s = c.get(DEFAULT_STACK_SIZE).unwrap();
+        assert_eq!(s.top.get(), top);
+        poke(top - 64, 3);
+        c.put(s);
+        assert_eq!(
+            mem::resident_pages(top - KEEP_BYTES, KEEP_BYTES).unwrap(),
+            keep_pages
+        );
+        assert!(mem::resident_pages(bottom, DEFAULT_STACK_SIZE - KEEP_BYTES).unwrap() <= 1);
+        assert_eq!(peek(top - 64), 3, "no release: contents kept");
+    }
+
+    #[test]
+    fn full_cache_spills_half_to_the_pool_released() {
+        let pool = Pool::leak(GuardPolicy::Auto);
+        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
+        let stacks: Vec<Stack> = (0..CACHE_CAP + 1)
+            .map(|_| c.get(DEFAULT_STACK_SIZE).unwrap())
+            .collect();
+        let ranges: Vec<(usize, usize)> = stacks.iter().map(|s| (s.bottom(), s.usable)).collect();
+        for s in &stacks {
+            // Touch only the kept region: the probe sees nothing.
+            for a in (s.top.get() - KEEP_BYTES..s.top.get()).step_by(page()) {
+                poke(a, 1);
+            }
+        }
+        // Empty the cache (it holds the rest of the last refill batch).
+        c.drain();
+        let free0 = pool.free_len(DEFAULT_STACK_SIZE);
+        for s in stacks {
+            c.put(s);
+        }
+        assert_eq!(c.len(), CACHE_CAP + 1 - BATCH);
+        assert_eq!(pool.free_len(DEFAULT_STACK_SIZE), free0 + BATCH);
+        // The first BATCH put (the oldest) were spilled and fully released.
+        for &(b, len) in &ranges[..BATCH] {
+            assert_eq!(mem::resident_pages(b, len).unwrap(), 0);
+        }
+        for &(b, len) in &ranges[BATCH..] {
+            assert!(mem::resident_pages(b, len).unwrap() >= KEEP_BYTES / page());
+        }
+        c.drain();
+        assert_eq!(c.len(), 0);
+        for &(b, len) in &ranges {
+            assert_eq!(mem::resident_pages(b, len).unwrap(), 0);
+        }
+    }
+
+    #[test]
+    fn periodic_trim_releases_missed_deep_pages() {
+        let pool = Pool::leak(GuardPolicy::Auto);
+        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
+        let s = c.get(DEFAULT_STACK_SIZE).unwrap();
+        let bottom = s.bottom();
+        // Deep use the probe cannot see: the window stays zero.
+        poke(bottom, 1);
+        c.put(s);
+        assert_eq!(
+            mem::resident_pages(bottom, page()).unwrap(),
+            1,
+            "missed by the probe"
+        );
+        // The trim walks the cache round-robin; `s` stays on top.
+        for _ in 0..TRIM_EVERY as usize * c.len() {
+            let s = c.get(DEFAULT_STACK_SIZE).unwrap();
+            c.put(s);
+        }
+        assert_eq!(mem::resident_pages(bottom, page()).unwrap(), 0, "trimmed");
+    }
+
+    #[test]
+    fn other_sizes_use_the_sized_pool_and_drop_returns_stacks() {
+        let pool = Pool::leak(GuardPolicy::Auto);
+        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
+        let big = c.get(1 << 20).unwrap();
+        assert_eq!(big.usable_size(), 1 << 20);
+        let t = big.top;
+        poke(big.bottom(), 1);
+        c.put(big);
+        assert_eq!(c.len(), 0, "non-default sizes are not cached");
+        assert_eq!(pool.free_len(1 << 20), 1);
+        let again = c.get(1 << 20).unwrap();
+        assert_eq!(again.top, t);
+        assert_eq!(peek(again.bottom()), 0, "fully released");
+        drop(again);
+        assert_eq!(pool.free_len(1 << 20), 1, "Drop returns the stack");
+        // Odd sizes are rounded up to the page size.
+        let odd = pool.get(100_000).unwrap();
+        assert_eq!(odd.usable_size() % page(), 0);
+        assert!(odd.usable_size() >= 100_000);
+    }
+
+    #[test]
+    fn hundred_thousand_stacks_stay_under_a_few_hundred_mappings() {
+        const N: usize = 100_000;
+        let pool = Pool::leak(GuardPolicy::Auto);
+        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
+        drop(c.get(DEFAULT_STACK_SIZE).unwrap());
+        if pool.mode() != GuardMode::Madvise {
+            // 100,000 mprotect guards would exceed the stock vm.max_map_count.
+            println!("skipped: this kernel lacks MADV_GUARD_INSTALL (needs Linux >= 6.13)");
+            return;
+        }
+        let before = std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .count();
+        let t = std::time::Instant::now();
+        let stacks: Vec<Stack> = (0..N).map(|_| c.get(DEFAULT_STACK_SIZE).unwrap()).collect();
+        let got = t.elapsed();
+        let slabs = pool.slabs();
+        let vmas = vmas_in(&slabs);
+        let after = std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .count();
+        let t = std::time::Instant::now();
+        for s in stacks {
+            c.put(s);
+        }
+        c.drain();
+        println!(
+            "{N} stacks: {} slabs, {vmas} mappings over the slabs, process maps {before} -> \
+             {after}, get {:?}, put+drain {:?}",
+            slabs.len(),
+            got,
+            t.elapsed()
+        );
+        assert_eq!(slabs.len(), N.div_ceil(256));
+        assert!(
+            vmas <= slabs.len(),
+            "{vmas} mappings for {} slabs",
+            slabs.len()
+        );
+        assert!(vmas < 400, "{vmas} mappings");
+    }
+
+    #[test]
+    fn mprotect_fallback_costs_about_two_mappings_per_stack() {
+        let pool = Pool::leak(GuardPolicy::ForceMprotect);
+        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
+        let stacks: Vec<Stack> = (0..100)
+            .map(|_| c.get(DEFAULT_STACK_SIZE).unwrap())
+            .collect();
+        let vmas = vmas_in(&pool.slabs());
+        println!("mprotect guards: 100 stacks (+12 carved) -> {vmas} mappings");
+        // 112 carved guards (7 batches of 16) + the slab top guard, each
+        // splitting the slab: about 2 mappings per stack.
+        assert!((200..=240).contains(&vmas), "{vmas}");
+        for s in stacks {
+            c.put(s);
+        }
+    }
+
+    #[test]
+    fn mprotect_fallback_reports_the_map_limit() {
+        let name = "g::stack::tests::mprotect_fallback_reports_the_map_limit";
+        let max = mem::max_map_count().unwrap_or(u64::MAX);
+        if max > 200_000 {
+            println!("skipped: vm.max_map_count is {max}, too high to exhaust quickly");
+            return;
+        }
+        if child_scenario(name) {
+            let pool = Pool::leak(GuardPolicy::ForceMprotect);
+            let mut c = StackCache::with_pool(pool, MIN_STACK_SIZE);
+            let mut held = Vec::with_capacity(100_000);
+            let err = loop {
+                match c.get(MIN_STACK_SIZE) {
+                    Ok(s) => held.push(s),
+                    Err(e) => break e,
+                }
+                assert!(held.len() < 100_000, "no map limit hit");
+            };
+            let n = held.len();
+            std::mem::forget(held);
+            eprintln!("CHILD: {n} stacks, then: {err}");
+            assert_eq!(err.kind(), io::ErrorKind::OutOfMemory);
+            let msg = err.to_string();
+            assert!(msg.contains("vm.max_map_count is"), "{msg}");
+            assert!(msg.contains("sysctl"), "{msg}");
+            assert!(msg.contains("GOROUTINE_STACK_GUARD=mprotect"), "{msg}");
+            let max = max as usize;
+            assert!(n > max / 2 - 2000 && n < max / 2, "{n} stacks, limit {max}");
+            return;
+        }
+        let out = run_child(name);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        println!("{stderr}");
+        assert!(
+            out.status.success(),
+            "child failed: {:?}\n{stderr}",
+            out.status
+        );
+        assert!(stderr.contains("CHILD:"), "{stderr}");
+    }
+
+    /// Makes `madvise(..., MADV_GUARD_INSTALL)` fail with `EINVAL` for the
+    /// calling thread (and threads and processes it creates), as on a kernel
+    /// older than 6.13: a seccomp filter on the advice argument.
+    #[cfg(target_arch = "x86_64")]
+    fn simulate_kernel_without_guard_install() {
+        const LD_W_ABS: u16 = 0x20;
+        const JEQ_K: u16 = 0x15;
+        const RET_K: u16 = 0x06;
+        const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+        const RET_ALLOW: u32 = 0x7fff_0000;
+        const RET_ERRNO: u32 = 0x0005_0000;
+        let ins = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+        let prog = [
+            ins(LD_W_ABS, 0, 0, 4), // seccomp_data.arch
+            ins(JEQ_K, 0, 4, AUDIT_ARCH_X86_64),
+            ins(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
+            ins(JEQ_K, 0, 2, libc::SYS_madvise as u32),
+            ins(LD_W_ABS, 0, 0, 32), // low half of args[2], the advice
+            ins(JEQ_K, 1, 0, mem::MADV_GUARD_INSTALL as u32),
+            ins(RET_K, 0, 0, RET_ALLOW),
+            ins(RET_K, 0, 0, RET_ERRNO | libc::EINVAL as u32),
+        ];
+        let fprog = libc::sock_fprog {
+            len: prog.len() as u16,
+            filter: prog.as_ptr() as *mut libc::sock_filter,
+        };
+        // SAFETY: prctl with valid arguments; `fprog` points to a valid BPF
+        // program that outlives the call (the kernel copies it).
+        unsafe {
+            assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+            let r = libc::prctl(libc::PR_SET_SECCOMP, 2, &fprog as *const libc::sock_fprog);
+            assert_eq!(r, 0, "seccomp: {}", io::Error::last_os_error());
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn kernel_without_guard_install_falls_back_to_mprotect() {
+        let name = "g::stack::tests::kernel_without_guard_install_falls_back_to_mprotect";
+        if child_scenario(name) {
+            simulate_kernel_without_guard_install();
+            let p = mem::reserve(page()).unwrap();
+            // SAFETY: our fresh page.
+            let e = unsafe { mem::guard_install(p, page()) }.unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+            // The alternate signal stack falls back to an mprotect guard.
+            std::thread::spawn(|| {
+                let off = libc::stack_t {
+                    ss_sp: ptr::null_mut(),
+                    ss_flags: libc::SS_DISABLE,
+                    ss_size: 0,
+                };
+                // SAFETY: disabling this thread's alternate stack.
+                assert_eq!(unsafe { libc::sigaltstack(&off, ptr::null_mut()) }, 0);
+                crate::sys::signal::install_altstack_for_current_thread().unwrap();
+            })
+            .join()
+            .unwrap();
+            let pool = Pool::leak(GuardPolicy::Auto);
+            let mut c = StackCache::with_pool(pool, MIN_STACK_SIZE);
+            let s = c.get(MIN_STACK_SIZE).unwrap();
+            assert_eq!(pool.mode(), GuardMode::Mprotect { forced: false });
+            assert_eq!(child_write_signal(s.guard_range().0), libc::SIGSEGV);
+            assert_eq!(child_write_signal(s.bottom()), 0);
+            let max = mem::max_map_count().unwrap_or(u64::MAX);
+            if max <= 200_000 {
+                let mut held = Vec::with_capacity(100_000);
+                let err = loop {
+                    match c.get(MIN_STACK_SIZE) {
+                        Ok(s) => held.push(s),
+                        Err(e) => break e,
+                    }
+                    assert!(held.len() < 100_000, "no map limit hit");
+                };
+                std::mem::forget(held);
+                eprintln!("CHILD: {err}");
+                assert_eq!(err.kind(), io::ErrorKind::OutOfMemory);
+                let msg = err.to_string();
+                assert!(
+                    msg.contains("This kernel lacks MADV_GUARD_INSTALL (needs Linux >= 6.13)"),
+                    "{msg}"
+                );
+                assert!(msg.contains(&format!("vm.max_map_count is {max}")), "{msg}");
+            }
+            std::mem::forget(s);
+            eprintln!("CHILD: done");
+            return;
+        }
+        let out = run_child(name);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        println!("{stderr}");
+        assert!(
+            out.status.success(),
+            "child failed: {:?}\n{stderr}",
+            out.status
+        );
+        assert!(stderr.contains("CHILD: done"), "{stderr}");
+    }
+
+    #[test]
+    fn map_limit_message_explains_the_limit() {
+        let e = io::Error::from_raw_os_error(libc::ENOMEM);
+        let m = map_limit_message(&e, false, "mprotect", Some(65530));
+        assert!(
+            m.contains("lacks MADV_GUARD_INSTALL (needs Linux >= 6.13)"),
+            "{m}"
+        );
+        assert!(
+            m.contains("vm.max_map_count is 65530, which allows about 32765 stacks"),
+            "{m}"
+        );
+        assert!(m.contains("sysctl -w vm.max_map_count="), "{m}");
+        let m = map_limit_message(&e, true, "mmap", None);
+        assert!(m.contains("GOROUTINE_STACK_GUARD=mprotect forces"), "{m}");
+        let e = map_limit_error(
+            io::Error::from_raw_os_error(libc::ENOMEM),
+            false,
+            "mprotect",
+        );
+        assert_eq!(e.kind(), io::ErrorKind::OutOfMemory);
+        let e = map_limit_error(
+            io::Error::from_raw_os_error(libc::EACCES),
+            false,
+            "mprotect",
+        );
+        assert_eq!(e.raw_os_error(), Some(libc::EACCES));
+    }
+
+    #[test]
+    fn validate_stack_size_limits_and_rounding() {
+        assert_eq!(validate_stack_size(MIN_STACK_SIZE).unwrap(), MIN_STACK_SIZE);
+        assert_eq!(validate_stack_size(MAX_STACK_SIZE).unwrap(), MAX_STACK_SIZE);
+        assert_eq!(
+            validate_stack_size(DEFAULT_STACK_SIZE).unwrap(),
+            DEFAULT_STACK_SIZE
+        );
+        let r = validate_stack_size(MIN_STACK_SIZE + 1).unwrap();
+        assert_eq!(r, MIN_STACK_SIZE + page());
+        for bad in [0, 1, MIN_STACK_SIZE - 1, MAX_STACK_SIZE + 1, usize::MAX] {
+            let e = validate_stack_size(bad).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+            let m = e.to_string();
+            assert!(m.contains("16 KiB") && m.contains("1 GiB"), "{m}");
+        }
+    }
+
+    #[test]
+    fn stack_size_parsing() {
+        assert_eq!(parse_stack_size("65536"), Ok(65536));
+        assert_eq!(parse_stack_size("64K"), Ok(65536));
+        assert_eq!(parse_stack_size(" 64 KiB "), Ok(65536));
+        assert_eq!(parse_stack_size("64kib"), Ok(65536));
+        assert_eq!(parse_stack_size("2M"), Ok(2 << 20));
+        assert_eq!(parse_stack_size("2MiB"), Ok(2 << 20));
+        assert_eq!(parse_stack_size("1G"), Ok(1 << 30));
+        for bad in [
+            "",
+            "K",
+            "-1",
+            "1.5M",
+            "64KB",
+            "64 X",
+            "99999999999999999999",
+        ] {
+            assert!(parse_stack_size(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_stack_size("18446744073709551615M").is_err());
+    }
+
+    #[test]
+    fn stack_size_env_handling() {
+        assert_eq!(stack_size_from_env(None), (DEFAULT_STACK_SIZE, None));
+        assert_eq!(stack_size_from_env(Some(Ok("1M"))), (1 << 20, None));
+        assert_eq!(stack_size_from_env(Some(Ok("20000"))).0, 20480);
+        for bad in ["lots", "4K", "2G"] {
+            let (size, w) = stack_size_from_env(Some(Ok(bad)));
+            assert_eq!(size, DEFAULT_STACK_SIZE);
+            let w = w.unwrap();
+            assert!(!w.contains('\n'), "one line: {w}");
+            assert!(w.contains("GOROUTINE_STACK_SIZE"), "{w}");
+            assert!(w.contains(&format!("{bad:?}")), "{w}");
+            assert!(w.contains("256 KiB"), "{w}");
+        }
+        let os = std::ffi::OsStr::new("x");
+        assert!(stack_size_from_env(Some(Err(os))).1.is_some());
+        assert_eq!(default_stack_size() % page(), 0);
+    }
+
+    #[test]
+    fn guard_env_handling() {
+        assert_eq!(guard_env_forces_mprotect(None), (false, None));
+        assert_eq!(guard_env_forces_mprotect(Some(Ok(""))), (false, None));
+        assert_eq!(
+            guard_env_forces_mprotect(Some(Ok("mprotect"))),
+            (true, None)
+        );
+        let (f, w) = guard_env_forces_mprotect(Some(Ok("madvise")));
+        assert!(!f);
+        let w = w.unwrap();
+        assert!(w.contains("GOROUTINE_STACK_GUARD") && w.contains("madvise") && !w.contains('\n'));
+    }
+
+    #[test]
+    fn coroutine_runs_on_a_pooled_stack() {
+        use corosensei::{Coroutine, CoroutineResult};
+        let mut c = StackCache::new();
+        let s = c.get(default_stack_size()).unwrap();
+        let (lo, hi) = (s.bottom(), s.top.get());
+        let mut co = Coroutine::with_stack(s, move |y, x: usize| {
+            let local = 0u8;
+            let sp = &local as *const u8 as usize;
+            assert!(sp > lo && sp < hi, "running on the pooled stack");
+            let z = y.suspend(x + 1);
+            z * 2
+        });
+        assert!(matches!(co.resume(1), CoroutineResult::Yield(2)));
+        assert!(matches!(co.resume(5), CoroutineResult::Return(10)));
+        c.put(co.into_stack());
+    }
+
+    #[test]
+    fn cache_is_send_and_stack_is_send() {
+        fn send<T: Send>() {}
+        send::<Stack>();
+        send::<StackCache>();
+    }
+
+    /// `cargo test --release -- --ignored --nocapture bench_`
+    #[test]
+    #[ignore]
+    fn bench_cache_put_get() {
+        const N: u32 = 20_000_000;
+        let pool = Pool::leak(GuardPolicy::Auto);
+        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
+        // Warm: a few stacks in the cache, probe pages mapped.
+        let v: Vec<Stack> = (0..8).map(|_| c.get(DEFAULT_STACK_SIZE).unwrap()).collect();
+        for s in v {
+            c.put(s);
+        }
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            for _ in 0..N {
+                let s = c.get(black_box(DEFAULT_STACK_SIZE)).unwrap();
+                black_box(&s);
+                c.put(s);
+            }
+            let ns = t.elapsed().as_nanos() as f64 / f64::from(N);
+            println!("cache put+get (shallow): {ns:.2} ns");
+        }
+        // Throughput: four independent caches interleaved, so the loop is not
+        // bound by one cache's store-to-load chain (len, slot) between put and
+        // the next get.
+        let mut cs: Vec<StackCache> = (0..4)
+            .map(|_| {
+                let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
+                let s = c.get(DEFAULT_STACK_SIZE).unwrap();
+                c.put(s);
+                c
+            })
+            .collect();
+        let t = std::time::Instant::now();
+        for _ in 0..N / 4 {
+            for c in cs.iter_mut() {
+                let s = c.get(black_box(DEFAULT_STACK_SIZE)).unwrap();
+                black_box(&s);
+                c.put(s);
+            }
+        }
+        let ns = t.elapsed().as_nanos() as f64 / f64::from(N);
+        println!("cache put+get, 4 caches interleaved: {ns:.2} ns per pair");
+        drop(cs);
+        let deep = c.deep;
+        c.deep = 0;
+        let t = std::time::Instant::now();
+        for _ in 0..N {
+            let s = c.get(black_box(DEFAULT_STACK_SIZE)).unwrap();
+            black_box(&s);
+            c.put(s);
+        }
+        let ns = t.elapsed().as_nanos() as f64 / f64::from(N);
+        println!("cache put+get without the probe: {ns:.2} ns");
+        c.deep = deep;
+        let s = c.get(DEFAULT_STACK_SIZE).unwrap();
+        let boundary = s.bottom() + c.deep;
+        c.put(s);
+        let t = std::time::Instant::now();
+        let mut hits = 0u32;
+        for _ in 0..N {
+            hits += u32::from(went_deep(black_box(boundary)));
+        }
+        let ns = t.elapsed().as_nanos() as f64 / f64::from(N);
+        println!("probe alone: {ns:.2} ns ({hits} hits)");
+        const D: u32 = 20_000;
+        let t = std::time::Instant::now();
+        for _ in 0..D {
+            let s = c.get(DEFAULT_STACK_SIZE).unwrap();
+            poke(s.bottom() + c.deep - 8, 1);
+            c.put(s);
+        }
+        let ns = t.elapsed().as_nanos() as f64 / f64::from(D);
+        println!("put+get after deep use (madvise of the deep region, 1 page dirty): {ns:.0} ns");
+        let t = std::time::Instant::now();
+        for _ in 0..D {
+            let s = c.get(DEFAULT_STACK_SIZE).unwrap();
+            for a in (s.bottom()..s.bottom() + c.deep).step_by(page()) {
+                poke(a + page() - 8, 1);
+            }
+            c.put(s);
+        }
+        let ns = t.elapsed().as_nanos() as f64 / f64::from(D);
+        println!("put+get after touching the whole stack (60 page faults + madvise): {ns:.0} ns");
+    }
+}

@@ -1,0 +1,111 @@
+//! Go's goroutines for Rust.
+//!
+//! Stackful goroutines multiplexed onto GOMAXPROCS processors (Ps) and a few
+//! OS threads (Ms) by a faithful implementation of Go's G/M/P scheduler: per-P
+//! run queues with a `runnext` slot, a global queue checked every 61 ticks,
+//! work stealing, spinning Ms, and parking that suspends goroutines, not
+//! threads.
+//!
+//! ```
+//! let sum: u64 = goroutine::run(|| {
+//!     let hs: Vec<_> = (0..10u64).map(|i| goroutine::go(move || i * i)).collect();
+//!     hs.into_iter().map(|h| h.join().unwrap()).sum()
+//! });
+//! assert_eq!(sum, 285);
+//! ```
+//!
+//! # Thread-locals and goroutines (read this)
+//! A goroutine can resume on a different OS thread after any runtime call
+//! (`yield_now`, `JoinHandle::join`, and later channel operations, mutexes,
+//! sleeps and I/O). A reference into a `thread_local!` value, or a value
+//! cached from one, must therefore not be held across such a call: after it,
+//! the reference may point into another thread's storage. Re-read the
+//! thread-local after the call instead. The runtime itself follows this rule:
+//! its own current G/M/P are re-read after every switch, through an
+//! out-of-line accessor, never cached. (`lock_os_thread`, arriving with the
+//! edge-cases work, pins a goroutine to one thread for code that needs it.)
+//!
+//! # Stacks
+//! Each goroutine gets a 256 KiB stack (configurable per goroutine with
+//! [`Builder::stack_size`] and per process with `GOROUTINE_STACK_SIZE`) only
+//! when it first runs: a spawned goroutine that has not run costs only its G
+//! record. Stacks are carved from large reserved slabs; the OS commits pages
+//! on first touch, so a goroutine that uses 8 KiB costs 8 KiB of memory. A
+//! guard page under each stack turns an overflow into the message
+//! `goroutine N has overflowed its stack (size S)` and an abort.
+//!
+//! # Environment
+//! - `GOMAXPROCS`: number of Ps; default = CPUs available to the process.
+//! - `GOROUTINE_STACK_SIZE`: default usable stack bytes (`256K`, `1M`, ...).
+//! - `GOROUTINE_STACK_GUARD=mprotect`: use the pre-6.13 guard page fallback.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+#[cfg(not(loom))]
+mod g;
+mod loom;
+#[cfg(not(loom))]
+mod m;
+#[cfg(not(loom))]
+mod p;
+#[cfg(not(loom))]
+mod runtime;
+#[cfg(not(loom))]
+mod spawn;
+#[cfg(not(loom))]
+mod sys;
+
+// Under loom only the protocols with models are compiled.
+#[cfg(loom)]
+mod p {
+    pub(crate) mod runq;
+}
+#[cfg(loom)]
+mod runtime {
+    pub(crate) mod spinning;
+}
+
+#[cfg(not(loom))]
+pub use spawn::{go, run, Builder, JoinError, JoinHandle};
+
+/// Lets every other runnable goroutine run first (Go's `Gosched`). Go puts
+/// the yielder at the global queue's tail; we do that when the global queue
+/// has goroutines, and otherwise use the P's local tail, which gives the
+/// same order without a lock per yield. Outside the runtime, yields the OS
+/// thread.
+#[cfg(not(loom))]
+pub fn yield_now() {
+    match m::current_g() {
+        // SAFETY: `g` is the goroutine running on this thread, on its stack.
+        Some(g) => unsafe { g::context::switch_to_scheduler(g, g::context::Action::Yield) },
+        None => std::thread::yield_now(),
+    }
+}
+
+/// The id of the calling goroutine (the main goroutine is 1), or 0 when
+/// called from a thread that is not running a goroutine.
+#[cfg(not(loom))]
+pub fn current_id() -> u64 {
+    m::current_g().map_or(0, |g| g.id())
+}
+
+/// The number of goroutines that exist (spawned and not yet finished).
+#[cfg(not(loom))]
+pub fn num_goroutine() -> usize {
+    runtime::sched().num_goroutine()
+}
+
+/// The current GOMAXPROCS (starts the runtime if needed).
+#[cfg(not(loom))]
+pub fn max_procs() -> usize {
+    runtime::start().gomaxprocs() as usize
+}
+
+/// Sets GOMAXPROCS to `n` and returns the previous value; `n == 0` only
+/// queries. Values above 1024 are capped. Resizes the P array while
+/// goroutines run, with a brief stop-the-world: each running goroutine is
+/// stopped at its next scheduling point (a runtime call).
+#[cfg(not(loom))]
+pub fn set_max_procs(n: usize) -> usize {
+    runtime::procresize::set_max_procs(n)
+}

@@ -1,0 +1,232 @@
+//! M: an OS thread that runs goroutines while it holds a P.
+//!
+//! An M runs the scheduler loop (`runtime::schedule`) on its own thread stack,
+//! which plays the role of Go's g0: goroutines switch back to it to park,
+//! yield or exit. M records are never freed (Go keeps them too); an M with
+//! nothing to do parks on its [`Note`] in the idle M list until `startm` hands
+//! it a P.
+//!
+//! # Ownership
+//! - `p` is read and written only by the M's own thread (including code of the
+//!   goroutine it is running, which runs on that thread).
+//! - `nextp` is written by `startm` while the M is off every list and parked,
+//!   then published by `park.wakeup()` (Release) and read by the M after
+//!   `park.sleep()` (Acquire).
+//! - `curg` and `spinning` are atomics so that other threads (stats, traces,
+//!   the stack-overflow handler) may read them.
+
+pub(crate) mod note;
+
+use std::cell::{Cell, UnsafeCell};
+use std::io;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
+
+use self::note::Note;
+use crate::g::G;
+use crate::p::{PHandle, PStatus};
+
+pub(crate) struct M {
+    pub(crate) id: u64,
+    p: UnsafeCell<Option<PHandle>>,
+    nextp: UnsafeCell<Option<PHandle>>,
+    spinning: AtomicBool,
+    curg: AtomicPtr<G>,
+    pub(crate) park: Note,
+    rand: Cell<u64>,
+    tid: AtomicI32,
+}
+
+// SAFETY: `p`, `nextp` and `rand` follow the ownership rules in the module
+// note (own thread only, or handed over through the park note); the rest are
+// atomics.
+unsafe impl Sync for M {}
+// SAFETY: as above.
+unsafe impl Send for M {}
+
+thread_local! {
+    static CURRENT: Cell<*const M> = const { Cell::new(ptr::null()) };
+}
+
+/// The M of the calling thread, if it is one of the runtime's threads.
+///
+/// Out of line on purpose: a goroutine can resume on another thread after any
+/// runtime call, and an inlined thread-local access could let the compiler
+/// reuse a thread-local address computed before the switch.
+#[inline(never)]
+pub(crate) fn current() -> Option<&'static M> {
+    let m = CURRENT.with(|c| c.get());
+    // SAFETY: CURRENT only ever holds a leaked (never freed) M.
+    unsafe { m.as_ref() }
+}
+
+/// The goroutine running on the calling thread, if any.
+#[inline]
+pub(crate) fn current_g() -> Option<&'static G> {
+    current().and_then(|m| m.curg())
+}
+
+/// Async-signal-safe lookup for the stack-overflow handler: if `addr` is in
+/// the guard page of the goroutine running on this thread, its id and size.
+pub(crate) fn overflow_lookup(addr: usize) -> Option<(u64, usize)> {
+    // `try_with` on a const-initialised Cell without a destructor is a plain
+    // thread-local load: no allocation, no lock.
+    let m = CURRENT.try_with(|c| c.get()).ok()?;
+    // SAFETY: CURRENT only ever holds a leaked M.
+    let m = unsafe { m.as_ref() }?;
+    let g = m.curg()?;
+    g.overflowed_at(addr).map(|size| (g.id(), size))
+}
+
+impl M {
+    fn new(id: u64) -> &'static M {
+        Box::leak(Box::new(M {
+            id,
+            p: UnsafeCell::new(None),
+            nextp: UnsafeCell::new(None),
+            spinning: AtomicBool::new(false),
+            curg: AtomicPtr::new(ptr::null_mut()),
+            park: Note::new(),
+            rand: Cell::new(0x9E37_79B9_7F4A_7C15 ^ id.wrapping_mul(0xA24B_AED4_963E_E407)),
+            tid: AtomicI32::new(0),
+        }))
+    }
+
+    #[inline]
+    pub(crate) fn curg(&self) -> Option<&'static G> {
+        // SAFETY: curg is null or a leaked (never freed) G.
+        unsafe { self.curg.load(Ordering::Relaxed).as_ref() }
+    }
+
+    #[inline]
+    pub(crate) fn set_curg(&self, g: Option<&'static G>) {
+        let p = g.map_or(ptr::null_mut(), |g| g as *const G as *mut G);
+        self.curg.store(p, Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn is_spinning(&self) -> bool {
+        self.spinning.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn set_spinning(&self, s: bool) {
+        self.spinning.store(s, Ordering::Relaxed)
+    }
+
+    #[allow(dead_code)] // read by traces and dumps
+    pub(crate) fn tid(&self) -> i32 {
+        self.tid.load(Ordering::Relaxed)
+    }
+
+    /// The P this M holds.
+    ///
+    /// # Safety
+    /// Only on this M's own thread.
+    #[inline]
+    pub(crate) unsafe fn p(&self) -> Option<&PHandle> {
+        // SAFETY: own-thread access (caller's contract); no &mut is live.
+        unsafe { (*self.p.get()).as_ref() }
+    }
+
+    /// Takes ownership of `pp` (Go's acquirep).
+    ///
+    /// # Safety
+    /// Only on this M's own thread, which must hold no P.
+    pub(crate) unsafe fn acquirep(&self, pp: PHandle) {
+        pp.set_status(PStatus::Running);
+        // SAFETY: own-thread access (caller's contract).
+        let slot = unsafe { &mut *self.p.get() };
+        debug_assert!(slot.is_none());
+        *slot = Some(pp);
+    }
+
+    /// Gives up the P (Go's releasep).
+    ///
+    /// # Safety
+    /// Only on this M's own thread, which must hold a P.
+    pub(crate) unsafe fn releasep(&self) -> PHandle {
+        // SAFETY: own-thread access (caller's contract).
+        let pp = unsafe { (*self.p.get()).take() };
+        pp.expect("releasep: M holds no P")
+    }
+
+    /// Hands `pp` to this parked M (Go's `nextp`); `wakeup` must follow.
+    ///
+    /// # Safety
+    /// The M must be parked and off every list, so no one else touches nextp.
+    pub(crate) unsafe fn set_nextp(&self, pp: PHandle, spinning: bool) {
+        self.set_spinning(spinning);
+        // SAFETY: the M is parked and owned by the caller (contract).
+        unsafe { *self.nextp.get() = Some(pp) };
+    }
+
+    /// After waking: takes the P handed over by `set_nextp`.
+    ///
+    /// # Safety
+    /// Only on this M's own thread, after `park.sleep()` returned.
+    pub(crate) unsafe fn take_nextp(&self) -> Option<PHandle> {
+        // SAFETY: published by the waker's Release wakeup, observed by our
+        // Acquire sleep; no one else touches it now.
+        unsafe { (*self.nextp.get()).take() }
+    }
+
+    /// A per-M xorshift random number (steal order, randomized scheduling).
+    pub(crate) fn fastrand(&self) -> u64 {
+        let mut x = self.rand.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rand.set(x);
+        x
+    }
+}
+
+/// Creates a new M (an OS thread) that starts by running with `pp`. On
+/// failure the P is given back with the error.
+pub(crate) fn newm(
+    id: u64,
+    pp: PHandle,
+    spinning: bool,
+) -> Result<&'static M, (io::Error, PHandle)> {
+    let m = M::new(id);
+    // SAFETY: the M is new and not yet running; nobody else can see it.
+    unsafe { m.set_nextp(pp, spinning) };
+    let r = std::thread::Builder::new()
+        .name(format!("goroutine-m{id}"))
+        .stack_size(256 * 1024)
+        .spawn(move || mstart(m));
+    match r {
+        Ok(_) => {
+            if let Ok(mut all) = crate::runtime::sched().allm.lock() {
+                all.push(m);
+            }
+            Ok(m)
+        }
+        Err(e) => {
+            // SAFETY: the thread never started, so we are the only user of
+            // `m` and nextp is still the P we put there.
+            let pp = unsafe { m.take_nextp() }.expect("nextp vanished");
+            Err((e, pp))
+        }
+    }
+}
+
+/// The body of every M thread.
+fn mstart(m: &'static M) {
+    CURRENT.with(|c| c.set(m));
+    m.tid.store(crate::sys::gettid(), Ordering::Relaxed);
+    if let Err(e) = crate::sys::signal::install_altstack_for_current_thread() {
+        eprintln!(
+            "goroutine: M{}: no alternate signal stack ({e}); stack overflows will not be reported",
+            m.id
+        );
+    }
+    // SAFETY: we are this M's thread and hold no P yet; nextp was set before
+    // the thread was spawned (happens-before through thread spawn).
+    unsafe {
+        let pp = m.take_nextp().expect("mstart without a P");
+        m.acquirep(pp);
+    }
+    crate::runtime::schedule::schedule(m)
+}

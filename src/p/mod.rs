@@ -1,0 +1,178 @@
+//! P: a logical processor, the right to run goroutines. Exactly GOMAXPROCS
+//! of them exist; an M must hold one to run Go code (here: goroutines).
+//!
+//! # Ownership
+//! Holding a [`PHandle`] *is* owning the P: the handle is neither `Clone` nor
+//! `Copy`, and it moves between an M (`M::p`), the idle P list and the
+//! stop-the-world list. The owner alone
+//! - pushes to and pops from the front of the run queue (`runq.put/get`),
+//! - touches `PLocal` (free Gs, the stack cache, the goroutine id cache),
+//! - advances `schedtick` and the goroutine counter.
+//!
+//! Anyone may read `status`, `schedtick` and the counters, and steal from the
+//! run queue (`runq.steal_into`). P records are never freed: a P removed by
+//! `set_max_procs` keeps its slot in `allp` with status `Dead`, so a thief or
+//! a stats reader holding an index from an older GOMAXPROCS never dangles.
+
+pub(crate) mod runq;
+
+use std::cell::UnsafeCell;
+use std::ops::Deref;
+use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+
+use self::runq::RunQueue;
+use crate::g::stack::StackCache;
+use crate::g::{GList, G};
+
+/// P status (Go's numbering).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PStatus {
+    /// On the idle P list (or about to be handed to an M).
+    Idle = 0,
+    /// Held by an M running goroutines or the scheduler.
+    Running = 1,
+    /// Stopped for a stop-the-world.
+    GcStop = 3,
+    /// Removed by `set_max_procs`.
+    Dead = 4,
+}
+
+/// Goroutine ids are handed to Ps in batches (Go's `_GoidCacheBatch`).
+const GOID_BATCH: u64 = 16;
+
+/// Owner-only state of a P.
+pub(crate) struct PLocal {
+    /// Dead Gs ready for reuse (Go's `gFree`).
+    pub(crate) gfree: GList,
+    /// Stacks ready for reuse.
+    pub(crate) stacks: StackCache,
+    goid_next: u64,
+    goid_end: u64,
+}
+
+pub(crate) struct P {
+    pub(crate) id: u32,
+    status: AtomicU32,
+    pub(crate) runq: RunQueue<G>,
+    /// Incremented each time a G starts a new time slice (not on runnext
+    /// handoffs, which inherit the slice). Written by the owner only.
+    schedtick: AtomicU32,
+    /// Goroutines created on this P minus goroutines that exited on it.
+    /// Written by the owner only; summed over all Ps by `num_goroutine`.
+    ngoroutine: AtomicI64,
+    local: UnsafeCell<PLocal>,
+}
+
+// SAFETY: `local` is only touched by the holder of the P's unique PHandle
+// (module note); everything else is atomic or the thread-safe run queue.
+unsafe impl Sync for P {}
+// SAFETY: as above.
+unsafe impl Send for P {}
+
+impl P {
+    pub(crate) fn new(id: u32) -> &'static P {
+        Box::leak(Box::new(P {
+            id,
+            status: AtomicU32::new(PStatus::Idle as u32),
+            runq: RunQueue::new(),
+            schedtick: AtomicU32::new(0),
+            ngoroutine: AtomicI64::new(0),
+            local: UnsafeCell::new(PLocal {
+                gfree: GList::new(),
+                stacks: StackCache::new(),
+                goid_next: 0,
+                goid_end: 0,
+            }),
+        }))
+    }
+
+    #[inline]
+    pub(crate) fn status(&self) -> PStatus {
+        match self.status.load(Ordering::Acquire) {
+            0 => PStatus::Idle,
+            1 => PStatus::Running,
+            3 => PStatus::GcStop,
+            _ => PStatus::Dead,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn schedtick(&self) -> u32 {
+        self.schedtick.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn ngoroutine(&self) -> i64 {
+        self.ngoroutine.load(Ordering::Relaxed)
+    }
+}
+
+/// Ownership of a P (see the module note).
+pub(crate) struct PHandle(&'static P);
+
+impl Deref for PHandle {
+    type Target = P;
+    #[inline]
+    fn deref(&self) -> &P {
+        self.0
+    }
+}
+
+impl PHandle {
+    /// Claims a P record. Only for a P that nobody else holds a handle to
+    /// (a new P, or one revived by `set_max_procs` during stop-the-world).
+    pub(crate) fn claim(p: &'static P) -> PHandle {
+        PHandle(p)
+    }
+
+    #[inline]
+    pub(crate) fn get(&self) -> &'static P {
+        self.0
+    }
+
+    #[inline]
+    pub(crate) fn set_status(&self, s: PStatus) {
+        self.0.status.store(s as u32, Ordering::Release)
+    }
+
+    #[inline]
+    pub(crate) fn bump_schedtick(&self) {
+        let t = self.0.schedtick.load(Ordering::Relaxed);
+        self.0.schedtick.store(t.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn add_goroutines(&self, d: i64) {
+        let n = self.0.ngoroutine.load(Ordering::Relaxed);
+        self.0.ngoroutine.store(n + d, Ordering::Relaxed);
+    }
+
+    /// The owner-only state.
+    ///
+    /// # Safety
+    /// No other reference returned by `local` may be live (callers keep these
+    /// borrows short and never across a goroutine switch).
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub(crate) unsafe fn local(&self) -> &mut PLocal {
+        // SAFETY: we hold the unique handle; exclusivity of the borrow is the
+        // caller's obligation.
+        unsafe { &mut *self.0.local.get() }
+    }
+
+    /// The next goroutine id, from this P's batch.
+    pub(crate) fn next_goid(&self) -> u64 {
+        // SAFETY: short exclusive borrow by the owner.
+        let l = unsafe { self.local() };
+        if l.goid_next == l.goid_end {
+            l.goid_next = crate::runtime::sched()
+                .goidgen
+                .fetch_add(GOID_BATCH, Ordering::Relaxed);
+            l.goid_end = l.goid_next + GOID_BATCH;
+        }
+        let id = l.goid_next;
+        l.goid_next += 1;
+        id
+    }
+}

@@ -1,0 +1,97 @@
+//! Idle Ps, idle Ms, and waking an M to run them (`wakep`, `startm`, `stopm`).
+//! The counters and their memory-ordering protocol are in `spinning.rs`.
+//!
+//! Invariants:
+//! - A P is in exactly one place: held by an M (`M::p` or a parked M's
+//!   `nextp`), on `Locked::pidle`, or on `Locked::stopped` during a
+//!   stop-the-world. `npidle == pidle.len()` whenever the lock is free.
+//! - An M on `Locked::midle` is parked (or about to park) on its note and
+//!   holds no P; only the one that pops it from `midle` may hand it a P and
+//!   wake it. New OS threads are created only when `midle` is empty.
+
+use std::sync::atomic::Ordering;
+
+use super::{sched, throw, Locked};
+use crate::m::{self, M};
+use crate::p::{PHandle, PStatus};
+
+/// Puts `pp` on the idle list (Go's pidleput). Sched lock held.
+pub(crate) fn pidleput(l: &mut Locked, pp: PHandle) {
+    pp.set_status(PStatus::Idle);
+    l.pidle.push(pp);
+    sched().spin.p_idle();
+}
+
+/// Takes an idle P (Go's pidleget). Sched lock held.
+pub(crate) fn pidleget(l: &mut Locked) -> Option<PHandle> {
+    let pp = l.pidle.pop()?;
+    sched().spin.p_busy();
+    Some(pp)
+}
+
+/// Tries to get one more M running goroutines, if there is an idle P and
+/// nobody is already spinning. Call after making work runnable.
+#[inline]
+pub(crate) fn wakep() {
+    if sched().spin.try_claim_wake() {
+        startm(None, true);
+    }
+}
+
+/// Runs some M with `pp` (or any idle P): an idle M if there is one, else a
+/// new thread. With `spinning`, the caller holds a claim on `nmspinning`
+/// that passes to the M (or is given back if no P is available).
+pub(crate) fn startm(pp: Option<PHandle>, spinning: bool) {
+    let s = sched();
+    let mut l = s.lock();
+    let pp = match pp {
+        Some(pp) => pp,
+        None => match pidleget(&mut l) {
+            Some(pp) => pp,
+            None => {
+                drop(l);
+                if spinning {
+                    s.spin.undo_claim();
+                }
+                return;
+            }
+        },
+    };
+    if let Some(nmp) = l.midle.pop() {
+        drop(l);
+        // SAFETY: we popped `nmp` from the idle list: it is parked (or about
+        // to park) and nobody else can hand it a P.
+        unsafe { nmp.set_nextp(pp, spinning) };
+        nmp.park.wakeup();
+        return;
+    }
+    drop(l);
+    let id = s.mnext.fetch_add(1, Ordering::Relaxed);
+    if let Err((e, pp)) = m::newm(id, pp, spinning) {
+        if spinning {
+            s.spin.undo_claim();
+        }
+        let mut l = s.lock();
+        pidleput(&mut l, pp);
+        drop(l);
+        if s.allm.lock().map(|v| v.is_empty()).unwrap_or(true) {
+            throw(&format!("cannot create any OS thread for the runtime: {e}"));
+        }
+        eprintln!("goroutine: cannot create an OS thread for another M ({e}); running with the Ms that exist");
+    }
+}
+
+/// Parks the calling M on the idle list until `startm` hands it a P; returns
+/// holding that P (Go's stopm).
+pub(crate) fn stopm(m: &'static M) {
+    // SAFETY: called on m's own thread.
+    debug_assert!(unsafe { m.p() }.is_none());
+    sched().lock().midle.push(m);
+    m.park.sleep();
+    m.park.clear();
+    // SAFETY: own thread, after the wakeup that published nextp.
+    unsafe {
+        let pp = m.take_nextp().expect("stopm: woken without a P");
+        m.acquirep(pp);
+    }
+}

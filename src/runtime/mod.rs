@@ -1,0 +1,198 @@
+//! The scheduler: global state (`sched`), `schedule`/`find_runnable`, the
+//! idle and spinning protocol, stealing, the global run queue, parking and
+//! stop-the-world.
+//!
+//! # Glossary (as in Go's proc.go)
+//! - **G**: a goroutine (`crate::g`).
+//! - **M**: an OS thread that runs goroutines (`crate::m`).
+//! - **P**: a processor, the right to run goroutines; exactly GOMAXPROCS of
+//!   them (`crate::p`). An M must hold a P to run a G.
+//!
+//! Where things happen:
+//! - `schedule.rs`: the M loop, `find_runnable` in Go's order, `execute`.
+//! - `steal.rs`: the random victim order and the 4 stealing rounds.
+//! - `spinning.rs`: the spinning-M counters and their memory-ordering
+//!   protocol (model-checked with loom).
+//! - `idle.rs`: idle P and idle M lists, `wakep`, `startm`, `stopm`.
+//! - `globrunq.rs`: the global run queue.
+//! - `proc.rs`: creating goroutines (newproc), their exit, G free lists.
+//! - `park.rs`: `park`/`ready`, the primitive under every blocking operation.
+//! - `procresize.rs`: stop-the-world and `set_max_procs`.
+//! - `env.rs`: GOMAXPROCS.
+
+pub(crate) mod env;
+pub(crate) mod globrunq;
+pub(crate) mod idle;
+pub(crate) mod park;
+pub(crate) mod proc;
+pub(crate) mod procresize;
+pub(crate) mod schedule;
+pub(crate) mod spinning;
+pub(crate) mod steal;
+
+use std::ptr;
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
+use std::sync::{Mutex, MutexGuard, Once};
+
+use crate::g::GList;
+use crate::m::note::Note;
+use crate::m::M;
+use crate::p::{PHandle, P};
+
+/// The most Ps the runtime supports (Go's `_MaxGomaxprocs` on 64-bit).
+pub(crate) const MAX_PROCS: usize = 1024;
+
+/// State protected by `Sched::lock` (Go's `sched.lock`).
+pub(crate) struct Locked {
+    /// The global run queue.
+    pub(crate) runq: GList,
+    /// Idle Ps (LIFO).
+    pub(crate) pidle: Vec<PHandle>,
+    /// Idle Ms parked on their notes.
+    pub(crate) midle: Vec<&'static M>,
+    /// Stop-the-world: Ps still to stop, and the Ps stopped so far.
+    pub(crate) stopwait: u32,
+    pub(crate) stopped: Vec<PHandle>,
+}
+
+pub(crate) struct Sched {
+    pub(crate) lock: Mutex<Locked>,
+    /// Length of `Locked::runq`, readable without the lock. Stored with
+    /// SeqCst under the lock: pairs with the spinning protocol's fence (see
+    /// `spinning.rs`) so a spinning M that stops cannot miss global work.
+    pub(crate) runqsize: AtomicU32,
+    /// nmspinning and npidle.
+    pub(crate) spin: spinning::Spinning,
+    pub(crate) gomaxprocs: AtomicU32,
+    /// A stop-the-world is in progress: every P holder must stop.
+    pub(crate) gcwaiting: AtomicBool,
+    /// All P records ever created, by id (never freed).
+    allp: [AtomicPtr<P>; MAX_PROCS],
+    /// Number of P records created so far.
+    pub(crate) allp_created: AtomicU32,
+    /// All Ms (never freed).
+    pub(crate) allm: Mutex<Vec<&'static M>>,
+    pub(crate) mnext: AtomicU64,
+    /// Goroutine id generator; Ps take batches of 16. Starts at 1: the first
+    /// goroutine ever is the main goroutine, id 1.
+    pub(crate) goidgen: AtomicU64,
+    /// Global free list of dead Gs (Go's `sched.gFree`).
+    pub(crate) gfree: Mutex<GList>,
+    pub(crate) gfree_len: AtomicUsize,
+    /// Woken when the last P stops for a stop-the-world.
+    pub(crate) stopnote: Note,
+    /// Serialises stop-the-world (Go's worldsema).
+    pub(crate) worldsema: AtomicBool,
+    /// Goroutines spawned from outside the runtime (no P to count them on).
+    pub(crate) ngoroutine_ext: AtomicI64,
+}
+
+static SCHED: Sched = Sched {
+    lock: Mutex::new(Locked {
+        runq: GList::new(),
+        pidle: Vec::new(),
+        midle: Vec::new(),
+        stopwait: 0,
+        stopped: Vec::new(),
+    }),
+    runqsize: AtomicU32::new(0),
+    spin: spinning::Spinning::new(),
+    gomaxprocs: AtomicU32::new(0),
+    gcwaiting: AtomicBool::new(false),
+    allp: [const { AtomicPtr::new(ptr::null_mut()) }; MAX_PROCS],
+    allp_created: AtomicU32::new(0),
+    allm: Mutex::new(Vec::new()),
+    mnext: AtomicU64::new(0),
+    goidgen: AtomicU64::new(1),
+    gfree: Mutex::new(GList::new()),
+    gfree_len: AtomicUsize::new(0),
+    stopnote: Note::new(),
+    worldsema: AtomicBool::new(false),
+    ngoroutine_ext: AtomicI64::new(0),
+};
+
+static START: Once = Once::new();
+
+/// The scheduler. Code running on an M may use it directly; entry points
+/// from user code call [`start`] first.
+#[inline]
+pub(crate) fn sched() -> &'static Sched {
+    &SCHED
+}
+
+/// Starts the runtime once: reads GOMAXPROCS, creates the Ps (all idle),
+/// installs the stack-overflow handler. Ms are created on demand by `wakep`.
+pub(crate) fn start() -> &'static Sched {
+    START.call_once(|| {
+        let n = env::gomaxprocs_from_env();
+        let s = &SCHED;
+        let mut l = s.lock();
+        for id in 0..n {
+            let pp = s.create_p(id as u32);
+            idle::pidleput(&mut l, pp);
+        }
+        s.gomaxprocs.store(n as u32, Ordering::SeqCst);
+        drop(l);
+        crate::sys::signal::install_overflow_handler(crate::m::overflow_lookup);
+    });
+    &SCHED
+}
+
+impl Sched {
+    /// Takes the sched lock. A poisoned lock means a runtime bug panicked
+    /// while holding it; the state may be inconsistent, so that is fatal.
+    #[inline]
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Locked> {
+        match self.lock.lock() {
+            Ok(g) => g,
+            Err(_) => throw("sched lock poisoned"),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn gomaxprocs(&self) -> u32 {
+        self.gomaxprocs.load(Ordering::Acquire)
+    }
+
+    /// The P with index `id`, if it was ever created.
+    #[inline]
+    pub(crate) fn allp(&self, id: usize) -> Option<&'static P> {
+        // SAFETY: allp slots hold null or a leaked (never freed) P.
+        unsafe { self.allp[id].load(Ordering::Acquire).as_ref() }
+    }
+
+    /// Returns a handle to P `id`, creating the record if needed. Only during
+    /// runtime start or stop-the-world, when no handle to it exists.
+    pub(crate) fn create_p(&self, id: u32) -> PHandle {
+        let p = match self.allp(id as usize) {
+            Some(p) => p,
+            None => {
+                let p = P::new(id);
+                self.allp[id as usize].store(p as *const P as *mut P, Ordering::Release);
+                self.allp_created.fetch_max(id + 1, Ordering::AcqRel);
+                p
+            }
+        };
+        PHandle::claim(p)
+    }
+
+    /// Number of live goroutines (Go's NumGoroutine).
+    pub(crate) fn num_goroutine(&self) -> usize {
+        let mut n = self.ngoroutine_ext.load(Ordering::Relaxed);
+        for id in 0..self.allp_created.load(Ordering::Acquire) as usize {
+            if let Some(p) = self.allp(id) {
+                n += p.ngoroutine();
+            }
+        }
+        n.max(0) as usize
+    }
+}
+
+/// A fatal runtime error: prints Go's `fatal error:` line and aborts.
+#[cold]
+pub(crate) fn throw(msg: &str) -> ! {
+    eprintln!("fatal error: {msg}");
+    std::process::abort()
+}

@@ -1,0 +1,78 @@
+//! Parking and readying goroutines: the primitive under every blocking
+//! operation (join today; channels, mutexes, timers and I/O later).
+//!
+//! # Protocol (Go's gopark / goready)
+//! 1. The goroutine decides to wait while holding whatever protects the thing
+//!    it waits on (a lock, or nothing for a lock-free cell), and calls
+//!    [`park`] with an `unlock` step.
+//! 2. `park` switches to the M's scheduler context. Only there, with the G's
+//!    stack fully switched out and its status already `Waiting`, the
+//!    scheduler runs `unlock(g)`: this is the step that makes the G findable
+//!    by a waker (publishes it in a wait list, or releases the lock that
+//!    guards the list). If `unlock` returns false the wait is abandoned and
+//!    the G runs again at once.
+//! 3. A waker that finds the G calls [`ready`] exactly once: `Waiting ->
+//!    Runnable` (a CAS that catches double wakeups) and into the waker's P
+//!    `runnext` (so the woken G runs next on the waker's P and inherits its
+//!    time slice), then `wakep`.
+//!
+//! Because step 2 runs after the switch, a waker can never resume a G that
+//! is still executing on its stack.
+//!
+//! A [`Waiter`] abstracts over a parked goroutine and a blocked OS thread, so
+//! every primitive also works from plain threads outside the runtime.
+
+use super::{globrunq, idle};
+use crate::g::context::{self, Action};
+use crate::g::{WaitReason, G};
+use crate::m;
+
+/// Who to wake: a parked goroutine or a blocked OS thread.
+pub(crate) enum Waiter {
+    Goroutine(&'static G),
+    Thread(std::thread::Thread),
+}
+
+impl Waiter {
+    /// Wakes the waiter. Call exactly once per registration.
+    pub(crate) fn wake(self) {
+        match self {
+            Waiter::Goroutine(g) => ready(g),
+            Waiter::Thread(t) => t.unpark(),
+        }
+    }
+}
+
+/// Parks the running goroutine (see the module note). `unlock` runs on the
+/// scheduler after the switch; returning false cancels the park.
+///
+/// # Panics
+/// Outside a goroutine (callers check `m::current_g()` first).
+pub(crate) fn park(reason: WaitReason, unlock: &mut dyn FnMut(&'static G) -> bool) {
+    let g = m::current_g().expect("park called outside a goroutine");
+    g.set_wait_reason(reason);
+    // SAFETY: erasing the lifetime is sound because the closure lives on this
+    // goroutine's stack, which stays intact until the scheduler has finished
+    // calling it (it calls `unlock` before anything can resume this G).
+    let unlock: *mut (dyn FnMut(&'static G) -> bool + 'static) =
+        unsafe { std::mem::transmute(unlock as *mut (dyn FnMut(&'static G) -> bool + '_)) };
+    // SAFETY: `g` is the goroutine running on this thread, and we are on its
+    // stack.
+    unsafe { context::switch_to_scheduler(g, Action::Park(unlock)) };
+    g.set_wait_reason(WaitReason::None);
+}
+
+/// Makes a parked goroutine runnable (Go's goready): into the current P's
+/// runnext when called on an M, else onto the global queue.
+pub(crate) fn ready(g: &'static G) {
+    g.cas_waiting_to_runnable();
+    match m::current() {
+        // SAFETY: m is the calling thread's own M.
+        Some(m) => match unsafe { m.p() } {
+            Some(pp) => globrunq::runqput(pp, g, true),
+            None => globrunq::put(g),
+        },
+        None => globrunq::put(g),
+    }
+    idle::wakep();
+}

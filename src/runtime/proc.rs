@@ -1,0 +1,152 @@
+//! Creating goroutines (Go's newproc), their exit, and the G free lists.
+//!
+//! A spawned goroutine costs only its G record (recycled) and its task cell
+//! (one allocation): its stack is taken only when it first runs (see
+//! `schedule::execute`), an improvement over Go that Vyukov's design doc
+//! lists and Go never made.
+//!
+//! Free lists (Go's gfput/gfget): each P keeps up to 64 dead Gs; past that,
+//! half move to the global list under its lock; an empty P list refills up to
+//! 32 from the global one.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{globrunq, idle, sched, start};
+use crate::g::stack::Stack;
+use crate::g::task::Runnable;
+use crate::g::{GList, Status, G};
+use crate::m;
+use crate::p::PHandle;
+
+const P_GFREE_MAX: usize = 64;
+const P_GFREE_KEEP: usize = 32;
+
+/// Spawns a goroutine and makes it runnable; returns its id.
+pub(crate) fn newproc(task: Arc<dyn Runnable>, stack_size: usize, name: Option<Arc<str>>) -> u64 {
+    if let Some(m) = m::current() {
+        // SAFETY: m is the calling thread's own M.
+        if let Some(pp) = unsafe { m.p() } {
+            let g = gfget(pp).unwrap_or_else(G::alloc);
+            let id = pp.next_goid();
+            init(g, id, task, stack_size, name);
+            pp.add_goroutines(1);
+            // New goroutines go to runnext: they run next on this P, and the
+            // one they displace goes to the ring's tail.
+            globrunq::runqput(pp, g, true);
+            idle::wakep();
+            return id;
+        }
+    }
+    let s = start();
+    let g = gfget_global().unwrap_or_else(G::alloc);
+    let id = s.goidgen.fetch_add(1, Ordering::Relaxed);
+    init(g, id, task, stack_size, name);
+    s.ngoroutine_ext.fetch_add(1, Ordering::Relaxed);
+    globrunq::put(g);
+    idle::wakep();
+    id
+}
+
+fn init(
+    g: &'static G,
+    id: u64,
+    task: Arc<dyn Runnable>,
+    stack_size: usize,
+    name: Option<Arc<str>>,
+) {
+    g.set_id(id);
+    // SAFETY: the G came off a free list (or is new): we own it until it is
+    // published on a run queue below.
+    let inner = unsafe { g.inner() };
+    inner.task = Some(task);
+    inner.stack_size = stack_size;
+    inner.name = name;
+    g.set_status(Status::Runnable);
+}
+
+/// The body of every goroutine: runs on the G's own stack.
+pub(crate) fn g_body(g: &'static G) {
+    // SAFETY: `g` is running on this thread; we are its owner.
+    let (task, name) = unsafe {
+        let inner = g.inner();
+        (inner.task.take(), inner.name.clone())
+    };
+    match task {
+        Some(task) => task.run(g.id(), name.as_deref()),
+        None => super::throw("goroutine started without a task"),
+    }
+}
+
+/// A goroutine finished (or could not start): recycle its stack and G.
+pub(crate) fn gdestroy(pp: &PHandle, g: &'static G, stack: Option<Stack>) {
+    g.set_status(Status::Dead);
+    g.set_stack_bounds((0, 0), 0);
+    {
+        // SAFETY: the G is dead and we (its last M) own it.
+        let inner = unsafe { g.inner() };
+        inner.task = None;
+        inner.name = None;
+    }
+    if let Some(stack) = stack {
+        // SAFETY: short exclusive borrow of our own P's local state.
+        unsafe { pp.local() }.stacks.put(stack);
+    }
+    pp.add_goroutines(-1);
+    gfput(pp, g);
+}
+
+fn gfput(pp: &PHandle, g: &'static G) {
+    g.set_status(Status::Idle);
+    // SAFETY: short exclusive borrow of our own P's local state.
+    let local = unsafe { pp.local() };
+    local.gfree.push_back(g);
+    if local.gfree.len() >= P_GFREE_MAX {
+        let mut moved = GList::new();
+        while local.gfree.len() > P_GFREE_KEEP {
+            moved.push_back(local.gfree.pop_front().expect("gfree length"));
+        }
+        let s = sched();
+        let mut global = s.gfree.lock().unwrap_or_else(|e| e.into_inner());
+        global.append(&mut moved);
+        s.gfree_len.store(global.len(), Ordering::Relaxed);
+    }
+}
+
+fn gfget(pp: &PHandle) -> Option<&'static G> {
+    // SAFETY: short exclusive borrow of our own P's local state.
+    let local = unsafe { pp.local() };
+    if local.gfree.is_empty() && sched().gfree_len.load(Ordering::Relaxed) > 0 {
+        let s = sched();
+        let mut global = s.gfree.lock().unwrap_or_else(|e| e.into_inner());
+        while local.gfree.len() < P_GFREE_KEEP {
+            match global.pop_front() {
+                Some(g) => local.gfree.push_back(g),
+                None => break,
+            }
+        }
+        s.gfree_len.store(global.len(), Ordering::Relaxed);
+    }
+    local.gfree.pop_front()
+}
+
+fn gfget_global() -> Option<&'static G> {
+    let s = sched();
+    if s.gfree_len.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    let mut global = s.gfree.lock().unwrap_or_else(|e| e.into_inner());
+    let g = global.pop_front();
+    s.gfree_len.store(global.len(), Ordering::Relaxed);
+    g
+}
+
+/// Moves all of a P's free Gs to the global list (the P is being destroyed).
+pub(crate) fn gfpurge(pp: &PHandle) {
+    // SAFETY: short exclusive borrow of our own P's local state.
+    let local = unsafe { pp.local() };
+    let s = sched();
+    let mut global = s.gfree.lock().unwrap_or_else(|e| e.into_inner());
+    global.append(&mut local.gfree);
+    s.gfree_len.store(global.len(), Ordering::Relaxed);
+}

@@ -1,0 +1,175 @@
+//! Stop-the-world and `set_max_procs` (Go's stopTheWorld / procresize /
+//! startTheWorld).
+//!
+//! # Protocol
+//! - `worldsema` serialises stop-the-worlds. A goroutine waiting for it
+//!   yields instead of blocking its M, so its P can still be stopped by the
+//!   stop-the-world that holds the sema.
+//! - Stopping: under the sched lock set `gcwaiting`, count GOMAXPROCS Ps in
+//!   `stopwait`, stop the caller's own P (if it holds one) and every idle P
+//!   at once. Each other P is held by an M that will see `gcwaiting` at its
+//!   next scheduling point (`find_runnable`, the steal loop), put the P on
+//!   `stopped` and decrement `stopwait`; the last one wakes `stopnote`.
+//!   Because Ps enter the idle list only under the lock and after checking
+//!   `gcwaiting`, every P is counted exactly once.
+//! - While stopped, no M holds a P except the caller: the idle list is empty,
+//!   so `wakep`/`startm` find nothing and spinning Ms without a P park.
+//! - Resizing: Ps with id >= the new count are destroyed (their queues go to
+//!   the global queue, free Gs and stacks to the global pools, status Dead;
+//!   the record stays in `allp`). New Ps are created or revived. The caller
+//!   keeps its P if it survives, else takes P0.
+//! - Starting: clear `gcwaiting`, put Ps without work on the idle list, start
+//!   an M for each P with local work, then `wakep`.
+//!
+//! Like Go before asynchronous preemption, a stop-the-world waits for each
+//! running goroutine to reach a scheduling point; a goroutine spinning in a
+//! loop that never calls into the runtime delays it.
+
+use std::sync::atomic::Ordering;
+
+use super::{globrunq, idle, proc, sched, start, MAX_PROCS};
+use crate::g::GList;
+use crate::m;
+use crate::p::{PHandle, PStatus};
+
+/// Sets GOMAXPROCS (see `crate::set_max_procs`); returns the previous value.
+pub(crate) fn set_max_procs(n: usize) -> usize {
+    let s = start();
+    let prev = s.gomaxprocs() as usize;
+    if n == 0 {
+        return prev;
+    }
+    let n = n.min(MAX_PROCS);
+    acquire_worldsema();
+    let prev = s.gomaxprocs() as usize;
+    if n != prev {
+        stop_the_world();
+        let runnable = procresize(n as u32);
+        start_the_world(runnable);
+    }
+    s.worldsema.store(false, Ordering::Release);
+    prev
+}
+
+fn acquire_worldsema() {
+    let s = sched();
+    let in_goroutine = m::current_g().is_some();
+    while s
+        .worldsema
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        if in_goroutine {
+            crate::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    }
+}
+
+fn stop_the_world() {
+    let s = sched();
+    s.stopnote.clear();
+    let mut l = s.lock();
+    s.gcwaiting.store(true, Ordering::SeqCst);
+    l.stopwait = s.gomaxprocs();
+    if let Some(m) = m::current() {
+        // SAFETY: m is the calling thread's own M.
+        if let Some(pp) = unsafe { m.p() } {
+            pp.set_status(PStatus::GcStop);
+            l.stopwait -= 1;
+        }
+    }
+    while let Some(pp) = idle::pidleget(&mut l) {
+        pp.set_status(PStatus::GcStop);
+        l.stopped.push(pp);
+        l.stopwait -= 1;
+    }
+    let wait = l.stopwait > 0;
+    drop(l);
+    if wait {
+        s.stopnote.sleep();
+    }
+}
+
+/// Changes the number of Ps to `n` during stop-the-world; returns the Ps
+/// that have local work (each needs an M).
+fn procresize(n: u32) -> Vec<PHandle> {
+    let s = sched();
+    let mut l = s.lock();
+    let old = s.gomaxprocs();
+    let mut handles: Vec<PHandle> = std::mem::take(&mut l.stopped);
+    for id in old..n {
+        let pp = s.create_p(id);
+        pp.set_status(PStatus::GcStop);
+        handles.push(pp);
+    }
+    // The caller's own P, if it has one.
+    let me = m::current();
+    // SAFETY: own M; nobody else touches it during stop-the-world.
+    let own_id = me.and_then(|m| unsafe { m.p() }.map(|pp| pp.id));
+
+    let mut moved = GList::new();
+    let mut keep = Vec::with_capacity(n as usize);
+    for pp in handles {
+        if pp.id < n {
+            keep.push(pp);
+        } else {
+            destroy_p(&pp, &mut moved);
+        }
+    }
+    if let (Some(m), Some(id)) = (me, own_id) {
+        if id >= n {
+            // SAFETY: own M, holding a P.
+            let pp = unsafe { m.releasep() };
+            destroy_p(&pp, &mut moved);
+            let p0 = keep
+                .iter()
+                .position(|p| p.id == 0)
+                .map(|i| keep.swap_remove(i))
+                .expect("P0 survives every resize");
+            // SAFETY: own M, now holding no P.
+            unsafe { m.acquirep(p0) };
+        } else {
+            // SAFETY: own M, holding a P.
+            unsafe { m.p() }
+                .expect("own P vanished")
+                .set_status(PStatus::Running);
+        }
+    }
+    // A destroyed P's Gs were next in line: they go to the global queue's head.
+    moved.append(&mut l.runq);
+    globrunq::put_list_locked(&mut l, &mut moved);
+    s.gomaxprocs.store(n, Ordering::SeqCst);
+
+    let mut runnable = Vec::new();
+    for pp in keep {
+        if pp.runq.is_empty() {
+            idle::pidleput(&mut l, pp);
+        } else {
+            runnable.push(pp);
+        }
+    }
+    runnable
+}
+
+/// Moves everything a dying P holds to the global structures.
+fn destroy_p(pp: &PHandle, moved: &mut GList) {
+    // SAFETY: we hold the P's handle during stop-the-world.
+    unsafe {
+        pp.runq.drain(|g| moved.push_back(&*g.as_ptr()));
+    }
+    proc::gfpurge(pp);
+    // SAFETY: short exclusive borrow of a P we hold.
+    unsafe { pp.local() }.stacks.drain();
+    pp.set_status(PStatus::Dead);
+}
+
+fn start_the_world(runnable: Vec<PHandle>) {
+    let s = sched();
+    s.gcwaiting.store(false, Ordering::SeqCst);
+    for pp in runnable {
+        idle::startm(Some(pp), false);
+    }
+    idle::wakep();
+}

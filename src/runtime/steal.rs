@@ -1,0 +1,135 @@
+//! Work stealing: where an idle P takes work from a busy one.
+//!
+//! A spinning M visits the other Ps in a random order (start at a random P,
+//! step by a random number coprime with GOMAXPROCS, so every P is visited
+//! once per round), 4 rounds. From each victim it takes half of the ring
+//! (`RunQueue::steal_into`). Only on the last round may it take the victim's
+//! `runnext`, and only after a ~3 us grace while the victim runs: a G in
+//! runnext was usually just readied by the running G and is about to run
+//! there, so taking it would only move it away from its cache.
+
+use std::sync::atomic::Ordering;
+
+use super::{idle, sched};
+use crate::g::G;
+use crate::m::M;
+use crate::p::{PHandle, PStatus};
+
+const STEAL_TRIES: usize = 4;
+
+/// Tries to steal a G for `pp` from the other Ps.
+pub(crate) fn steal_work(m: &'static M, pp: &PHandle) -> Option<&'static G> {
+    let s = sched();
+    for round in 0..STEAL_TRIES {
+        let last = round == STEAL_TRIES - 1;
+        let n = s.gomaxprocs();
+        for id in RandomOrder::new(n, m.fastrand()) {
+            if s.gcwaiting.load(Ordering::Acquire) {
+                return None;
+            }
+            let Some(victim) = s.allp(id as usize) else {
+                continue;
+            };
+            if std::ptr::eq(victim, pp.get()) || victim.status() == PStatus::Idle {
+                continue;
+            }
+            // SAFETY: we own `pp`, and find_runnable only steals when pp's own
+            // queue is empty.
+            let got = unsafe {
+                pp.runq
+                    .steal_into(&victim.runq, last, || victim.status() == PStatus::Running)
+            };
+            if let Some(g) = got {
+                // SAFETY: run queues only hold leaked, never-freed Gs.
+                return Some(unsafe { &*g.as_ptr() });
+            }
+        }
+    }
+    None
+}
+
+/// The delicate dance's re-check, done by an M that holds no P after it
+/// stopped spinning: if any P's queue or the global queue has work, take an
+/// idle P to go after it.
+pub(crate) fn check_runqs_no_p() -> Option<PHandle> {
+    let s = sched();
+    let n = s.gomaxprocs() as usize;
+    let work = s.runqsize.load(Ordering::SeqCst) != 0
+        || (0..n).any(|id| s.allp(id).is_some_and(|p| !p.runq.is_empty()));
+    if !work {
+        return None;
+    }
+    let mut l = s.lock();
+    idle::pidleget(&mut l)
+}
+
+/// Visits 0..n once each in a random order: a random start and a random
+/// stride coprime with n (Go's randomOrder).
+pub(crate) struct RandomOrder {
+    n: u32,
+    pos: u32,
+    inc: u32,
+    left: u32,
+}
+
+impl RandomOrder {
+    pub(crate) fn new(n: u32, rand: u64) -> RandomOrder {
+        if n == 0 {
+            return RandomOrder {
+                n: 1,
+                pos: 0,
+                inc: 1,
+                left: 0,
+            };
+        }
+        let pos = (rand % n as u64) as u32;
+        let mut inc = ((rand >> 32) % n as u64) as u32 + 1;
+        while gcd(inc, n) != 1 {
+            inc = inc % n + 1;
+        }
+        RandomOrder {
+            n,
+            pos,
+            inc,
+            left: n,
+        }
+    }
+}
+
+impl Iterator for RandomOrder {
+    type Item = u32;
+    fn next(&mut self) -> Option<u32> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let cur = self.pos;
+        self.pos = (self.pos + self.inc) % self.n;
+        Some(cur)
+    }
+}
+
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_order_visits_every_p_once() {
+        for n in 1..=64u32 {
+            for seed in [0u64, 1, 7, 0xdead_beef_1234_5678, u64::MAX] {
+                let mut seen: Vec<u32> = RandomOrder::new(n, seed).collect();
+                assert_eq!(seen.len(), n as usize);
+                seen.sort();
+                seen.dedup();
+                assert_eq!(seen.len(), n as usize, "n={n} seed={seed}");
+            }
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! Spawning goroutines and waiting for them: `go`, `Builder`, `JoinHandle`,
+//! `JoinError`, `run`.
+
+use std::any::Any;
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::g::stack;
+use crate::g::task::{panic_message, JoinTarget, Task};
+use crate::g::WaitReason;
+use crate::m;
+use crate::runtime::park::{self, Waiter};
+use crate::runtime::proc;
+
+/// Spawns a goroutine running `f` and returns a handle to join it.
+///
+/// The goroutine is queued on the current P's `runnext` (it runs next on
+/// this processor, as in Go); called outside the runtime, it goes to the
+/// global queue and the runtime is started if needed.
+///
+/// ```
+/// let h = goroutine::go(|| 6 * 7);
+/// assert_eq!(h.join().unwrap(), 42);
+/// ```
+pub fn go<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let task = Task::new(f);
+    let id = proc::newproc(task.clone(), stack::default_stack_size(), None);
+    JoinHandle {
+        task,
+        id,
+        _t: PhantomData,
+    }
+}
+
+/// Runs `f` as a goroutine and blocks the calling thread until it returns,
+/// giving back its result. The first goroutine ever is the main goroutine
+/// (id 1). Starts the runtime if needed; may be called from several threads
+/// at once. Other goroutines keep running after `run` returns.
+///
+/// Called from inside a goroutine, `f` simply runs on the calling goroutine.
+///
+/// If `f` panics, the panic is resumed on the calling thread.
+pub fn run<F, T>(f: F) -> T
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    if m::current_g().is_some() {
+        return f();
+    }
+    match go(f).join() {
+        Ok(v) => v,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Goroutine factory with options (name, stack size).
+#[derive(Debug, Default, Clone)]
+pub struct Builder {
+    name: Option<String>,
+    stack_size: Option<usize>,
+}
+
+impl Builder {
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Names the goroutine (shown in panics, dumps and traces).
+    pub fn name(mut self, name: impl Into<String>) -> Builder {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Usable stack bytes for this goroutine (rounded up to whole pages;
+    /// 16 KiB to 1 GiB). The default is 256 KiB, or `GOROUTINE_STACK_SIZE`.
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Spawns the goroutine. Fails with `InvalidInput` for a stack size out
+    /// of range. The stack itself is taken when the goroutine first runs; if
+    /// that fails (address space or mapping limit exhausted), `join` reports
+    /// it as a [`JoinError`] that is not a panic.
+    pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let size = match self.stack_size {
+            Some(n) => stack::validate_stack_size(n)?,
+            None => stack::default_stack_size(),
+        };
+        let task = Task::new(f);
+        let id = proc::newproc(task.clone(), size, self.name.map(Arc::from));
+        Ok(JoinHandle {
+            task,
+            id,
+            _t: PhantomData,
+        })
+    }
+}
+
+/// An owned permission to wait for a goroutine's result. Dropping it
+/// detaches the goroutine.
+pub struct JoinHandle<T> {
+    task: Arc<dyn JoinTarget<T>>,
+    id: u64,
+    _t: PhantomData<T>,
+}
+
+impl<T> JoinHandle<T> {
+    /// The goroutine's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether the goroutine has finished.
+    pub fn is_finished(&self) -> bool {
+        self.task.header().is_complete()
+    }
+
+    /// Waits for the goroutine and returns its result, or the panic it died
+    /// of. Parks the calling goroutine; outside the runtime, blocks the
+    /// calling thread.
+    pub fn join(self) -> Result<T, JoinError> {
+        let header = self.task.header();
+        if !header.is_complete() {
+            if m::current_g().is_some() {
+                park::park(WaitReason::Join, &mut |g| {
+                    // SAFETY: this JoinHandle is the single joiner, and it is
+                    // consumed by this call, so `register` runs once.
+                    unsafe { header.register(Waiter::Goroutine(g)) }
+                });
+            } else {
+                // SAFETY: as above.
+                if unsafe { header.register(Waiter::Thread(std::thread::current())) } {
+                    while !header.is_complete() {
+                        std::thread::park();
+                    }
+                }
+            }
+        }
+        self.task.take_output()
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("id", &self.id)
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}
+
+/// Why a goroutine produced no result.
+pub struct JoinError {
+    // Boxed: a `Result<T, JoinError>` sits in every task cell, and goroutines
+    // are meant to be cheap (this keeps it one word).
+    inner: Box<ErrorInner>,
+}
+
+struct ErrorInner {
+    id: u64,
+    name: Option<String>,
+    kind: ErrorKind,
+}
+
+enum ErrorKind {
+    Panic {
+        message: String,
+        payload: Box<dyn Any + Send + 'static>,
+    },
+    Start(io::Error),
+}
+
+impl JoinError {
+    pub(crate) fn panicked(
+        id: u64,
+        name: Option<&str>,
+        payload: Box<dyn Any + Send + 'static>,
+    ) -> JoinError {
+        JoinError {
+            inner: Box::new(ErrorInner {
+                id,
+                name: name.map(str::to_owned),
+                kind: ErrorKind::Panic {
+                    message: panic_message(&*payload),
+                    payload,
+                },
+            }),
+        }
+    }
+
+    pub(crate) fn start_failed(id: u64, err: io::Error) -> JoinError {
+        JoinError {
+            inner: Box::new(ErrorInner {
+                id,
+                name: None,
+                kind: ErrorKind::Start(err),
+            }),
+        }
+    }
+
+    /// The id of the goroutine that failed.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// True if the goroutine panicked (false: it could not start).
+    pub fn is_panic(&self) -> bool {
+        matches!(self.inner.kind, ErrorKind::Panic { .. })
+    }
+
+    /// The panic message (`&str` or `String` payloads), or the start error.
+    pub fn message(&self) -> String {
+        match &self.inner.kind {
+            ErrorKind::Panic { message, .. } => message.clone(),
+            ErrorKind::Start(e) => e.to_string(),
+        }
+    }
+
+    /// The panic payload, to resume the panic with
+    /// `std::panic::resume_unwind`. For a start failure, the `io::Error`.
+    pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
+        match self.inner.kind {
+            ErrorKind::Panic { payload, .. } => payload,
+            ErrorKind::Start(e) => Box::new(e),
+        }
+    }
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "goroutine {}", self.inner.id)?;
+        if let Some(n) = &self.inner.name {
+            write!(f, " ({n})")?;
+        }
+        match &self.inner.kind {
+            ErrorKind::Panic { message, .. } => write!(f, " panicked: {message}"),
+            ErrorKind::Start(e) => write!(f, " could not start: {e}"),
+        }
+    }
+}
+
+impl fmt::Debug for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::error::Error for JoinError {}

@@ -1,0 +1,219 @@
+//! Virtual memory: the only module that calls `mmap`, `munmap`, `madvise`
+//! and `mprotect` (and, for tests, `mincore`).
+//!
+//! Everything here is a thin, checked wrapper around one system call; policy
+//! (what to reserve, where guards go, when to give pages back) lives in
+//! `g::stack` and `sys::signal`.
+
+use std::io;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// `madvise(2)` advice that turns the pages of a range into guard pages
+/// (accessing them raises `SIGSEGV`) without changing the VMA, so without
+/// costing a memory mapping. Linux >= 6.13; older kernels fail with `EINVAL`.
+/// Not (yet) exported by the `libc` crate.
+pub(crate) const MADV_GUARD_INSTALL: libc::c_int = 102;
+
+static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
+
+/// The size of a virtual memory page (a power of two), cached after the first
+/// call.
+#[inline]
+pub(crate) fn page_size() -> usize {
+    let p = PAGE_SIZE.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    page_size_slow()
+}
+
+#[cold]
+fn page_size_slow() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let p = if p > 0 { p as usize } else { 4096 };
+    assert!(p.is_power_of_two(), "page size {p} is not a power of two");
+    PAGE_SIZE.store(p, Ordering::Relaxed);
+    p
+}
+
+/// Reserves `len` bytes (a multiple of the page size) of private anonymous
+/// read-write memory. Nothing is committed: pages are allocated by the kernel
+/// on first touch and read as zero until then (`MAP_NORESERVE`: no swap/commit
+/// accounting under the default overcommit policy).
+///
+/// The range is marked `MADV_NOHUGEPAGE` (and mapped `MAP_STACK`, which implies
+/// it on Linux >= 6.7) so that transparent huge pages never back a stack
+/// with 2 MiB: a goroutine touching 4 KiB must cost 4 KiB. Failure of that
+/// advice (kernels built without THP) is ignored.
+pub(crate) fn reserve(len: usize) -> io::Result<NonNull<u8>> {
+    debug_assert!(len > 0 && len % page_size() == 0);
+    // SAFETY: a fresh anonymous mapping at an address chosen by the kernel
+    // cannot alias any existing Rust object.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `p..p+len` is the mapping we just created; advice only changes
+    // how the kernel backs it.
+    unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
+    NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned a null address"))
+}
+
+/// Unmaps `addr..addr+len`.
+///
+/// # Safety
+/// The range must have been obtained from [`reserve`] (or be a page-aligned
+/// part of such a range), and nothing may use it afterwards: no reference into
+/// it may outlive this call and no code may run on it.
+pub(crate) unsafe fn unmap(addr: NonNull<u8>, len: usize) -> io::Result<()> {
+    // SAFETY: the caller guarantees the range is ours and no longer used.
+    if unsafe { libc::munmap(addr.as_ptr().cast(), len) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Makes `addr..addr+len` a guard region with `MADV_GUARD_INSTALL` (Linux >=
+/// 6.13): any access raises `SIGSEGV`, the VMA is not split (no extra memory
+/// mapping), and the guard survives `MADV_DONTNEED` of neighbouring pages.
+/// Fails with `EINVAL` on kernels without the advice (and on `mlock`ed
+/// ranges); the caller then falls back to [`protect_none`].
+///
+/// # Safety
+/// The range must be page-aligned, inside a mapping obtained from [`reserve`],
+/// and hold no live Rust object: its contents are discarded.
+pub(crate) unsafe fn guard_install(addr: NonNull<u8>, len: usize) -> io::Result<()> {
+    // SAFETY: the caller guarantees the range is ours and holds nothing live.
+    if unsafe { libc::madvise(addr.as_ptr().cast(), len, MADV_GUARD_INSTALL) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Makes `addr..addr+len` inaccessible with `mprotect(PROT_NONE)`: the
+/// fallback guard for kernels without `MADV_GUARD_INSTALL`. The kernel splits
+/// the mapping around the range, so every such guard costs memory mappings
+/// (counted against `vm.max_map_count`); `ENOMEM` reports hitting that limit.
+///
+/// # Safety
+/// The range must be page-aligned, inside a mapping obtained from [`reserve`],
+/// and hold no live Rust object that will still be accessed.
+pub(crate) unsafe fn protect_none(addr: NonNull<u8>, len: usize) -> io::Result<()> {
+    // SAFETY: the caller guarantees nothing will access the range.
+    if unsafe { libc::mprotect(addr.as_ptr().cast(), len, libc::PROT_NONE) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Gives the pages of `addr..addr+len` back to the OS (`MADV_DONTNEED`): the
+/// range stays reserved and readable, its resident pages are freed at once
+/// and read back as zero on the next touch. (`MADV_FREE` would be cheaper
+/// but lazy: the pages would stay counted in RSS and could read back with
+/// their old contents, which the stack pool relies on not happening.)
+///
+/// # Safety
+/// The range must be page-aligned, inside a mapping obtained from [`reserve`],
+/// and hold no live Rust object: its contents become zero.
+pub(crate) unsafe fn release(addr: NonNull<u8>, len: usize) -> io::Result<()> {
+    // SAFETY: the caller guarantees the range is ours and its contents dead.
+    if unsafe { libc::madvise(addr.as_ptr().cast(), len, libc::MADV_DONTNEED) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The kernel's per-process limit on memory mappings (`vm.max_map_count`,
+/// 65530 by default), or `None` if it cannot be read.
+pub(crate) fn max_map_count() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// How many pages of `addr..addr+len` have a present page-table entry
+/// (`mincore`). Note that a never-written page that was *read* maps the
+/// shared zero page and counts here although it costs no memory.
+#[cfg(test)]
+pub(crate) fn resident_pages(addr: usize, len: usize) -> io::Result<usize> {
+    let page = page_size();
+    let mut vec = vec![0u8; len.div_ceil(page)];
+    // SAFETY: mincore only writes `vec` (one byte per page of the range,
+    // which `vec` is sized for); it does not touch the range itself.
+    if unsafe { libc::mincore(addr as *mut libc::c_void, len, vec.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(vec.iter().filter(|&&b| b & 1 != 0).count())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_size_is_a_power_of_two() {
+        let p = page_size();
+        assert!(p >= 4096 && p.is_power_of_two());
+        assert_eq!(p, page_size());
+    }
+
+    #[test]
+    fn reserve_touch_release_reads_zero() {
+        let page = page_size();
+        let len = 8 * page;
+        let p = reserve(len).unwrap();
+        let a = p.as_ptr() as usize;
+        assert_eq!(
+            resident_pages(a, len).unwrap(),
+            0,
+            "reserve must not commit"
+        );
+        for i in 0..8 {
+            // SAFETY: inside the fresh read-write mapping.
+            unsafe { p.as_ptr().add(i * page).write(0xAA) };
+        }
+        assert_eq!(resident_pages(a, len).unwrap(), 8);
+        // SAFETY: our mapping; the bytes written above are dead.
+        unsafe { release(p, len).unwrap() };
+        assert_eq!(resident_pages(a, len).unwrap(), 0);
+        // SAFETY: still mapped read-write; released pages read as zero.
+        assert_eq!(unsafe { p.as_ptr().read() }, 0);
+        // SAFETY: our mapping, no longer used.
+        unsafe { unmap(p, len).unwrap() };
+    }
+
+    #[test]
+    fn guard_install_is_supported_or_einval() {
+        let page = page_size();
+        let p = reserve(2 * page).unwrap();
+        // SAFETY: the first page of our fresh mapping, holding nothing.
+        match unsafe { guard_install(p, page) } {
+            Ok(()) => println!("MADV_GUARD_INSTALL supported"),
+            Err(e) => {
+                assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+                println!("MADV_GUARD_INSTALL unsupported: {e}");
+            }
+        }
+        // SAFETY: our mapping, no longer used.
+        unsafe { unmap(p, 2 * page).unwrap() };
+    }
+
+    #[test]
+    fn max_map_count_is_readable() {
+        let n = max_map_count().expect("/proc/sys/vm/max_map_count");
+        assert!(n > 1000, "{n}");
+    }
+}

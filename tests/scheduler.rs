@@ -1,0 +1,441 @@
+//! Scheduler behaviour: ports of Go's proc_test.go where they apply, and the
+//! runtime-core acceptance tests. Tests that need a runtime of their own
+//! (GOMAXPROCS, goroutine ids, all Ps busy) run in a child process.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use goroutine::{go, run, yield_now, Builder};
+
+fn spin_until(cond: impl Fn() -> bool) {
+    while !cond() {
+        std::hint::spin_loop();
+    }
+}
+
+// Go's TestGoroutineParallelism: P goroutines busy-wait in round robin on an
+// atomic. It can only finish if all P goroutines run at the same time, on P
+// different Ms (none of them ever yields).
+isolated_test! {
+    fn goroutine_parallelism() ["GOMAXPROCS" = "4"] {
+        const P: u32 = 4;
+        const N: usize = 10;
+        assert_eq!(goroutine::max_procs(), P as usize);
+        run(|| {
+            for _ in 0..N {
+                let x = Arc::new(AtomicU32::new(0));
+                let hs: Vec<_> = (0..P)
+                    .map(|p| {
+                        let x = x.clone();
+                        go(move || {
+                            for i in 0..3 {
+                                let expected = P * i + p;
+                                spin_until(|| x.load(Ordering::SeqCst) == expected);
+                                x.store(expected + 1, Ordering::SeqCst);
+                            }
+                        })
+                    })
+                    .collect();
+                for h in hs {
+                    h.join().unwrap();
+                }
+            }
+        });
+    }
+}
+
+// Go's TestGoroutineParallelism2 (the nested-spawn variant, with and without
+// a preceding load that leaves Ms parking).
+isolated_test! {
+    fn goroutine_parallelism2() ["GOMAXPROCS" = "4"] {
+        const P: u32 = 4;
+        run(|| {
+            for load in [false, true] {
+                for _ in 0..5 {
+                    if load {
+                        let x = Arc::new(AtomicU32::new(0));
+                        let hs: Vec<_> = (0..P)
+                            .map(|_| {
+                                let x = x.clone();
+                                go(move || {
+                                    x.fetch_add(1, Ordering::SeqCst);
+                                    spin_until(|| x.load(Ordering::SeqCst) == P);
+                                })
+                            })
+                            .collect();
+                        hs.into_iter().for_each(|h| h.join().unwrap());
+                    }
+                    let x = Arc::new(AtomicU32::new(0));
+                    let outer: Vec<_> = (0..P / 2)
+                        .map(|p| {
+                            let x = x.clone();
+                            go(move || {
+                                (0..2)
+                                    .map(|p2| {
+                                        let x = x.clone();
+                                        go(move || {
+                                            for i in 0..3 {
+                                                let expected = P * i + p * 2 + p2;
+                                                spin_until(|| x.load(Ordering::SeqCst) == expected);
+                                                x.store(expected + 1, Ordering::SeqCst);
+                                            }
+                                        })
+                                    })
+                                    .collect::<Vec<_>>()
+                            })
+                        })
+                        .collect();
+                    for o in outer {
+                        for h in o.join().unwrap() {
+                            h.join().unwrap();
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+// Go's TestYieldProgress: a goroutine that keeps yielding must let the other
+// runnable goroutines of its P make progress (GOMAXPROCS=1).
+isolated_test! {
+    fn yield_progress() ["GOMAXPROCS" = "1"] {
+        run(|| {
+            let flag = Arc::new(AtomicBool::new(false));
+            let ack = Arc::new(AtomicBool::new(false));
+            let yielder = {
+                let (flag, ack) = (flag.clone(), ack.clone());
+                go(move || {
+                    while !flag.load(Ordering::SeqCst) {
+                        yield_now();
+                    }
+                    ack.store(true, Ordering::SeqCst);
+                })
+            };
+            // Let the yielder start spinning, then send the "message" from
+            // another goroutine on the same P.
+            for _ in 0..100 {
+                yield_now();
+            }
+            let sender = {
+                let flag = flag.clone();
+                go(move || flag.store(true, Ordering::SeqCst))
+            };
+            sender.join().unwrap();
+            yielder.join().unwrap();
+            assert!(ack.load(Ordering::SeqCst));
+        });
+    }
+}
+
+// The main goroutine is the first goroutine ever: id 1.
+isolated_test! {
+    fn main_goroutine_is_id_1() {
+        assert_eq!(goroutine::current_id(), 0, "a plain thread has no goroutine id");
+        let (id, child) = run(|| {
+            let me = goroutine::current_id();
+            let child = go(goroutine::current_id);
+            let cid = child.id();
+            assert_eq!(child.join().unwrap(), cid);
+            (me, cid)
+        });
+        assert_eq!(id, 1);
+        assert!(child > 1);
+    }
+}
+
+// runnext: a new goroutine runs next on its P, and the one it displaces goes
+// to the ring's tail (GOMAXPROCS=1, so the order is deterministic).
+isolated_test! {
+    fn runnext_order() ["GOMAXPROCS" = "1"] {
+        let order = run(|| {
+            let order = Arc::new(Mutex::new(Vec::new()));
+            let hs: Vec<_> = ['a', 'b', 'c']
+                .into_iter()
+                .map(|c| {
+                    let order = order.clone();
+                    go(move || order.lock().unwrap().push(c))
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            let v = order.lock().unwrap().clone();
+            v
+        });
+        // c was in runnext when main parked; a and b were kicked to the ring.
+        assert_eq!(order, vec!['c', 'a', 'b']);
+    }
+}
+
+// The 1-in-61 check: a goroutine on the global queue runs even while the
+// only P's local queue never drains (two goroutines yielding forever).
+isolated_test! {
+    fn global_queue_is_not_starved() ["GOMAXPROCS" = "1"] {
+        let flag = Arc::new(AtomicBool::new(false));
+        let f2 = flag.clone();
+        run(move || {
+            let hs: Vec<_> = (0..2)
+                .map(|_| {
+                    let flag = f2.clone();
+                    go(move || {
+                        while !flag.load(Ordering::SeqCst) {
+                            yield_now();
+                        }
+                    })
+                })
+                .collect();
+            // Spawned from a plain thread: goes to the global queue.
+            let flag = f2.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                go(move || flag.store(true, Ordering::SeqCst));
+            });
+            for h in hs {
+                h.join().unwrap();
+            }
+        });
+        assert!(flag.load(Ordering::SeqCst));
+    }
+}
+
+#[test]
+fn nested_spawning_ten_levels_deep() {
+    fn nest(level: u32) -> u32 {
+        if level == 10 {
+            return 1;
+        }
+        let a = go(move || nest(level + 1));
+        let b = go(move || nest(level + 1));
+        a.join().unwrap() + b.join().unwrap()
+    }
+    assert_eq!(run(|| nest(0)), 1024);
+}
+
+#[test]
+fn hundred_thousand_goroutines_joined_from_a_plain_thread() {
+    let counter = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..100_000u64)
+        .map(|i| {
+            let counter = counter.clone();
+            go(move || {
+                counter.fetch_add(1, Ordering::Relaxed);
+                i * 2
+            })
+        })
+        .collect();
+    let mut sum = 0u64;
+    for h in hs {
+        sum += h.join().unwrap();
+    }
+    assert_eq!(counter.load(Ordering::Relaxed), 100_000);
+    assert_eq!(sum, 99_999 * 100_000);
+}
+
+#[test]
+fn panics_are_caught_and_reported() {
+    let ok = go(|| 5);
+    let bad = Builder::new()
+        .name("boom-worker")
+        .spawn(|| -> u32 { panic!("boom {}", 42) })
+        .unwrap();
+    let bad_id = bad.id();
+    let err = bad.join().unwrap_err();
+    assert!(err.is_panic());
+    assert_eq!(err.id(), bad_id);
+    assert_eq!(err.message(), "boom 42");
+    let shown = err.to_string();
+    assert!(shown.contains(&format!("goroutine {bad_id}")), "{shown}");
+    assert!(shown.contains("boom-worker"), "{shown}");
+    assert!(shown.contains("boom 42"), "{shown}");
+    // The worker thread and the other goroutines are fine.
+    assert_eq!(ok.join().unwrap(), 5);
+    let after: Vec<_> = (0..100).map(|i| go(move || i)).collect();
+    assert_eq!(
+        after.into_iter().map(|h| h.join().unwrap()).sum::<i32>(),
+        4950
+    );
+    // The payload can be resumed.
+    let e = go(|| std::panic::panic_any(7u8)).join().unwrap_err();
+    assert_eq!(*e.into_panic().downcast::<u8>().unwrap(), 7);
+}
+
+#[test]
+fn run_resumes_a_panic_on_the_calling_thread() {
+    let r = std::panic::catch_unwind(|| run(|| -> u32 { panic!("from main goroutine") }));
+    let payload = r.unwrap_err();
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"from main goroutine"));
+}
+
+#[test]
+fn run_from_many_threads_at_once() {
+    let ths: Vec<_> = (0..8u64)
+        .map(|t| {
+            std::thread::spawn(move || {
+                run(move || {
+                    let hs: Vec<_> = (0..1000u64).map(|i| go(move || i + t)).collect();
+                    hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+                })
+            })
+        })
+        .collect();
+    for (t, th) in ths.into_iter().enumerate() {
+        assert_eq!(th.join().unwrap(), 499_500 + 1000 * t as u64);
+    }
+}
+
+#[test]
+fn yield_outside_the_runtime_is_harmless() {
+    yield_now();
+    assert_eq!(goroutine::current_id(), 0);
+}
+
+#[test]
+fn builder_rejects_bad_stack_sizes() {
+    let e = Builder::new().stack_size(1).spawn(|| ()).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    let e = Builder::new().stack_size(1 << 40).spawn(|| ()).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    // A deep-recursion goroutine with a big stack works.
+    let h = Builder::new().stack_size(8 << 20).spawn(|| {
+        fn deep(n: u64) -> u64 {
+            let pad = std::hint::black_box([n; 64]);
+            if n == 0 {
+                0
+            } else {
+                pad[3] + deep(n - 1) - n + 1
+            }
+        }
+        deep(5_000)
+    });
+    assert_eq!(h.unwrap().join().unwrap(), 5_000);
+}
+
+isolated_test! {
+    fn num_goroutine_counts_live_goroutines() ["GOMAXPROCS" = "2"] {
+        run(|| {
+            assert_eq!(goroutine::num_goroutine(), 1);
+            let release = Arc::new(AtomicBool::new(false));
+            let hs: Vec<_> = (0..10)
+                .map(|_| {
+                    let r = release.clone();
+                    go(move || {
+                        while !r.load(Ordering::SeqCst) {
+                            yield_now();
+                        }
+                    })
+                })
+                .collect();
+            assert_eq!(goroutine::num_goroutine(), 11);
+            release.store(true, Ordering::SeqCst);
+            for h in hs {
+                h.join().unwrap();
+            }
+            // Exit bookkeeping happens just after the joiner is woken.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while goroutine::num_goroutine() != 1 {
+                assert!(Instant::now() < deadline, "num_goroutine stuck at {}", goroutine::num_goroutine());
+                yield_now();
+            }
+        });
+    }
+}
+
+// set_max_procs up and down while 10,000 goroutines run: every goroutine
+// finishes, with the right result, and GOMAXPROCS reads back.
+isolated_test! {
+    fn set_max_procs_while_goroutines_run() ["GOMAXPROCS" = "2"] {
+        let done = Arc::new(AtomicU64::new(0));
+        let d2 = done.clone();
+        let workers = std::thread::spawn(move || {
+            run(move || {
+                let hs: Vec<_> = (0..10_000u64)
+                    .map(|i| {
+                        let done = d2.clone();
+                        go(move || {
+                            for _ in 0..(i % 7) {
+                                yield_now();
+                            }
+                            let inner = go(move || i * 3).join().unwrap();
+                            done.fetch_add(1, Ordering::SeqCst);
+                            inner
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+            })
+        });
+        let mut sizes = [1usize, 4, 3, 8, 2, 1, 6, 2].into_iter().cycle();
+        let mut prev = 2;
+        while !workers.is_finished() {
+            let n = sizes.next().unwrap();
+            assert_eq!(goroutine::set_max_procs(n), prev);
+            assert_eq!(goroutine::max_procs(), n);
+            prev = n;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // Also from inside a goroutine (its own P may be destroyed).
+        let from_g = run(|| {
+            let a = goroutine::set_max_procs(1);
+            let b = goroutine::set_max_procs(3);
+            (a, b, goroutine::max_procs())
+        });
+        assert_eq!((from_g.1, from_g.2), (1, 3));
+        let sum = workers.join().unwrap();
+        assert_eq!(sum, 3 * (9_999 * 10_000 / 2));
+        assert_eq!(done.load(Ordering::SeqCst), 10_000);
+        assert_eq!(goroutine::set_max_procs(0), 3, "0 only queries");
+    }
+}
+
+fn gomaxprocs_child(value: &str) -> std::process::Output {
+    common::spawn("gomaxprocs_env_probe", &[("GOMAXPROCS", value)])
+}
+
+isolated_test! {
+    fn gomaxprocs_env_probe() {
+        // Child side of gomaxprocs_bad_values: report what the runtime chose.
+        let n = run(goroutine::max_procs);
+        println!("max_procs={n}");
+        let hs: Vec<_> = (0..1000).map(|i| go(move || i)).collect();
+        assert_eq!(hs.into_iter().map(|h| h.join().unwrap()).sum::<i32>(), 499_500);
+    }
+}
+
+#[test]
+fn gomaxprocs_bad_values() {
+    let default = std::thread::available_parallelism().unwrap().get();
+    for (value, want, warns) in [
+        ("0", default, true),
+        ("-1", default, true),
+        ("abc", default, true),
+        ("99999", 1024, true),
+        ("3", 3, false),
+    ] {
+        let out = gomaxprocs_child(value);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "GOMAXPROCS={value}: {stderr}");
+        assert!(
+            stdout.contains(&format!("max_procs={want}")),
+            "GOMAXPROCS={value}: {stdout}"
+        );
+        let warning: Vec<_> = stderr
+            .lines()
+            .filter(|l| l.contains("GOMAXPROCS"))
+            .collect();
+        if warns {
+            assert_eq!(
+                warning.len(),
+                1,
+                "GOMAXPROCS={value}: one line expected: {stderr}"
+            );
+            assert!(warning[0].contains(value), "{}", warning[0]);
+        } else {
+            assert!(warning.is_empty(), "{stderr}");
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Lazy stacks, memory per goroutine, and stack overflow reporting.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use goroutine::{go, run, Builder};
+
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
+    let resident: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    resident * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64
+}
+
+// 1,000,000 goroutines spawned before any of them runs cost only their G
+// record and task cell: no stack until first run (Go needs ~2,700 B each).
+isolated_test! {
+    fn million_unstarted_goroutines_under_512_bytes_each() ["GOMAXPROCS" = "1"] {
+        const N: usize = 1_000_000;
+        let (per_g, sum) = run(|| {
+            let counter = Arc::new(AtomicU64::new(0));
+            let mut hs = Vec::with_capacity(N);
+            let before = rss_bytes();
+            for i in 0..N as u64 {
+                let c = counter.clone();
+                // With one P and no yield, none of these runs yet.
+                hs.push(go(move || {
+                    c.fetch_add(i, Ordering::Relaxed);
+                }));
+            }
+            let after = rss_bytes();
+            assert_eq!(counter.load(Ordering::Relaxed), 0, "a goroutine ran early");
+            assert!(goroutine::num_goroutine() > N);
+            for h in hs {
+                h.join().unwrap();
+            }
+            ((after - before) / N as u64, counter.load(Ordering::Relaxed))
+        });
+        println!("RSS per unstarted goroutine: {per_g} bytes");
+        assert_eq!(sum, (N as u64 - 1) * N as u64 / 2);
+        assert!(per_g < 512, "{per_g} bytes of RSS per unstarted goroutine");
+    }
+}
+
+/// Child side of `stack_overflow_is_reported` (a no-op in the parent).
+#[test]
+fn overflow_child() {
+    if !common::is_child("overflow_child") {
+        return;
+    }
+    {
+        #[allow(unconditional_recursion)]
+        fn recurse(n: u64) -> u64 {
+            let buf = std::hint::black_box([n; 32]);
+            buf[1] + recurse(n + 1)
+        }
+        let h = Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(|| recurse(0))
+            .unwrap();
+        println!("spawned {}", h.id());
+        let _ = h.join();
+        unreachable!("the overflow must abort the process");
+    }
+}
+
+#[test]
+fn stack_overflow_is_reported() {
+    let out = common::spawn("overflow_child", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let id: u64 = stdout
+        .lines()
+        .find_map(|l| l.split("spawned ").nth(1))
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("child printed no id: {stdout} {stderr}"));
+    assert!(!out.status.success());
+    let want = format!("goroutine {id} has overflowed its stack (size 64 KiB)");
+    assert!(
+        stderr.contains(&want),
+        "expected {want:?} in stderr:\n{stderr}"
+    );
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{:?}", out.status);
+}
+
+#[test]
+fn deep_goroutines_then_many_shallow_ones() {
+    // A burst of goroutines that each touch 200 KiB of stack, then many
+    // shallow ones reusing the pooled stacks: results stay right.
+    fn deep(n: u32) -> u64 {
+        let buf = std::hint::black_box([n as u64; 128]);
+        if n == 0 {
+            buf[0]
+        } else {
+            buf[5] + deep(n - 1)
+        }
+    }
+    let hs: Vec<_> = (0..200).map(|_| go(|| deep(180))).collect();
+    for h in hs {
+        assert_eq!(h.join().unwrap(), (1..=180).sum::<u64>());
+    }
+    let hs: Vec<_> = (0..10_000u64).map(|i| go(move || i)).collect();
+    assert_eq!(
+        hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>(),
+        9_999 * 5_000
+    );
+}
