@@ -833,7 +833,6 @@ fn went_deep(boundary: usize) -> bool {
 mod tests {
     use super::*;
     use crate::sys::signal::tests::{child_scenario, run_child};
-    use std::hint::black_box;
 
     fn page() -> usize {
         mem::page_size()
@@ -1448,91 +1447,5 @@ mod tests {
         fn send<T: Send>() {}
         send::<Stack>();
         send::<StackCache>();
-    }
-
-    /// `cargo test --release -- --ignored --nocapture bench_`
-    #[test]
-    #[ignore]
-    fn bench_cache_put_get() {
-        const N: u32 = 20_000_000;
-        let pool = Pool::leak(GuardPolicy::Auto);
-        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
-        // Warm: a few stacks in the cache, probe pages mapped.
-        let v: Vec<Stack> = (0..8).map(|_| c.get(DEFAULT_STACK_SIZE).unwrap()).collect();
-        for s in v {
-            c.put(s);
-        }
-        for _ in 0..3 {
-            let t = std::time::Instant::now();
-            for _ in 0..N {
-                let s = c.get(black_box(DEFAULT_STACK_SIZE)).unwrap();
-                black_box(&s);
-                c.put(s);
-            }
-            let ns = t.elapsed().as_nanos() as f64 / f64::from(N);
-            println!("cache put+get (shallow): {ns:.2} ns");
-        }
-        // Throughput: four independent caches interleaved, so the loop is not
-        // bound by one cache's store-to-load chain (len, slot) between put and
-        // the next get.
-        let mut cs: Vec<StackCache> = (0..4)
-            .map(|_| {
-                let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
-                let s = c.get(DEFAULT_STACK_SIZE).unwrap();
-                c.put(s);
-                c
-            })
-            .collect();
-        let t = std::time::Instant::now();
-        for _ in 0..N / 4 {
-            for c in cs.iter_mut() {
-                let s = c.get(black_box(DEFAULT_STACK_SIZE)).unwrap();
-                black_box(&s);
-                c.put(s);
-            }
-        }
-        let ns = t.elapsed().as_nanos() as f64 / f64::from(N);
-        println!("cache put+get, 4 caches interleaved: {ns:.2} ns per pair");
-        drop(cs);
-        let deep = c.deep;
-        c.deep = 0;
-        let t = std::time::Instant::now();
-        for _ in 0..N {
-            let s = c.get(black_box(DEFAULT_STACK_SIZE)).unwrap();
-            black_box(&s);
-            c.put(s);
-        }
-        let ns = t.elapsed().as_nanos() as f64 / f64::from(N);
-        println!("cache put+get without the probe: {ns:.2} ns");
-        c.deep = deep;
-        let s = c.get(DEFAULT_STACK_SIZE).unwrap();
-        let boundary = s.bottom() + c.deep;
-        c.put(s);
-        let t = std::time::Instant::now();
-        let mut hits = 0u32;
-        for _ in 0..N {
-            hits += u32::from(went_deep(black_box(boundary)));
-        }
-        let ns = t.elapsed().as_nanos() as f64 / f64::from(N);
-        println!("probe alone: {ns:.2} ns ({hits} hits)");
-        const D: u32 = 20_000;
-        let t = std::time::Instant::now();
-        for _ in 0..D {
-            let s = c.get(DEFAULT_STACK_SIZE).unwrap();
-            poke(s.bottom() + c.deep - 8, 1);
-            c.put(s);
-        }
-        let ns = t.elapsed().as_nanos() as f64 / f64::from(D);
-        println!("put+get after deep use (madvise of the deep region, 1 page dirty): {ns:.0} ns");
-        let t = std::time::Instant::now();
-        for _ in 0..D {
-            let s = c.get(DEFAULT_STACK_SIZE).unwrap();
-            for a in (s.bottom()..s.bottom() + c.deep).step_by(page()) {
-                poke(a + page() - 8, 1);
-            }
-            c.put(s);
-        }
-        let ns = t.elapsed().as_nanos() as f64 / f64::from(D);
-        println!("put+get after touching the whole stack (60 page faults + madvise): {ns:.0} ns");
     }
 }

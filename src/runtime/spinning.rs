@@ -32,7 +32,10 @@
 //! publish precedes the spinner's fence (the spinner's re-check sees the
 //! work), or the spinner's decrement precedes the submitter's load (the
 //! submitter sees `nmspinning == 0` and an idle P, and wakes an M). The loom
-//! model at the bottom checks exactly this with the real run queue.
+//! model at the bottom checks exactly this with the real run queue. (loom
+//! weakens SeqCst accesses to AcqRel, so under loom only, `try_claim_wake`
+//! adds a SeqCst fence in place of the submitter's SeqCst store-load pair;
+//! the spinner side is checked as written.)
 
 use crate::loom::atomic::{fence, AtomicU32, Ordering};
 
@@ -74,6 +77,12 @@ impl Spinning {
     /// start a spinning M. Must follow the SeqCst publish of the work.
     #[inline]
     pub(crate) fn try_claim_wake(&self) -> bool {
+        // loom models SeqCst loads and RMWs as AcqRel (loom README,
+        // "Unsupported features") but models SeqCst fences exactly; the fence
+        // stands in, under loom only, for the StoreLoad order that the SeqCst
+        // publish and the SeqCst loads below give in C11 and on hardware.
+        #[cfg(loom)]
+        fence(Ordering::SeqCst);
         // SeqCst loads: pair with the spinner's decrement + fence (module note).
         if self.npidle.load(Ordering::SeqCst) == 0 {
             return false;
