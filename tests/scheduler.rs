@@ -439,3 +439,53 @@ fn gomaxprocs_bad_values() {
         }
     }
 }
+
+// Go's Gosched order: a yielding goroutine goes behind everything on the
+// global queue. One yield must let a goroutine that waits there run first,
+// even though the yielder is the only goroutine on its P's local queue.
+isolated_test! {
+    fn yield_goes_behind_the_global_queue() ["GOMAXPROCS" = "1"] {
+        run(|| {
+            for _ in 0..100 {
+                let ran = Arc::new(AtomicBool::new(false));
+                let r = ran.clone();
+                // Spawned from a plain thread: it lands on the global queue.
+                std::thread::spawn(move || {
+                    go(move || r.store(true, Ordering::SeqCst));
+                })
+                .join()
+                .unwrap();
+                assert!(!ran.load(Ordering::SeqCst), "ran before the only P was free");
+                yield_now();
+                assert!(ran.load(Ordering::SeqCst), "a yield did not let the global queue go first");
+            }
+        });
+    }
+}
+
+// Many more yielders than a ring holds (some live on the global queue and
+// in the per-P yield buffers): every one of them finishes all its yields.
+#[test]
+fn many_yielders_all_finish() {
+    const G: usize = 2000;
+    const Y: usize = 100;
+    let total = run(|| {
+        let count = Arc::new(AtomicUsize::new(0));
+        let hs: Vec<_> = (0..G)
+            .map(|_| {
+                let count = count.clone();
+                go(move || {
+                    for _ in 0..Y {
+                        yield_now();
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        count.load(Ordering::Relaxed)
+    });
+    assert_eq!(total, G * Y);
+}

@@ -47,6 +47,9 @@ pub(crate) struct PLocal {
     pub(crate) gfree: GList,
     /// Stacks ready for reuse.
     pub(crate) stacks: StackCache,
+    /// Goroutines that yielded while the global queue was non-empty, on their
+    /// way to the global queue's tail (see `globrunq`'s note).
+    pub(crate) yieldq: GList,
     goid_next: u64,
     goid_end: u64,
 }
@@ -81,6 +84,7 @@ impl P {
             local: UnsafeCell::new(PLocal {
                 gfree: GList::new(),
                 stacks: StackCache::new(),
+                yieldq: GList::new(),
                 goid_next: 0,
                 goid_end: 0,
             }),

@@ -159,6 +159,8 @@ fn destroy_p(pp: &PHandle, moved: &mut GList) {
     unsafe {
         pp.runq.drain(|g| moved.push_back(&*g.as_ptr()));
     }
+    // SAFETY: short exclusive borrow of a P we hold.
+    moved.append(&mut unsafe { pp.local() }.yieldq);
     proc::gfpurge(pp);
     // SAFETY: short exclusive borrow of a P we hold.
     unsafe { pp.local() }.stacks.drain();

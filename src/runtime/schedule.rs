@@ -64,7 +64,7 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
         let pp = unsafe { m.p() }.expect("find_runnable without a P");
 
         // 2. Fairness: every 61st tick, look at the global queue first.
-        if pp.schedtick() % 61 == 0 && s.runqsize.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+        if pp.schedtick() % 61 == 0 && globrunq::has_work(pp) {
             let mut l = s.lock();
             if let Some(g) = globrunq::get(&mut l, pp, 1) {
                 return (g, false);
@@ -79,7 +79,7 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
         }
 
         // 4. Global run queue.
-        if s.runqsize.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+        if globrunq::has_work(pp) {
             let mut l = s.lock();
             if let Some(g) = globrunq::get(&mut l, pp, 0) {
                 return (g, false);
@@ -179,10 +179,11 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
                 // global queue is empty the local tail gives the same order
                 // without taking the lock; when it is not, the local tail
                 // would let a lone yielder shut the global queue out (it
-                // would be served only every 61st tick).
+                // would be served only every 61st tick), so the G goes to the
+                // global tail through the P's yield buffer (globrunq's note).
                 g.set_status(Status::Runnable);
                 if sched().runqsize.load(std::sync::atomic::Ordering::Relaxed) != 0 {
-                    globrunq::put(g);
+                    globrunq::put_yield(pp, g);
                 } else {
                     globrunq::runqput(pp, g, false);
                 }
@@ -214,6 +215,7 @@ pub(crate) fn gcstopm(m: &'static M) {
     let pp = unsafe { m.releasep() };
     pp.set_status(PStatus::GcStop);
     let mut l = s.lock();
+    globrunq::flush_yields_locked(&mut l, &pp);
     l.stopped.push(pp);
     l.stopwait -= 1;
     if l.stopwait == 0 {
