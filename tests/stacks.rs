@@ -88,19 +88,36 @@ fn stack_overflow_is_reported() {
 
 #[test]
 fn deep_goroutines_then_many_shallow_ones() {
-    // A burst of goroutines that each touch 200 KiB of stack, then many
-    // shallow ones reusing the pooled stacks: results stay right.
-    fn deep(n: u32) -> u64 {
-        let buf = std::hint::black_box([n as u64; 128]);
+    // A burst of goroutines that each touch ~170 KiB of their 256 KiB stack,
+    // then many shallow ones reusing the pooled stacks: results stay right.
+    // The depth is computed from the measured frame size, which differs
+    // between debug and release builds.
+    #[inline(never)]
+    fn deep(n: u32, addrs: &mut [usize; 2]) -> u64 {
+        let buf = std::hint::black_box([n as u64; 512]);
+        if n < 2 {
+            addrs[n as usize] = buf.as_ptr() as usize;
+        }
         if n == 0 {
             buf[0]
         } else {
-            buf[5] + deep(n - 1)
+            buf[5] + deep(n - 1, addrs)
         }
     }
-    let hs: Vec<_> = (0..200).map(|_| go(|| deep(180))).collect();
+    let frame = go(|| {
+        let mut addrs = [0usize; 2];
+        deep(1, &mut addrs);
+        addrs[1] - addrs[0]
+    })
+    .join()
+    .unwrap();
+    let depth = (170 * 1024 / frame) as u32;
+    assert!(depth >= 8, "frame of {frame} bytes");
+    let hs: Vec<_> = (0..200)
+        .map(|_| go(move || deep(depth, &mut [0; 2])))
+        .collect();
     for h in hs {
-        assert_eq!(h.join().unwrap(), (1..=180).sum::<u64>());
+        assert_eq!(h.join().unwrap(), (1..=depth as u64).sum::<u64>());
     }
     let hs: Vec<_> = (0..10_000u64).map(|i| go(move || i)).collect();
     assert_eq!(
