@@ -66,18 +66,63 @@ impl Status {
 /// Why a goroutine is parked (Go's waitReason strings, shown in dumps).
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)] // each variant is used by the primitive it names
 pub(crate) enum WaitReason {
     None = 0,
     /// Blocked in `JoinHandle::join`.
-    Join = 1,
+    Join,
+    ChanReceive,
+    ChanSend,
+    Select,
+    SelectNoCases,
+    ChanReceiveNilChan,
+    ChanSendNilChan,
+    SyncMutexLock,
+    SyncRWMutexRLock,
+    SyncRWMutexLock,
+    SyncCondWait,
+    SyncWaitGroupWait,
+    SyncOnceDo,
+    Semacquire,
 }
 
 impl WaitReason {
+    const ALL: [WaitReason; 15] = [
+        WaitReason::None,
+        WaitReason::Join,
+        WaitReason::ChanReceive,
+        WaitReason::ChanSend,
+        WaitReason::Select,
+        WaitReason::SelectNoCases,
+        WaitReason::ChanReceiveNilChan,
+        WaitReason::ChanSendNilChan,
+        WaitReason::SyncMutexLock,
+        WaitReason::SyncRWMutexRLock,
+        WaitReason::SyncRWMutexLock,
+        WaitReason::SyncCondWait,
+        WaitReason::SyncWaitGroupWait,
+        WaitReason::SyncOnceDo,
+        WaitReason::Semacquire,
+    ];
+
     #[allow(dead_code)] // read by dumps and traces
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             WaitReason::None => "",
             WaitReason::Join => "join",
+            WaitReason::ChanReceive => "chan receive",
+            WaitReason::ChanSend => "chan send",
+            WaitReason::Select => "select",
+            WaitReason::SelectNoCases => "select (no cases)",
+            WaitReason::ChanReceiveNilChan => "chan receive (nil chan)",
+            WaitReason::ChanSendNilChan => "chan send (nil chan)",
+            WaitReason::SyncMutexLock => "sync.Mutex.Lock",
+            WaitReason::SyncRWMutexRLock => "sync.RWMutex.RLock",
+            WaitReason::SyncRWMutexLock => "sync.RWMutex.Lock",
+            WaitReason::SyncCondWait => "sync.Cond.Wait",
+            WaitReason::SyncWaitGroupWait => "sync.WaitGroup.Wait",
+            WaitReason::SyncOnceDo => "sync.Once.Do",
+            WaitReason::Semacquire => "semacquire",
         }
     }
 }
@@ -183,10 +228,8 @@ impl G {
 
     #[allow(dead_code)] // read by dumps and traces
     pub(crate) fn wait_reason(&self) -> WaitReason {
-        match self.wait_reason.load(Ordering::Relaxed) {
-            1 => WaitReason::Join,
-            _ => WaitReason::None,
-        }
+        let r = self.wait_reason.load(Ordering::Relaxed) as usize;
+        WaitReason::ALL.get(r).copied().unwrap_or(WaitReason::None)
     }
 
     pub(crate) fn set_wait_reason(&self, r: WaitReason) {
@@ -315,5 +358,41 @@ impl GList {
         self.tail = other.tail;
         self.len += other.len;
         *other = GList::new();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_reasons_round_trip_through_the_g() {
+        let g = G::alloc();
+        for (i, r) in WaitReason::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i, "ALL must be in discriminant order");
+            g.set_wait_reason(*r);
+            assert_eq!(g.wait_reason(), *r);
+        }
+        assert_eq!(WaitReason::ChanReceive.as_str(), "chan receive");
+    }
+
+    #[test]
+    fn glist_is_fifo_and_appends() {
+        let gs: Vec<&'static G> = (0..5).map(|_| G::alloc()).collect();
+        let mut a = GList::new();
+        let mut b = GList::new();
+        for g in &gs[..2] {
+            a.push_back(g);
+        }
+        for g in &gs[2..] {
+            b.push_back(g);
+        }
+        a.append(&mut b);
+        assert!(b.is_empty());
+        assert_eq!(a.len(), 5);
+        for g in &gs {
+            assert!(std::ptr::eq(a.pop_front().unwrap(), *g));
+        }
+        assert!(a.pop_front().is_none());
     }
 }
