@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use crate::g::stack;
-use crate::g::task::{panic_message, JoinTarget, Task};
+use crate::g::task::{new_task, panic_message, JoinRef};
 use crate::g::WaitReason;
 use crate::m;
 use crate::runtime::park::{self, Waiter};
@@ -29,10 +29,10 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let task = Task::new(f);
-    let id = proc::newproc(task.clone(), stack::default_stack_size(), None);
+    let (task, join) = new_task(f);
+    let id = proc::newproc(task, stack::default_stack_size(), None);
     JoinHandle {
-        task,
+        task: join,
         id,
         _t: PhantomData,
     }
@@ -99,10 +99,10 @@ impl Builder {
             Some(n) => stack::validate_stack_size(n)?,
             None => stack::default_stack_size(),
         };
-        let task = Task::new(f);
-        let id = proc::newproc(task.clone(), size, self.name.map(Arc::from));
+        let (task, join) = new_task(f);
+        let id = proc::newproc(task, size, self.name.map(Arc::from));
         Ok(JoinHandle {
-            task,
+            task: join,
             id,
             _t: PhantomData,
         })
@@ -112,7 +112,7 @@ impl Builder {
 /// An owned permission to wait for a goroutine's result. Dropping it
 /// detaches the goroutine.
 pub struct JoinHandle<T> {
-    task: Arc<dyn JoinTarget<T>>,
+    task: JoinRef<T>,
     id: u64,
     _t: PhantomData<T>,
 }

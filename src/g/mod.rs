@@ -26,6 +26,7 @@
 pub(crate) mod context;
 pub(crate) mod stack;
 pub(crate) mod task;
+pub(crate) mod taskcache;
 
 use std::cell::UnsafeCell;
 use std::ptr;
@@ -33,7 +34,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, 
 use std::sync::Arc;
 
 use self::context::GCoroutine;
-use self::task::Runnable;
+use self::task::TaskRef;
 
 /// Goroutine status (Go's numbering, so traces and dumps read the same).
 #[repr(u32)]
@@ -130,7 +131,7 @@ impl WaitReason {
 /// Fields owned by the G's current owner (see the module note).
 pub(crate) struct Inner {
     /// The closure and result cell; taken when the G first runs.
-    pub(crate) task: Option<Arc<dyn Runnable>>,
+    pub(crate) task: Option<TaskRef>,
     /// Usable stack bytes this G asked for.
     pub(crate) stack_size: usize,
     /// The name given through `Builder::name`.
@@ -142,9 +143,6 @@ pub(crate) struct G {
     id: AtomicU64,
     status: AtomicU32,
     wait_reason: AtomicU8,
-    /// Intrusive link for the global run queue and the free lists; protected
-    /// by the owner of the list the G is on.
-    pub(crate) schedlink: AtomicPtr<G>,
     /// The corosensei yielder of the running coroutine: the way back to the
     /// M's scheduler context (Go's g0). Written by the G itself on first run.
     yielder: AtomicPtr<()>,
@@ -173,7 +171,6 @@ impl G {
             id: AtomicU64::new(0),
             status: AtomicU32::new(Status::Idle as u32),
             wait_reason: AtomicU8::new(0),
-            schedlink: AtomicPtr::new(ptr::null_mut()),
             yielder: AtomicPtr::new(ptr::null_mut()),
             guard_lo: AtomicUsize::new(0),
             guard_hi: AtomicUsize::new(0),
@@ -283,84 +280,6 @@ impl G {
     }
 }
 
-/// An intrusive FIFO list of Gs linked through `schedlink` (the global run
-/// queue and the free lists). Not synchronised: its owner protects it.
-pub(crate) struct GList {
-    head: *const G,
-    tail: *const G,
-    len: usize,
-}
-
-// SAFETY: a GList only holds `&'static G` pointers; its owner (a lock or a P)
-// provides the synchronisation.
-unsafe impl Send for GList {}
-
-impl GList {
-    pub(crate) const fn new() -> GList {
-        GList {
-            head: ptr::null(),
-            tail: ptr::null(),
-            len: 0,
-        }
-    }
-
-    #[inline]
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    #[inline]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub(crate) fn push_back(&mut self, g: &'static G) {
-        g.schedlink.store(ptr::null_mut(), Ordering::Relaxed);
-        if self.tail.is_null() {
-            self.head = g;
-        } else {
-            // SAFETY: `tail` is a live `&'static G` on this list.
-            unsafe { &*self.tail }
-                .schedlink
-                .store(g as *const G as *mut G, Ordering::Relaxed);
-        }
-        self.tail = g;
-        self.len += 1;
-    }
-
-    pub(crate) fn pop_front(&mut self) -> Option<&'static G> {
-        if self.head.is_null() {
-            return None;
-        }
-        // SAFETY: `head` is a live `&'static G` on this list (Gs are never freed).
-        let g: &'static G = unsafe { &*self.head };
-        self.head = g.schedlink.load(Ordering::Relaxed);
-        if self.head.is_null() {
-            self.tail = ptr::null();
-        }
-        self.len -= 1;
-        Some(g)
-    }
-
-    /// Moves all of `other` to the back of `self`.
-    pub(crate) fn append(&mut self, other: &mut GList) {
-        if other.is_empty() {
-            return;
-        }
-        if self.tail.is_null() {
-            self.head = other.head;
-        } else {
-            // SAFETY: `tail` is a live G on this list.
-            unsafe { &*self.tail }
-                .schedlink
-                .store(other.head as *mut G, Ordering::Relaxed);
-        }
-        self.tail = other.tail;
-        self.len += other.len;
-        *other = GList::new();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -374,25 +293,5 @@ mod tests {
             assert_eq!(g.wait_reason(), *r);
         }
         assert_eq!(WaitReason::ChanReceive.as_str(), "chan receive");
-    }
-
-    #[test]
-    fn glist_is_fifo_and_appends() {
-        let gs: Vec<&'static G> = (0..5).map(|_| G::alloc()).collect();
-        let mut a = GList::new();
-        let mut b = GList::new();
-        for g in &gs[..2] {
-            a.push_back(g);
-        }
-        for g in &gs[2..] {
-            b.push_back(g);
-        }
-        a.append(&mut b);
-        assert!(b.is_empty());
-        assert_eq!(a.len(), 5);
-        for g in &gs {
-            assert!(std::ptr::eq(a.pop_front().unwrap(), *g));
-        }
-        assert!(a.pop_front().is_none());
     }
 }

@@ -1,51 +1,75 @@
 //! The task cell: a goroutine's closure, then its result, and the join
-//! protocol between the goroutine and its `JoinHandle`. One allocation per
-//! spawn holds all of it (the G record itself is recycled).
+//! protocol between the goroutine and its `JoinHandle`. One block per spawn
+//! holds all of it (the G record itself is recycled), taken from the P's
+//! block cache (`taskcache.rs`) when it fits a size class.
+//!
+//! # Layout and references
+//! A cell is a `#[repr(C)]` [`Header`] followed by the typed stage (the
+//! closure, then the result). Two references exist: the G's ([`TaskRef`],
+//! untyped, runs the closure once) and the `JoinHandle`'s ([`JoinRef<T>`],
+//! typed). They are counted in `state` (units of `REF_ONE`); the last one to
+//! go drops the stage and frees the block. The vtable carries the typed code.
 //!
 //! # Join protocol (invariants)
-//! `state` holds two bits, `COMPLETE` and `WAITER`.
-//! - The joiner (the one `JoinHandle`, consumed by `join`) writes `waiter`
-//!   *before* publishing it with a CAS `0 -> WAITER` (Release); if that CAS
-//!   fails the task is complete and the joiner clears `waiter` itself. After a
+//! `state` holds two flag bits, `COMPLETE` and `WAITER`, under the count.
+//! - The joiner (the `JoinHandle`, consumed by `join`) writes `waiter`
+//!   *before* publishing it by CAS-ing `WAITER` in (Release). If `COMPLETE`
+//!   is already set it clears `waiter` itself and does not wait. After a
 //!   successful CAS the joiner never touches `waiter` again.
-//! - The goroutine writes `stage = Done(..)` and then sets `COMPLETE` with an
-//!   AcqRel `fetch_or`: the Release half publishes `stage` to the joiner, the
-//!   Acquire half pairs with the joiner's CAS so that, when `WAITER` was set,
-//!   `waiter` is visible and is taken and woken exactly once.
-//! - Whoever observes `COMPLETE` (Acquire) may read `stage`; only the joiner
-//!   does, once.
+//! - The goroutine writes the stage `Done(..)`, then sets `COMPLETE` with an
+//!   AcqRel `fetch_or`: Release publishes the stage; Acquire pairs with the
+//!   joiner's CAS so `waiter` is visible. If `WAITER` was set it takes the
+//!   waiter *while still holding its reference* (a joining thread may wake
+//!   spuriously, see `COMPLETE`, drop its reference; the cell must outlive
+//!   our read), then drops its reference, then wakes the waiter.
+//! - Whoever observes `COMPLETE` (Acquire) may read the stage; only the
+//!   joiner does, once.
 
+use std::alloc::{self, Layout};
 use std::any::Any;
 use std::cell::UnsafeCell;
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
 
+use super::taskcache;
 use crate::runtime::park::Waiter;
 use crate::spawn::JoinError;
 
 const COMPLETE: usize = 1;
 const WAITER: usize = 2;
+const REF_ONE: usize = 4;
 
-/// The type-erased half the G holds: run the closure once.
-pub(crate) trait Runnable: Send + Sync {
-    /// Runs the closure on the current goroutine, stores the result and wakes
-    /// the joiner. `id` and `name` label a panic.
-    fn run(self: Arc<Self>, id: u64, name: Option<&str>);
-    /// Completes the task without running it (the goroutine could not start).
-    fn fail(self: Arc<Self>, err: JoinError);
+struct VTable {
+    /// Runs the closure and stores its result (does not complete).
+    run: unsafe fn(NonNull<Header>, u64, Option<&str>),
+    /// Stores `Err(err)` without running the closure (does not complete).
+    fail: unsafe fn(NonNull<Header>, JoinError),
+    /// Moves the result into `*out` (a `MaybeUninit<Result<T, JoinError>>`).
+    take_output: unsafe fn(NonNull<Header>, *mut ()),
+    /// Drops the stage and frees the block.
+    dealloc: unsafe fn(NonNull<Header>),
 }
 
-/// The typed half the `JoinHandle` holds.
-pub(crate) trait JoinTarget<T>: Send + Sync {
-    fn header(&self) -> &Header;
-    /// Takes the result. Call only once, after `header().is_complete()`.
-    fn take_output(&self) -> Result<T, JoinError>;
-}
-
+#[repr(C)]
 pub(crate) struct Header {
     state: AtomicUsize,
     waiter: UnsafeCell<Option<Waiter>>,
+    vtable: &'static VTable,
+}
+
+enum Stage<F, T> {
+    Pending(F),
+    Done(Result<T, JoinError>),
+    Taken,
+}
+
+#[repr(C)]
+struct Cell<F, T> {
+    header: Header,
+    stage: UnsafeCell<Stage<F, T>>,
 }
 
 impl Header {
@@ -63,120 +87,290 @@ impl Header {
     pub(crate) unsafe fn register(&self, w: Waiter) -> bool {
         // SAFETY: before WAITER is published only the joiner touches `waiter`.
         unsafe { *self.waiter.get() = Some(w) };
-        // Release: publishes `waiter`; pairs with the AcqRel fetch_or in
-        // `complete`. Acquire on failure: pairs with the same fetch_or so the
-        // result is visible.
-        match self
-            .state
-            .compare_exchange(0, WAITER, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => true,
-            Err(_) => {
+        let mut cur = self.state.load(Ordering::Acquire);
+        loop {
+            if cur & COMPLETE != 0 {
                 // SAFETY: WAITER was not published, so the slot is still ours.
                 unsafe { *self.waiter.get() = None };
-                false
+                return false;
+            }
+            // Release: publishes `waiter`; pairs with the AcqRel fetch_or in
+            // `complete`. Acquire on failure: pairs with the same fetch_or.
+            match self.state.compare_exchange(
+                cur,
+                cur | WAITER,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
             }
         }
     }
 
-    fn complete(&self) {
-        // AcqRel: Release publishes the stage to the joiner; Acquire pairs with
-        // the joiner's CAS that published `waiter`.
+    /// Sets COMPLETE and returns the waiter to wake, if any (module note).
+    fn complete(&self) -> Option<Waiter> {
+        // AcqRel: Release publishes the stage to the joiner; Acquire pairs
+        // with the joiner's CAS that published `waiter`.
         let prev = self.state.fetch_or(COMPLETE, Ordering::AcqRel);
         if prev & WAITER != 0 {
-            // SAFETY: WAITER is set, so the joiner has handed `waiter` over and
-            // will not touch it again; we are the only completer.
-            let w = unsafe { (*self.waiter.get()).take() };
-            if let Some(w) = w {
-                w.wake();
-            }
+            // SAFETY: WAITER is set, so the joiner handed `waiter` over and
+            // will not touch it again; we are the only completer, and we still
+            // hold a reference, so the cell is alive.
+            unsafe { (*self.waiter.get()).take() }
+        } else {
+            None
         }
     }
 }
 
-enum Stage<F, T> {
-    Pending(F),
-    Done(Result<T, JoinError>),
-    Taken,
+/// Drops one reference; the last one frees the cell.
+///
+/// # Safety
+/// The caller owns one reference to the live cell `h` and gives it up.
+unsafe fn release(h: NonNull<Header>) {
+    // SAFETY: we hold a reference, so the cell is alive.
+    let header = unsafe { h.as_ref() };
+    // Release: our uses of the cell happen before the free; the last owner's
+    // Acquire fence pairs with it.
+    if header.state.fetch_sub(REF_ONE, Ordering::Release) >> 2 == 1 {
+        fence(Ordering::Acquire);
+        // SAFETY: that was the last reference.
+        unsafe { (header.vtable.dealloc)(h) }
+    }
 }
 
-pub(crate) struct Task<F, T> {
-    header: Header,
-    stage: UnsafeCell<Stage<F, T>>,
+/// The G's reference: runs the task once.
+pub(crate) struct TaskRef(NonNull<Header>);
+
+// SAFETY: the closure and result inside are Send (`new_task`'s bounds); the
+// header is synchronised by the protocol in the module note.
+unsafe impl Send for TaskRef {}
+
+impl TaskRef {
+    /// Runs the closure on the current goroutine, stores the result, wakes
+    /// the joiner. `id` and `name` label a panic.
+    pub(crate) fn run(self, id: u64, name: Option<&str>) {
+        let h = self.0;
+        // SAFETY: we own the G's reference; `run` is called once.
+        unsafe { (h.as_ref().vtable.run)(h, id, name) };
+        self.finish();
+    }
+
+    /// Completes the task without running it (the goroutine could not start).
+    pub(crate) fn fail(self, err: JoinError) {
+        let h = self.0;
+        // SAFETY: we own the G's reference; the closure never ran.
+        unsafe { (h.as_ref().vtable.fail)(h, err) };
+        self.finish();
+    }
+
+    fn finish(self) {
+        let h = self.0;
+        std::mem::forget(self);
+        // SAFETY: we hold the G's reference until `release`.
+        let waiter = unsafe { h.as_ref() }.complete();
+        // SAFETY: we give up the G's reference, once.
+        unsafe { release(h) };
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }
 }
 
-// SAFETY: `stage` is accessed by the goroutine until COMPLETE is published and
-// by the joiner after observing it (Release/Acquire on `state`); F and T are
-// Send, so moving them between those threads is sound. `waiter` follows the
-// join protocol in the module note.
-unsafe impl<F: Send, T: Send> Sync for Task<F, T> {}
-// SAFETY: as above.
-unsafe impl<F: Send, T: Send> Send for Task<F, T> {}
+impl Drop for TaskRef {
+    /// A task dropped without running (never happens in the runtime, which
+    /// always runs or fails it) still completes its joiner.
+    fn drop(&mut self) {
+        let h = self.0;
+        // SAFETY: we own the G's reference.
+        unsafe {
+            (h.as_ref().vtable.fail)(
+                h,
+                JoinError::start_failed(
+                    0,
+                    std::io::Error::other("goroutine dropped before it ran"),
+                ),
+            )
+        };
+        // SAFETY: we hold the G's reference until `release`.
+        let waiter = unsafe { h.as_ref() }.complete();
+        // SAFETY: we give up the G's reference, once.
+        unsafe { release(h) };
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }
+}
 
-impl<F, T> Task<F, T>
+/// The `JoinHandle`'s reference.
+pub(crate) struct JoinRef<T> {
+    cell: NonNull<Header>,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: T: Send is required to move the result to another thread; the
+// header is synchronised by the protocol in the module note.
+unsafe impl<T: Send> Send for JoinRef<T> {}
+// SAFETY: `&JoinRef` only reads the atomic state.
+unsafe impl<T: Send> Sync for JoinRef<T> {}
+
+impl<T> JoinRef<T> {
+    #[inline]
+    pub(crate) fn header(&self) -> &Header {
+        // SAFETY: our reference keeps the cell alive.
+        unsafe { self.cell.as_ref() }
+    }
+
+    /// Takes the result. Call once, after `header().is_complete()`.
+    pub(crate) fn take_output(&self) -> Result<T, JoinError> {
+        debug_assert!(self.header().is_complete());
+        let mut out = MaybeUninit::<Result<T, JoinError>>::uninit();
+        // SAFETY: COMPLETE was observed (Acquire) by the caller, so the stage
+        // is final; the vtable's T is ours (typed at creation).
+        unsafe {
+            (self.header().vtable.take_output)(self.cell, out.as_mut_ptr().cast());
+            out.assume_init()
+        }
+    }
+}
+
+impl<T> Drop for JoinRef<T> {
+    fn drop(&mut self) {
+        // SAFETY: we give up the JoinHandle's reference, once.
+        unsafe { release(self.cell) }
+    }
+}
+
+/// Allocates the cell for `f`: the G's reference and the JoinHandle's.
+pub(crate) fn new_task<F, T>(f: F) -> (TaskRef, JoinRef<T>)
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    pub(crate) fn new(f: F) -> Arc<Self> {
-        Arc::new(Task {
+    let layout = Layout::new::<Cell<F, T>>();
+    let mem = alloc_block(layout);
+    let cell = mem.cast::<Cell<F, T>>();
+    // SAFETY: `mem` is a fresh block of at least `layout`'s size and align.
+    unsafe {
+        cell.as_ptr().write(Cell {
             header: Header {
-                state: AtomicUsize::new(0),
+                state: AtomicUsize::new(2 * REF_ONE),
                 waiter: UnsafeCell::new(None),
+                vtable: &VTableOf::<F, T>::VTABLE,
             },
             stage: UnsafeCell::new(Stage::Pending(f)),
         })
-    }
-
-    fn finish(&self, out: Result<T, JoinError>) {
-        // SAFETY: until COMPLETE is published only the goroutine (or the
-        // scheduler failing it) touches `stage`.
-        unsafe { *self.stage.get() = Stage::Done(out) };
-        self.header.complete();
-    }
+    };
+    let h = cell.cast::<Header>();
+    (
+        TaskRef(h),
+        JoinRef {
+            cell: h,
+            _t: PhantomData,
+        },
+    )
 }
 
-impl<F, T> Runnable for Task<F, T>
+struct VTableOf<F, T>(PhantomData<(F, T)>);
+
+impl<F, T> VTableOf<F, T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn run(self: Arc<Self>, id: u64, name: Option<&str>) {
-        // SAFETY: the task runs once, on its goroutine, before COMPLETE.
-        let stage = unsafe { std::mem::replace(&mut *self.stage.get(), Stage::Taken) };
-        let f = match stage {
-            Stage::Pending(f) => f,
-            _ => crate::runtime::throw("goroutine task ran twice"),
-        };
-        let out = panic::catch_unwind(AssertUnwindSafe(f))
-            .map_err(|payload| JoinError::panicked(id, name, payload));
-        self.finish(out);
-    }
-
-    fn fail(self: Arc<Self>, err: JoinError) {
-        // SAFETY: the task never ran; we are its only user before COMPLETE.
-        unsafe { *self.stage.get() = Stage::Taken };
-        self.finish(Err(err));
-    }
+    const VTABLE: VTable = VTable {
+        run: run::<F, T>,
+        fail: fail::<F, T>,
+        take_output: take_output::<F, T>,
+        dealloc: dealloc::<F, T>,
+    };
 }
 
-impl<F, T> JoinTarget<T> for Task<F, T>
+/// # Safety
+/// `h` is a live `Cell<F, T>`; the caller holds the G's reference and the
+/// stage is `Pending` (before COMPLETE nobody else touches it).
+unsafe fn run<F, T>(h: NonNull<Header>, id: u64, name: Option<&str>)
 where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
+    F: FnOnce() -> T,
 {
-    fn header(&self) -> &Header {
-        &self.header
-    }
+    // SAFETY: per the contract.
+    let cell = unsafe { h.cast::<Cell<F, T>>().as_ref() };
+    // SAFETY: per the contract, we are the only user of the stage now.
+    let stage = unsafe { std::mem::replace(&mut *cell.stage.get(), Stage::Taken) };
+    let f = match stage {
+        Stage::Pending(f) => f,
+        _ => crate::runtime::throw("goroutine task ran twice"),
+    };
+    let out = panic::catch_unwind(AssertUnwindSafe(f))
+        .map_err(|payload| JoinError::panicked(id, name, payload));
+    // SAFETY: still the only user until COMPLETE is published.
+    unsafe { *cell.stage.get() = Stage::Done(out) };
+}
 
-    fn take_output(&self) -> Result<T, JoinError> {
-        debug_assert!(self.header.is_complete());
-        // SAFETY: COMPLETE was observed with Acquire by the caller, so the
-        // goroutine is done with `stage`; the single JoinHandle takes it once.
-        match unsafe { std::mem::replace(&mut *self.stage.get(), Stage::Taken) } {
-            Stage::Done(out) => out,
-            _ => crate::runtime::throw("join of a goroutine whose result was already taken"),
+/// # Safety
+/// As for `run`.
+unsafe fn fail<F, T>(h: NonNull<Header>, err: JoinError) {
+    // SAFETY: per the contract.
+    let cell = unsafe { h.cast::<Cell<F, T>>().as_ref() };
+    // SAFETY: per the contract, we are the only user of the stage now.
+    unsafe { *cell.stage.get() = Stage::Done(Err(err)) };
+}
+
+/// # Safety
+/// `h` is a live `Cell<F, T>` whose COMPLETE the caller observed (Acquire);
+/// `out` points to a `MaybeUninit<Result<T, JoinError>>`.
+unsafe fn take_output<F, T>(h: NonNull<Header>, out: *mut ()) {
+    // SAFETY: per the contract.
+    let cell = unsafe { h.cast::<Cell<F, T>>().as_ref() };
+    // SAFETY: the goroutine is done with the stage; the single JoinHandle
+    // takes it once.
+    let res = match unsafe { std::mem::replace(&mut *cell.stage.get(), Stage::Taken) } {
+        Stage::Done(res) => res,
+        _ => crate::runtime::throw("join of a goroutine whose result was already taken"),
+    };
+    // SAFETY: `out` is valid for a write of Result<T, JoinError>.
+    unsafe { out.cast::<Result<T, JoinError>>().write(res) };
+}
+
+/// # Safety
+/// `h` is a live `Cell<F, T>` and the last reference to it is gone.
+unsafe fn dealloc<F, T>(h: NonNull<Header>) {
+    let cell = h.cast::<Cell<F, T>>();
+    // SAFETY: last reference: nobody else can see the cell.
+    unsafe { std::ptr::drop_in_place(cell.as_ptr()) };
+    // SAFETY: the block was allocated by `alloc_block` with this layout.
+    unsafe { free_block(cell.cast(), Layout::new::<Cell<F, T>>()) };
+}
+
+fn alloc_block(layout: Layout) -> NonNull<u8> {
+    match taskcache::class_of(layout) {
+        Some(c) => match crate::m::current_p_local(|l| l.tasks.alloc(c)) {
+            Some(p) => p,
+            None => taskcache::alloc_global(c),
+        },
+        None => {
+            // SAFETY: a cell has a non-zero size (its header).
+            let p = unsafe { alloc::alloc(layout) };
+            NonNull::new(p).unwrap_or_else(|| alloc::handle_alloc_error(layout))
         }
+    }
+}
+
+/// # Safety
+/// `p` came from `alloc_block(layout)` and is no longer used.
+unsafe fn free_block(p: NonNull<u8>, layout: Layout) {
+    match taskcache::class_of(layout) {
+        Some(c) => {
+            // SAFETY: forwarded from the caller.
+            let freed = crate::m::current_p_local(|l| unsafe { l.tasks.free(c, p) });
+            if freed.is_none() {
+                // SAFETY: forwarded from the caller.
+                unsafe { taskcache::free_global(c, p) };
+            }
+        }
+        // SAFETY: allocated with `alloc::alloc(layout)` in `alloc_block`.
+        None => unsafe { alloc::dealloc(p.as_ptr(), layout) },
     }
 }
 

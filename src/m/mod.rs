@@ -60,6 +60,17 @@ pub(crate) fn current() -> Option<&'static M> {
     unsafe { m.as_ref() }
 }
 
+/// Runs `f` on the local state of the calling thread's P, if it holds one.
+/// Callers must not hold another borrow of that state (see `PHandle::local`).
+#[inline]
+pub(crate) fn current_p_local<R>(f: impl FnOnce(&mut crate::p::PLocal) -> R) -> Option<R> {
+    let m = current()?;
+    // SAFETY: m is the calling thread's own M.
+    let pp = unsafe { m.p() }?;
+    // SAFETY: a short exclusive borrow; no caller holds another one.
+    Some(f(unsafe { pp.local() }))
+}
+
 /// The goroutine running on the calling thread, if any.
 #[inline]
 pub(crate) fn current_g() -> Option<&'static G> {

@@ -22,7 +22,8 @@ use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 
 use self::runq::RunQueue;
 use crate::g::stack::StackCache;
-use crate::g::{GList, G};
+use crate::g::taskcache::TaskCache;
+use crate::g::G;
 
 /// P status (Go's numbering).
 #[repr(u32)]
@@ -43,13 +44,15 @@ const GOID_BATCH: u64 = 16;
 
 /// Owner-only state of a P.
 pub(crate) struct PLocal {
-    /// Dead Gs ready for reuse (Go's `gFree`).
-    pub(crate) gfree: GList,
+    /// Dead Gs ready for reuse (Go's `gFree`), a LIFO stack.
+    pub(crate) gfree: Vec<&'static G>,
     /// Stacks ready for reuse.
     pub(crate) stacks: StackCache,
+    /// Memory blocks for task cells.
+    pub(crate) tasks: TaskCache,
     /// Goroutines that yielded while the global queue was non-empty, on their
     /// way to the global queue's tail (see `globrunq`'s note).
-    pub(crate) yieldq: GList,
+    pub(crate) yieldq: Vec<&'static G>,
     goid_next: u64,
     goid_end: u64,
 }
@@ -82,9 +85,10 @@ impl P {
             schedtick: AtomicU32::new(0),
             ngoroutine: AtomicI64::new(0),
             local: UnsafeCell::new(PLocal {
-                gfree: GList::new(),
+                gfree: Vec::new(),
                 stacks: StackCache::new(),
-                yieldq: GList::new(),
+                tasks: TaskCache::new(),
+                yieldq: Vec::new(),
                 goid_next: 0,
                 goid_end: 0,
             }),

@@ -1,6 +1,8 @@
-//! The global run queue (Go's `sched.runq`): an intrusive FIFO of Gs under
-//! the sched lock, with its length mirrored in `Sched::runqsize` so that the
-//! fast paths can skip the lock when it is empty.
+//! The global run queue (Go's `sched.runq`): a FIFO of G pointers under the
+//! sched lock, with its length mirrored in `Sched::runqsize` so that the fast
+//! paths can skip the lock when it is empty. Go links the queue through the
+//! Gs; we keep the pointers in an array, so moving a batch between the ring
+//! and the global queue never dereferences (cache-misses on) a cold G.
 //!
 //! Who puts here: goroutines spawned or readied from outside the runtime,
 //! the overflow half of a full P ring (one batch), the run queues of Ps
@@ -24,7 +26,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
 use super::{sched, Locked};
-use crate::g::{GList, G};
+use crate::g::G;
 use crate::p::runq::RUNQ_SIZE;
 use crate::p::PHandle;
 
@@ -46,18 +48,16 @@ pub(crate) fn put(g: &'static G) {
 
 /// Puts a batch at the tail of the global queue in one locked operation.
 pub(crate) fn put_batch(batch: impl IntoIterator<Item = NonNull<G>>) {
-    let mut list = GList::new();
-    for g in batch {
-        // SAFETY: run queues only hold leaked, never-freed Gs.
-        list.push_back(unsafe { &*g.as_ptr() });
-    }
     let mut l = sched().lock();
-    put_list_locked(&mut l, &mut list);
+    // SAFETY: run queues only hold leaked, never-freed Gs.
+    l.runq
+        .extend(batch.into_iter().map(|g| unsafe { &*g.as_ptr() }));
+    set_size(&l);
 }
 
-/// Appends `list` to the global queue. Sched lock held.
-pub(crate) fn put_list_locked(l: &mut Locked, list: &mut GList) {
-    l.runq.append(list);
+/// Appends `list` to the global queue, emptying it. Sched lock held.
+pub(crate) fn put_list_locked(l: &mut Locked, list: &mut Vec<&'static G>) {
+    l.runq.extend(list.drain(..));
     set_size(l);
 }
 
@@ -105,7 +105,7 @@ pub(crate) fn put_yield(pp: &PHandle, g: &'static G) {
     let full = {
         // SAFETY: short exclusive borrow of our own P's local state.
         let local = unsafe { pp.local() };
-        local.yieldq.push_back(g);
+        local.yieldq.push(g);
         local.yieldq.len() >= YIELD_BATCH
     };
     if full {

@@ -36,7 +36,9 @@ use std::sync::atomic::{
 };
 use std::sync::{Mutex, MutexGuard, Once};
 
-use crate::g::GList;
+use std::collections::VecDeque;
+
+use crate::g::G;
 use crate::m::note::Note;
 use crate::m::M;
 use crate::p::{PHandle, P};
@@ -46,8 +48,9 @@ pub(crate) const MAX_PROCS: usize = 1024;
 
 /// State protected by `Sched::lock` (Go's `sched.lock`).
 pub(crate) struct Locked {
-    /// The global run queue.
-    pub(crate) runq: GList,
+    /// The global run queue. An array of pointers, not a list linked through
+    /// the Gs: grabbing a batch must not touch (cache-miss on) each G.
+    pub(crate) runq: VecDeque<&'static G>,
     /// Idle Ps (LIFO).
     pub(crate) pidle: Vec<PHandle>,
     /// Idle Ms parked on their notes.
@@ -79,7 +82,7 @@ pub(crate) struct Sched {
     /// goroutine ever is the main goroutine, id 1.
     pub(crate) goidgen: AtomicU64,
     /// Global free list of dead Gs (Go's `sched.gFree`).
-    pub(crate) gfree: Mutex<GList>,
+    pub(crate) gfree: Mutex<Vec<&'static G>>,
     pub(crate) gfree_len: AtomicUsize,
     /// Woken when the last P stops for a stop-the-world.
     pub(crate) stopnote: Note,
@@ -91,7 +94,7 @@ pub(crate) struct Sched {
 
 static SCHED: Sched = Sched {
     lock: Mutex::new(Locked {
-        runq: GList::new(),
+        runq: VecDeque::new(),
         pidle: Vec::new(),
         midle: Vec::new(),
         stopwait: 0,
@@ -106,7 +109,7 @@ static SCHED: Sched = Sched {
     allm: Mutex::new(Vec::new()),
     mnext: AtomicU64::new(0),
     goidgen: AtomicU64::new(1),
-    gfree: Mutex::new(GList::new()),
+    gfree: Mutex::new(Vec::new()),
     gfree_len: AtomicUsize::new(0),
     stopnote: Note::new(),
     worldsema: AtomicBool::new(false),

@@ -7,15 +7,17 @@
 //!
 //! Free lists (Go's gfput/gfget): each P keeps up to 64 dead Gs; past that,
 //! half move to the global list under its lock; an empty P list refills up to
-//! 32 from the global one.
+//! 32 from the global one. Both are LIFO stacks of pointers, so the G reused
+//! next is the one freed last, still in cache (a FIFO hands out the coldest),
+//! and a pop does not chase a link through a cold G.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{globrunq, idle, sched, start};
 use crate::g::stack::Stack;
-use crate::g::task::Runnable;
-use crate::g::{GList, Status, G};
+use crate::g::task::TaskRef;
+use crate::g::{Status, G};
 use crate::m;
 use crate::p::PHandle;
 
@@ -23,7 +25,7 @@ const P_GFREE_MAX: usize = 64;
 const P_GFREE_KEEP: usize = 32;
 
 /// Spawns a goroutine and makes it runnable; returns its id.
-pub(crate) fn newproc(task: Arc<dyn Runnable>, stack_size: usize, name: Option<Arc<str>>) -> u64 {
+pub(crate) fn newproc(task: TaskRef, stack_size: usize, name: Option<Arc<str>>) -> u64 {
     if let Some(m) = m::current() {
         // SAFETY: m is the calling thread's own M.
         if let Some(pp) = unsafe { m.p() } {
@@ -48,13 +50,7 @@ pub(crate) fn newproc(task: Arc<dyn Runnable>, stack_size: usize, name: Option<A
     id
 }
 
-fn init(
-    g: &'static G,
-    id: u64,
-    task: Arc<dyn Runnable>,
-    stack_size: usize,
-    name: Option<Arc<str>>,
-) {
+fn init(g: &'static G, id: u64, task: TaskRef, stack_size: usize, name: Option<Arc<str>>) {
     g.set_id(id);
     // SAFETY: the G came off a free list (or is new): we own it until it is
     // published on a run queue below.
@@ -100,15 +96,12 @@ fn gfput(pp: &PHandle, g: &'static G) {
     g.set_status(Status::Idle);
     // SAFETY: short exclusive borrow of our own P's local state.
     let local = unsafe { pp.local() };
-    local.gfree.push_back(g);
+    local.gfree.push(g);
     if local.gfree.len() >= P_GFREE_MAX {
-        let mut moved = GList::new();
-        while local.gfree.len() > P_GFREE_KEEP {
-            moved.push_back(local.gfree.pop_front().expect("gfree length"));
-        }
         let s = sched();
         let mut global = s.gfree.lock().unwrap_or_else(|e| e.into_inner());
-        global.append(&mut moved);
+        // The most recently freed (hottest) stay here.
+        global.extend(local.gfree.drain(..local.gfree.len() - P_GFREE_KEEP));
         s.gfree_len.store(global.len(), Ordering::Relaxed);
     }
 }
@@ -119,15 +112,11 @@ fn gfget(pp: &PHandle) -> Option<&'static G> {
     if local.gfree.is_empty() && sched().gfree_len.load(Ordering::Relaxed) > 0 {
         let s = sched();
         let mut global = s.gfree.lock().unwrap_or_else(|e| e.into_inner());
-        while local.gfree.len() < P_GFREE_KEEP {
-            match global.pop_front() {
-                Some(g) => local.gfree.push_back(g),
-                None => break,
-            }
-        }
+        let at = global.len().saturating_sub(P_GFREE_KEEP);
+        local.gfree.extend(global.drain(at..));
         s.gfree_len.store(global.len(), Ordering::Relaxed);
     }
-    local.gfree.pop_front()
+    local.gfree.pop()
 }
 
 fn gfget_global() -> Option<&'static G> {
@@ -136,7 +125,7 @@ fn gfget_global() -> Option<&'static G> {
         return None;
     }
     let mut global = s.gfree.lock().unwrap_or_else(|e| e.into_inner());
-    let g = global.pop_front();
+    let g = global.pop();
     s.gfree_len.store(global.len(), Ordering::Relaxed);
     g
 }

@@ -28,7 +28,7 @@
 use std::sync::atomic::Ordering;
 
 use super::{globrunq, idle, proc, sched, start, MAX_PROCS};
-use crate::g::GList;
+use crate::g::G;
 use crate::m;
 use crate::p::{PHandle, PStatus};
 
@@ -109,7 +109,7 @@ fn procresize(n: u32) -> Vec<PHandle> {
     // SAFETY: own M; nobody else touches it during stop-the-world.
     let own_id = me.and_then(|m| unsafe { m.p() }.map(|pp| pp.id));
 
-    let mut moved = GList::new();
+    let mut moved: Vec<&'static G> = Vec::new();
     let mut keep = Vec::with_capacity(n as usize);
     for pp in handles {
         if pp.id < n {
@@ -138,7 +138,9 @@ fn procresize(n: u32) -> Vec<PHandle> {
         }
     }
     // A destroyed P's Gs were next in line: they go to the global queue's head.
-    moved.append(&mut l.runq);
+    for g in moved.drain(..).rev() {
+        l.runq.push_front(g);
+    }
     globrunq::put_list_locked(&mut l, &mut moved);
     s.gomaxprocs.store(n, Ordering::SeqCst);
 
@@ -154,16 +156,18 @@ fn procresize(n: u32) -> Vec<PHandle> {
 }
 
 /// Moves everything a dying P holds to the global structures.
-fn destroy_p(pp: &PHandle, moved: &mut GList) {
+fn destroy_p(pp: &PHandle, moved: &mut Vec<&'static G>) {
     // SAFETY: we hold the P's handle during stop-the-world.
     unsafe {
-        pp.runq.drain(|g| moved.push_back(&*g.as_ptr()));
+        pp.runq.drain(|g| moved.push(&*g.as_ptr()));
     }
     // SAFETY: short exclusive borrow of a P we hold.
     moved.append(&mut unsafe { pp.local() }.yieldq);
     proc::gfpurge(pp);
     // SAFETY: short exclusive borrow of a P we hold.
     unsafe { pp.local() }.stacks.drain();
+    // SAFETY: short exclusive borrow of a P we hold.
+    unsafe { pp.local() }.tasks.drain();
     pp.set_status(PStatus::Dead);
 }
 
