@@ -69,6 +69,11 @@
 //!   name someone else's memory.
 //! - A stack on a pool free list has its whole usable range released: it
 //!   costs no RSS and reads as zero.
+//! - A stack on a pool warm list was spilled from a cache as it was (no
+//!   system call on that path): it is in the same state as a cached stack.
+//!   A class keeps at most `2 * WARM_MAX` warm stacks; past that the oldest
+//!   `WARM_MAX` are released and move to the free list. `get` prefers warm
+//!   stacks (no page faults), then free ones, then carves.
 //! - A stack in a cache has its deep region released, except when the
 //!   heuristic below missed deep use (then the periodic trim releases it).
 //!   Its probe window reads nonzero only if the goroutine that last ran on it
@@ -96,9 +101,10 @@
 //! the stack sits in the cache. The damage is bounded: at most [`CACHE_CAP`]
 //! stacks per P can hold missed pages; every [`TRIM_EVERY`]th put the cache
 //! unconditionally releases the deep region of one cached stack
-//! (round-robin; one `madvise` of 1-2 us per 1024 puts, ~2 ns amortized); and
-//! stacks that spill to the pool, drain with a P, or are dropped are released
-//! entirely. A residency-exact check (`mincore`) would be a system call per
+//! (round-robin; one `madvise` of 1-2 us per 1024 puts, ~2 ns amortized);
+//! stacks that spill to the pool's warm list are released entirely once
+//! they are among the oldest past its bound; dropped stacks are released at
+//! once. A residency-exact check (`mincore`) would be a system call per
 //! put. Reading the window of a stack whose window page was never touched
 //! (or was just released) maps the shared zero page: one minor fault, no
 //! memory, once per release.
@@ -160,6 +166,11 @@ const PROBE_BYTES: usize = PROBE_WORDS * 8;
 /// A cache unconditionally releases the deep region of one cached stack
 /// every `TRIM_EVERY` puts (a power of two).
 pub(crate) const TRIM_EVERY: u32 = 1024;
+
+/// Warm (unreleased) stacks the pool keeps per size class: between
+/// `WARM_MAX` and `2 * WARM_MAX`, i.e. at most about 16 MiB of kept top
+/// regions for the default size.
+pub(crate) const WARM_MAX: usize = 512;
 
 // ---------------------------------------------------------------------------
 // Sizes and environment
@@ -327,7 +338,8 @@ fn release_range(addr: usize, len: usize) {
 impl Drop for Stack {
     fn drop(&mut self) {
         self.release_all();
-        self.pool.give_back(self.usable, std::iter::once(self.top));
+        self.pool
+            .give_back(self.usable, std::iter::once(self.top), true);
     }
 }
 
@@ -403,6 +415,11 @@ struct Class {
     usable: usize,
     /// Tops of released stacks ready for reuse (LIFO).
     free: Vec<NonZeroUsize>,
+    /// Tops of stacks spilled from a P cache without a release (LIFO), in
+    /// the same state as cached ones: only their kept top region (and deep
+    /// pages the heuristic missed) may be resident. At most `2 * WARM_MAX`;
+    /// past that the oldest `WARM_MAX` are released and move to `free`.
+    warm: Vec<NonZeroUsize>,
     /// Guard address of the next slot to carve from the current slab.
     next: usize,
     /// End of the carvable part of the current slab (`next == end`: none left).
@@ -478,15 +495,35 @@ impl Pool {
         Ok(out.len())
     }
 
-    /// Puts released stacks (by top address) of `usable` bytes on the free
-    /// list.
-    fn give_back(&self, usable: usize, tops: impl Iterator<Item = NonZeroUsize>) {
+    /// Puts stacks (by top address) of `usable` bytes back: on the free
+    /// list if `released`, else on the warm list (spilled from a cache),
+    /// releasing the oldest warm ones once there are too many.
+    fn give_back(&self, usable: usize, tops: impl Iterator<Item = NonZeroUsize>, released: bool) {
         let mut inner = self.lock();
         let ci = inner.class(usable);
-        inner.classes[ci].free.extend(tops);
+        if released {
+            inner.classes[ci].free.extend(tops);
+            return;
+        }
+        let class = &mut inner.classes[ci];
+        class.warm.extend(tops);
+        if class.warm.len() <= 2 * WARM_MAX {
+            return;
+        }
+        let old: Vec<NonZeroUsize> = class.warm.drain(..WARM_MAX).collect();
+        // The system calls run without the pool lock.
+        drop(inner);
+        for top in &old {
+            release_range(top.get() - usable, usable);
+        }
+        let mut inner = self.lock();
+        inner.classes[ci].free.extend(old);
     }
 
     fn pop_or_carve(&self, inner: &mut PoolInner, ci: usize) -> io::Result<NonZeroUsize> {
+        if let Some(top) = inner.classes[ci].warm.pop() {
+            return Ok(top);
+        }
         if let Some(top) = inner.classes[ci].free.pop() {
             return Ok(top);
         }
@@ -589,6 +626,13 @@ impl Pool {
     }
 
     #[cfg(test)]
+    fn warm_len(&self, usable: usize) -> usize {
+        let mut inner = self.lock();
+        let ci = inner.class(usable);
+        inner.classes[ci].warm.len()
+    }
+
+    #[cfg(test)]
     fn free_len(&self, usable: usize) -> usize {
         let mut inner = self.lock();
         let ci = inner.class(usable);
@@ -605,6 +649,7 @@ impl PoolInner {
         self.classes.push(Class {
             usable,
             free: Vec::new(),
+            warm: Vec::new(),
             next: 0,
             end: 0,
         });
@@ -778,8 +823,10 @@ impl StackCache {
         self.spill(self.len);
     }
 
-    /// Releases the oldest `n` cached stacks entirely and moves them to the
-    /// pool.
+    /// Moves the oldest `n` cached stacks to the pool's warm list, without a
+    /// system call (the pool releases its oldest warm stacks past a bound).
+    /// Releasing here cost one `madvise` per stack, each a TLB shootdown
+    /// across the runtime's threads: 40% of skynet's time at GOMAXPROCS=2.
     #[cold]
     #[inline(never)]
     fn spill(&mut self, n: usize) {
@@ -787,11 +834,8 @@ impl StackCache {
         if n == 0 {
             return;
         }
-        for top in &self.tops[..n] {
-            release_range(top.get() - self.class, self.class);
-        }
         self.pool
-            .give_back(self.class, self.tops[..n].iter().copied());
+            .give_back(self.class, self.tops[..n].iter().copied(), false);
         self.tops.copy_within(n..self.len, 0);
         self.len -= n;
     }
@@ -976,14 +1020,17 @@ mod tests {
         let (lo, hi) = s.guard_range();
         assert_eq!(child_write_signal(hi - 1), libc::SIGSEGV, "guard top byte");
         assert_eq!(child_write_signal(lo), libc::SIGSEGV, "guard low byte");
-        // The guard survives a trip through the pool (full release) and reuse.
+        // The guard survives a trip through the pool (deep release on put,
+        // warm list on drain) and reuse.
         let top = s.top;
         for a in (s.bottom()..s.top.get()).step_by(page()) {
+            // First and last word of every page, as a deep call chain does.
             poke(a, 1);
+            poke(a + page() - 8, 1);
         }
         c.put(s);
         c.drain();
-        assert_eq!(pool.free_len(DEFAULT_STACK_SIZE), BATCH);
+        assert_eq!(pool.warm_len(DEFAULT_STACK_SIZE), BATCH);
         let mut all = Vec::new();
         let s = loop {
             let s = c.get(DEFAULT_STACK_SIZE).unwrap();
@@ -1056,7 +1103,7 @@ mod tests {
     }
 
     #[test]
-    fn full_cache_spills_half_to_the_pool_released() {
+    fn full_cache_spills_half_to_the_pool_warm_then_releases_past_the_bound() {
         let pool = Pool::leak(GuardPolicy::Auto);
         let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
         let stacks: Vec<Stack> = (0..CACHE_CAP + 1)
@@ -1071,21 +1118,34 @@ mod tests {
         }
         // Empty the cache (it holds the rest of the last refill batch).
         c.drain();
-        let free0 = pool.free_len(DEFAULT_STACK_SIZE);
+        let warm0 = pool.warm_len(DEFAULT_STACK_SIZE);
         for s in stacks {
             c.put(s);
         }
         assert_eq!(c.len(), CACHE_CAP + 1 - BATCH);
-        assert_eq!(pool.free_len(DEFAULT_STACK_SIZE), free0 + BATCH);
-        // The first BATCH put (the oldest) were spilled and fully released.
-        for &(b, len) in &ranges[..BATCH] {
-            assert_eq!(mem::resident_pages(b, len).unwrap(), 0);
-        }
-        for &(b, len) in &ranges[BATCH..] {
+        // The oldest BATCH were spilled to the warm list without a release:
+        // their kept pages are still there, ready for reuse without faults.
+        assert_eq!(pool.warm_len(DEFAULT_STACK_SIZE), warm0 + BATCH);
+        for &(b, len) in &ranges {
             assert!(mem::resident_pages(b, len).unwrap() >= KEEP_BYTES / page());
         }
+        // Past 2 * WARM_MAX warm stacks, the oldest WARM_MAX are released.
+        let free0 = pool.free_len(DEFAULT_STACK_SIZE);
+        let mut more: Vec<Stack> = (0..2 * WARM_MAX + CACHE_CAP)
+            .map(|_| pool.get(DEFAULT_STACK_SIZE).unwrap())
+            .collect();
+        for s in &more {
+            poke(s.top.get() - page(), 1);
+        }
         c.drain();
-        assert_eq!(c.len(), 0);
+        for s in more.drain(..) {
+            c.put(s);
+        }
+        c.drain();
+        let warm = pool.warm_len(DEFAULT_STACK_SIZE);
+        assert!(warm <= 2 * WARM_MAX, "{warm} warm stacks");
+        assert!(pool.free_len(DEFAULT_STACK_SIZE) >= free0 + WARM_MAX);
+        // Our first stacks were the oldest warm ones: released entirely.
         for &(b, len) in &ranges {
             assert_eq!(mem::resident_pages(b, len).unwrap(), 0);
         }
