@@ -138,25 +138,35 @@ pub(crate) struct Inner {
     pub(crate) name: Option<Arc<str>>,
 }
 
+/// The G record. Two cache lines: the first holds everything a context
+/// switch touches (the coroutine, the status, the yielder), so switching to
+/// a cold G costs one miss on its record; the second what spawn and exit
+/// touch. Gs are allocated in chunks (`alloc`), never one by one.
+#[repr(C, align(64))]
 pub(crate) struct G {
-    /// Goroutine id (Go's goid); written by the spawner before publication.
-    id: AtomicU64,
+    /// The execution context; `None` until the G first runs (lazy stacks).
+    /// Touched only by the scheduler (on g0), never by the G's own code, so
+    /// it is kept apart from `inner`, which the running G uses.
+    coroutine: UnsafeCell<Option<GCoroutine>>,
     status: AtomicU32,
     wait_reason: AtomicU8,
     /// The corosensei yielder of the running coroutine: the way back to the
     /// M's scheduler context (Go's g0). Written by the G itself on first run.
     yielder: AtomicPtr<()>,
-    /// Guard page range and usable size of the G's stack, read by the
-    /// stack-overflow signal handler on the same thread.
+    /// Goroutine id (Go's goid); written by the spawner before publication.
+    id: AtomicU64,
+    /// Low end of the stack's guard page (one page) and the usable size,
+    /// read by the stack-overflow signal handler on the same thread.
     guard_lo: AtomicUsize,
-    guard_hi: AtomicUsize,
     stack_bytes: AtomicUsize,
     inner: UnsafeCell<Inner>,
-    /// The execution context; `None` until the G first runs (lazy stacks).
-    /// Touched only by the scheduler (on g0), never by the G's own code, so
-    /// it is kept apart from `inner`, which the running G uses.
-    coroutine: UnsafeCell<Option<GCoroutine>>,
 }
+
+/// Fresh Gs are carved from chunks of this many.
+const G_CHUNK: usize = 64;
+
+/// The chunk fresh Gs come from (rarely used: dead Gs are recycled).
+static G_ARENA: std::sync::Mutex<&'static [G]> = std::sync::Mutex::new(&[]);
 
 // SAFETY: all cross-thread fields are atomics; `inner` is only accessed by the
 // G's current owner per the status protocol in the module note, and ownership
@@ -166,22 +176,33 @@ unsafe impl Sync for G {}
 unsafe impl Send for G {}
 
 impl G {
-    pub(crate) fn alloc() -> &'static G {
-        Box::leak(Box::new(G {
-            id: AtomicU64::new(0),
+    fn new() -> G {
+        G {
+            coroutine: UnsafeCell::new(None),
             status: AtomicU32::new(Status::Idle as u32),
             wait_reason: AtomicU8::new(0),
             yielder: AtomicPtr::new(ptr::null_mut()),
+            id: AtomicU64::new(0),
             guard_lo: AtomicUsize::new(0),
-            guard_hi: AtomicUsize::new(0),
             stack_bytes: AtomicUsize::new(0),
             inner: UnsafeCell::new(Inner {
                 task: None,
                 stack_size: 0,
                 name: None,
             }),
-            coroutine: UnsafeCell::new(None),
-        }))
+        }
+    }
+
+    /// A fresh G record (never freed), carved from a leaked chunk.
+    pub(crate) fn alloc() -> &'static G {
+        let mut arena = G_ARENA.lock().unwrap_or_else(|e| e.into_inner());
+        if arena.is_empty() {
+            let chunk: Box<[G]> = (0..G_CHUNK).map(|_| G::new()).collect();
+            *arena = Box::leak(chunk);
+        }
+        let (g, rest) = arena.split_first().expect("G chunk is not empty");
+        *arena = rest;
+        g
     }
 
     #[inline]
@@ -241,9 +262,10 @@ impl G {
         self.yielder.store(y, Ordering::Relaxed)
     }
 
+    /// Records the stack's guard page (`[lo, hi)`, one page) and size.
     pub(crate) fn set_stack_bounds(&self, guard: (usize, usize), usable: usize) {
+        debug_assert!(guard.0 == 0 || guard.1 - guard.0 == crate::sys::mem::page_size());
         self.guard_lo.store(guard.0, Ordering::Relaxed);
-        self.guard_hi.store(guard.1, Ordering::Relaxed);
         self.stack_bytes.store(usable, Ordering::Relaxed);
     }
 
@@ -251,7 +273,8 @@ impl G {
     /// Async-signal-safe (atomics only).
     pub(crate) fn overflowed_at(&self, addr: usize) -> Option<usize> {
         let lo = self.guard_lo.load(Ordering::Relaxed);
-        let hi = self.guard_hi.load(Ordering::Relaxed);
+        // page_size() is a cached atomic load by now (stacks were carved).
+        let hi = lo + crate::sys::mem::page_size();
         (lo != 0 && addr >= lo && addr < hi).then(|| self.stack_bytes.load(Ordering::Relaxed))
     }
 
@@ -283,6 +306,14 @@ impl G {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn g_is_two_cache_lines_with_the_switch_fields_in_the_first() {
+        assert_eq!(std::mem::size_of::<G>(), 128);
+        assert_eq!(std::mem::align_of::<G>(), 64);
+        assert!(std::mem::offset_of!(G, yielder) + 8 <= 64);
+        assert!(std::mem::offset_of!(G, status) + 4 <= 64);
+    }
 
     #[test]
     fn wait_reasons_round_trip_through_the_g() {
