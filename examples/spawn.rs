@@ -13,7 +13,10 @@ static LEFT: AtomicUsize = AtomicUsize::new(0);
 static DONE: AtomicBool = AtomicBool::new(false);
 
 fn main() {
-    let rounds: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(5);
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
     let procs = goroutine::max_procs();
     for _ in 0..rounds {
         let took = goroutine::run(|| {
@@ -32,6 +35,9 @@ fn main() {
             }
             start.elapsed()
         });
-        println!("spawn procs={procs}: {:.1} ns/goroutine", took.as_nanos() as f64 / N as f64);
+        println!(
+            "spawn procs={procs}: {:.1} ns/goroutine",
+            took.as_nanos() as f64 / N as f64
+        );
     }
 }
