@@ -489,3 +489,33 @@ fn many_yielders_all_finish() {
     });
     assert_eq!(total, G * Y);
 }
+
+fn process_cpu_ticks() -> u64 {
+    // utime + stime of the whole process, in clock ticks.
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after_comm.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+// Once the work is done every M parks on its futex: an idle runtime burns no
+// CPU (a spinning M that never gives up would burn a whole core).
+isolated_test! {
+    fn idle_runtime_parks_every_m() ["GOMAXPROCS" = "4"] {
+        let hs: Vec<_> = (0..10_000u64)
+            .map(|i| go(move || {
+                if i % 3 == 0 {
+                    yield_now();
+                }
+                i
+            }))
+            .collect();
+        assert_eq!(hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>(), 9_999 * 5_000);
+        std::thread::sleep(Duration::from_millis(100));
+        let before = process_cpu_ticks();
+        std::thread::sleep(Duration::from_millis(500));
+        let used = process_cpu_ticks() - before;
+        // 500 ms of one spinning core would be ~50 ticks (at 100 Hz).
+        assert!(used <= 5, "idle runtime used {used} ticks of CPU in 500 ms");
+    }
+}
