@@ -197,36 +197,34 @@ mod loom_tests {
     use loom::sync::Arc;
     use loom::thread;
 
-    /// Three threads increment a counter under the lock: no interleaving
-    /// loses an increment or overlaps two critical sections (loom's cell
-    /// checks the latter).
+    /// Two threads increment a counter under the lock, twice each: no
+    /// interleaving loses an increment or overlaps two critical sections
+    /// (loom's cell checks the latter), and the second round exercises the
+    /// SLEEPING hand-back.
     #[test]
     fn lock_is_mutual_exclusion() {
         loom::model(|| {
             let lock = Arc::new(Lock::new());
             let n = Arc::new(UnsafeCell::new(0u32));
-            let hs: Vec<_> = (0..2)
-                .map(|_| {
-                    let (lock, n) = (lock.clone(), n.clone());
-                    thread::spawn(move || {
-                        lock.lock();
-                        // SAFETY: we hold the lock.
-                        n.with_mut(|p| unsafe { *p += 1 });
-                        // SAFETY: we hold the lock.
-                        unsafe { lock.unlock() };
-                    })
+            let bump = |lock: &Lock, n: &UnsafeCell<u32>| {
+                lock.lock();
+                // SAFETY: we hold the lock.
+                n.with_mut(|p| unsafe { *p += 1 });
+                // SAFETY: we hold the lock.
+                unsafe { lock.unlock() };
+            };
+            let h = {
+                let (lock, n) = (lock.clone(), n.clone());
+                thread::spawn(move || {
+                    bump(&lock, &n);
+                    bump(&lock, &n);
                 })
-                .collect();
-            lock.lock();
-            // SAFETY: we hold the lock.
-            n.with_mut(|p| unsafe { *p += 1 });
-            // SAFETY: we hold the lock.
-            unsafe { lock.unlock() };
-            for h in hs {
-                h.join().unwrap();
-            }
+            };
+            bump(&lock, &n);
+            bump(&lock, &n);
+            h.join().unwrap();
             // SAFETY: all threads joined.
-            assert_eq!(n.with(|p| unsafe { *p }), 3);
+            assert_eq!(n.with(|p| unsafe { *p }), 4);
         });
     }
 }

@@ -61,19 +61,17 @@ use crate::loom::atomic::{AtomicBool, AtomicU32, Ordering};
 #[cfg(not(loom))]
 pub(crate) use crate::runtime::park::Waiter;
 
-/// Under loom only OS threads (loom threads) wait.
+/// Under loom only OS threads (loom threads) wait, and they wait by
+/// spinning on `woken` (see [`WaitState::wait_thread`]), so waking is only
+/// the `woken` store.
 #[cfg(loom)]
 pub(crate) enum Waiter {
-    Thread(loom::thread::Thread),
+    Thread,
 }
 
 #[cfg(loom)]
 impl Waiter {
-    pub(crate) fn wake(self) {
-        match self {
-            Waiter::Thread(t) => t.unpark(),
-        }
-    }
+    pub(crate) fn wake(self) {}
 }
 
 /// The state of one blocked operation (see the module note).
@@ -130,9 +128,19 @@ impl WaitState {
     }
 
     /// Blocks the calling OS thread until the wait is completed.
+    ///
+    /// Under loom the thread spins (yielding) instead of parking: then
+    /// `woken` is the only edge from the completer to the waiter, which is
+    /// what the models must check (loom's unpark publishes the unparker's
+    /// memory at once and only switches threads at its own operations, so
+    /// it would hide a missing Release), and loom lets a leftover park token
+    /// end an unrelated `join`.
     pub(crate) fn wait_thread(&self) {
         while !self.is_woken() {
-            crate::loom::thread::park();
+            #[cfg(not(loom))]
+            std::thread::park();
+            #[cfg(loom)]
+            loom::thread::yield_now();
         }
     }
 
@@ -416,6 +424,121 @@ pub(crate) fn block(
     }
 }
 
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn thread_state(shared: bool) -> WaitState {
+        WaitState::new(Waiter::Thread(std::thread::current()), shared)
+    }
+
+    /// Pops every claimable sudog, completing each, and returns their
+    /// `index`es in order.
+    fn drain(q: &WaitQueue) -> Vec<usize> {
+        let mut out = Vec::new();
+        // SAFETY: single-threaded test: the "lock" is trivially held.
+        while let Some(c) = unsafe { q.dequeue() } {
+            // SAFETY: the claimed sudog is alive (in the caller's frame).
+            out.push(unsafe { c.sg.as_ref() }.index);
+            c.complete(true);
+        }
+        out
+    }
+
+    #[test]
+    fn queue_is_fifo_and_remove_relinks() {
+        let q = WaitQueue::new();
+        let states: Vec<WaitState> = (0..5).map(|_| thread_state(false)).collect();
+        let sgs: Vec<Sudog> = states
+            .iter()
+            .enumerate()
+            .map(|(i, st)| Sudog::new(st, ptr::null_mut(), i))
+            .collect();
+        for sg in &sgs {
+            // SAFETY: single-threaded; the sudogs outlive the queue use.
+            unsafe { q.enqueue(sg) };
+        }
+        // Remove the middle, the first and the last.
+        for i in [2, 0, 4] {
+            // SAFETY: as above; each was enqueued on `q`.
+            unsafe { q.remove(&sgs[i]) };
+        }
+        // SAFETY: as above; removing twice is a no-op.
+        unsafe { q.remove(&sgs[2]) };
+        assert_eq!(drain(&q), vec![1, 3]);
+        // SAFETY: single-threaded.
+        assert!(unsafe { q.is_empty() });
+        for (i, st) in states.iter().enumerate() {
+            let done = [1, 3].contains(&i);
+            assert_eq!(st.is_woken(), done);
+            // SAFETY: woken (or never completed: then no outcome).
+            assert_eq!(unsafe { st.outcome() }, done.then_some((i, true)));
+        }
+    }
+
+    /// A select queued on one channel twice, plus a plain waiter: the first
+    /// dequeue claims the select, the second finds its other sudog stale,
+    /// skips it (unqueued, so the select's clean-up leaves the queue alone)
+    /// and claims the plain waiter.
+    #[test]
+    fn stale_select_sudogs_are_skipped_and_unlinked() {
+        let q = WaitQueue::new();
+        let sel = thread_state(true);
+        let plain = thread_state(false);
+        let a = Sudog::new(&sel, ptr::null_mut(), 0);
+        let b = Sudog::new(&sel, ptr::null_mut(), 1);
+        let p = Sudog::new(&plain, ptr::null_mut(), 7);
+        for sg in [&a, &b, &p] {
+            // SAFETY: single-threaded; the sudogs outlive the queue use.
+            unsafe { q.enqueue(sg) };
+        }
+        assert_eq!(drain(&q), vec![0, 7]);
+        // SAFETY: woken above.
+        assert_eq!(unsafe { sel.outcome() }, Some((0, true)));
+        // Another waiter queues before the select runs its pass 3, which
+        // must leave it alone: both of the select's sudogs are off the queue.
+        let late = thread_state(false);
+        let l = Sudog::new(&late, ptr::null_mut(), 9);
+        // SAFETY: single-threaded; `l` outlives the queue use; `a` and `b`
+        // were enqueued on `q`.
+        unsafe {
+            q.enqueue(&l);
+            q.remove(&a);
+            q.remove(&b);
+        }
+        assert_eq!(drain(&q), vec![9]);
+        // SAFETY: single-threaded.
+        assert!(unsafe { q.is_empty() });
+    }
+
+    #[test]
+    fn a_claimed_list_completes_every_waiter_once() {
+        let q = WaitQueue::new();
+        let states: Vec<WaitState> = (0..3).map(|_| thread_state(false)).collect();
+        let sgs: Vec<Sudog> = states
+            .iter()
+            .enumerate()
+            .map(|(i, st)| Sudog::new(st, ptr::null_mut(), i))
+            .collect();
+        for sg in &sgs {
+            // SAFETY: single-threaded; the sudogs outlive the queue use.
+            unsafe { q.enqueue(sg) };
+        }
+        let mut list = ClaimedList::new();
+        // SAFETY: single-threaded.
+        while let Some(c) = unsafe { q.dequeue() } {
+            c.push_to(&mut list);
+        }
+        while let Some(c) = list.pop() {
+            c.complete(false);
+        }
+        for (i, st) in states.iter().enumerate() {
+            // SAFETY: woken.
+            assert_eq!(unsafe { st.outcome() }, Some((i, false)));
+        }
+    }
+}
+
 #[cfg(all(test, loom))]
 mod loom_tests {
     //! Models of the wait protocol with the real queue, lock and records:
@@ -445,7 +568,7 @@ mod loom_tests {
     /// A peer: takes the queue's lock, claims a waiting sudog if there is
     /// one, and completes it by writing `v` into its slot (a sender handing
     /// a value to a blocked receiver). Returns whether it delivered.
-    fn deliver(q: &Q, v: u32) -> bool {
+    fn deliver(q: &Q, v: u32) -> u32 {
         q.lock.lock();
         // SAFETY: we hold the lock.
         let c = unsafe { q.q.dequeue() };
@@ -459,9 +582,9 @@ mod loom_tests {
                 // SAFETY: only the claimer writes the slot.
                 slot.with_mut(|p| unsafe { *p = v });
                 c.complete(true);
-                true
+                1
             }
-            None => false,
+            None => 0,
         }
     }
 
@@ -475,7 +598,7 @@ mod loom_tests {
         loom::model(|| {
             let qs = [Q::new(), Q::new()];
             let slots = [UnsafeCell::new(0u32), UnsafeCell::new(0u32)];
-            let state = WaitState::new(Waiter::Thread(thread::current()), true);
+            let state = WaitState::new(Waiter::Thread, true);
             let sgs = [
                 Sudog::new(&state, &slots[0] as *const UnsafeCell<u32> as *mut (), 0),
                 Sudog::new(&state, &slots[1] as *const UnsafeCell<u32> as *mut (), 1),
@@ -516,9 +639,9 @@ mod loom_tests {
             // SAFETY: the claimer's write is ordered before `woken`.
             let got = slots[fired].with(|p| unsafe { *p });
             assert_eq!(got, 10 + fired as u32);
-            let delivered: Vec<bool> = peers.into_iter().map(|h| h.join().unwrap()).collect();
-            assert_eq!(delivered.iter().filter(|d| **d).count(), 1);
-            assert!(delivered[fired]);
+            let delivered: Vec<u32> = peers.into_iter().map(|h| h.join().unwrap()).collect();
+            assert_eq!(delivered.iter().sum::<u32>(), 1);
+            assert_eq!(delivered[fired], 1);
         });
     }
 
@@ -530,7 +653,7 @@ mod loom_tests {
         loom::model(|| {
             let q = Q::new();
             let slot = UnsafeCell::new(0u32);
-            let state = WaitState::new(Waiter::Thread(thread::current()), false);
+            let state = WaitState::new(Waiter::Thread, false);
             let sg = Sudog::new(&state, &slot as *const UnsafeCell<u32> as *mut (), 0);
             q.lock.lock();
             // SAFETY: lock held; `sg` stays until completed (a plain wait is
@@ -567,8 +690,8 @@ mod loom_tests {
             assert_eq!(idx, 0);
             let delivered = sender.join().unwrap();
             let closed = closer.join().unwrap();
-            assert_eq!(delivered, success);
-            assert_eq!(closed, usize::from(!success));
+            assert_eq!(delivered, u32::from(success));
+            assert_eq!(closed, u32::from(!success));
             if success {
                 // SAFETY: written before `woken`.
                 assert_eq!(slot.with(|p| unsafe { *p }), 7);
