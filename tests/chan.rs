@@ -1125,3 +1125,67 @@ fn mixed_operations_deliver_every_value_once() {
         assert_eq!(all, (0..4 * PER).collect::<Vec<_>>(), "cap {cap}");
     }
 }
+
+// The macro's syntax: block bodies without commas, default first, a trailing
+// comma or none, control flow out of a body, only a default, patterns.
+#[test]
+fn select_macro_forms() {
+    let (tx, rx) = chan::<i32>(4);
+    let only_default = select! { default => 5 };
+    assert_eq!(only_default, 5);
+
+    tx.send(1).unwrap();
+    let r = select! {
+        default => 0,
+        recv(rx) -> m => { m.unwrap() + 10 }
+        send(None::<&Sender<i32>>, 3) -> _ => { -1 }
+    };
+    assert_eq!(r, 11);
+
+    let r = select! {
+        send(&tx, 2) -> res => res.map(|()| "sent"),
+        recv(None::<Receiver<i32>>) -> _ => Ok("nil")
+    };
+    assert_eq!(r, Ok("sent"));
+
+    let mut seen = Vec::new();
+    for i in 0..10 {
+        tx.send(i).unwrap();
+        select! {
+            recv(rx) -> m => {
+                let v = m.unwrap();
+                if v == 2 {
+                    continue;
+                }
+                if v == 5 {
+                    break;
+                }
+                seen.push(v);
+            }
+        }
+    }
+    assert_eq!(seen, vec![0, 1, 3, 4]);
+
+    fn first_ready(rx: &Receiver<i32>) -> Option<i32> {
+        select! {
+            recv(rx) -> m => return m.ok(),
+            default => {}
+        }
+        None
+    }
+    let (tx2, rx2) = chan::<i32>(1);
+    assert_eq!(first_ready(&rx2), None);
+    tx2.send(8).unwrap();
+    assert_eq!(first_ready(&rx2), Some(8));
+
+    // Patterns, and operands given as expressions (evaluated once).
+    let pair = (tx2.clone(), rx2.clone());
+    let mut evaluated = 0;
+    let r = select! {
+        send({ evaluated += 1; &pair.0 }, 4) -> _res => "sent",
+        recv({ evaluated += 1; &pair.1 }) -> (Ok(_) | Err(_)) => "received",
+    };
+    assert_eq!(r, "sent");
+    assert_eq!(evaluated, 2);
+    drop(tx);
+}

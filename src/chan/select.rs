@@ -575,6 +575,16 @@ fn thread_rand() -> u64 {
 /// };
 /// assert_eq!(r, "default");
 /// ```
+///
+/// At most one `default`:
+/// ```compile_fail
+/// let (_tx, rx) = goroutine::chan::<i32>(0);
+/// goroutine::select! {
+///     recv(rx) -> _ => {},
+///     default => {},
+///     default => {},
+/// }
+/// ```
 #[macro_export]
 macro_rules! select {
     () => {
