@@ -588,6 +588,64 @@ mod loom_tests {
         }
     }
 
+    /// A closer: claims every waiter of the queue under the lock, then
+    /// completes each with `success = false` after unlocking (as `close`
+    /// does). Returns how many it completed.
+    fn close_all(q: &Q) -> u32 {
+        q.lock.lock();
+        let mut list = ClaimedList::new();
+        // SAFETY: we hold the lock.
+        while let Some(c) = unsafe { q.q.dequeue() } {
+            c.push_to(&mut list);
+        }
+        // SAFETY: we hold it.
+        unsafe { q.lock.unlock() };
+        let mut n = 0;
+        while let Some(c) = list.pop() {
+            c.complete(false);
+            n += 1;
+        }
+        n
+    }
+
+    /// The two sudogs of a select over two channels (one shared state).
+    fn select_sudogs(state: &WaitState, slots: &[UnsafeCell<u32>; 2]) -> [Sudog; 2] {
+        [
+            Sudog::new(state, &slots[0] as *const UnsafeCell<u32> as *mut (), 0),
+            Sudog::new(state, &slots[1] as *const UnsafeCell<u32> as *mut (), 1),
+        ]
+    }
+
+    /// Registers a select as selectgo's pass 2 does: lock both channels (in
+    /// a fixed order), enqueue, unlock. The sudogs must stay where they are
+    /// until `clean_up` removed them.
+    fn register(qs: &[Arc<Q>; 2], sgs: &[Sudog; 2]) {
+        for (q, sg) in qs.iter().zip(sgs) {
+            q.lock.lock();
+            // SAFETY: lock held; the caller keeps `sgs` in place until its
+            // clean-up has removed them.
+            unsafe { q.q.enqueue(sg) };
+        }
+        for q in qs {
+            // SAFETY: we hold it.
+            unsafe { q.lock.unlock() };
+        }
+    }
+
+    /// Pass 3 of a woken select: remove what is still queued; afterwards
+    /// both queues are empty.
+    fn clean_up(qs: &[Arc<Q>; 2], sgs: &[Sudog; 2]) {
+        for (q, sg) in qs.iter().zip(sgs) {
+            q.lock.lock();
+            // SAFETY: lock held; `sg` is ours and was enqueued on `q`.
+            unsafe { q.q.remove(sg) };
+            // SAFETY: lock held.
+            assert!(unsafe { q.q.is_empty() });
+            // SAFETY: we hold it.
+            unsafe { q.lock.unlock() };
+        }
+    }
+
     /// A select blocked on two channels, and one sender per channel racing
     /// to complete it: exactly one wins, its value lands in the slot of the
     /// case that fired (read by the waiter without a race), the other sender
@@ -599,21 +657,8 @@ mod loom_tests {
             let qs = [Q::new(), Q::new()];
             let slots = [UnsafeCell::new(0u32), UnsafeCell::new(0u32)];
             let state = WaitState::new(Waiter::Thread, true);
-            let sgs = [
-                Sudog::new(&state, &slots[0] as *const UnsafeCell<u32> as *mut (), 0),
-                Sudog::new(&state, &slots[1] as *const UnsafeCell<u32> as *mut (), 1),
-            ];
-            // Register: lock both (in a fixed order), enqueue, unlock.
-            for (q, sg) in qs.iter().zip(&sgs) {
-                q.lock.lock();
-                // SAFETY: lock held; `sg` outlives its time on the queue
-                // (removed below before this frame ends).
-                unsafe { q.q.enqueue(sg) };
-            }
-            for q in &qs {
-                // SAFETY: we hold it.
-                unsafe { q.lock.unlock() };
-            }
+            let sgs = select_sudogs(&state, &slots);
+            register(&qs, &sgs);
             let peers: Vec<_> = qs
                 .iter()
                 .enumerate()
@@ -623,16 +668,7 @@ mod loom_tests {
                 })
                 .collect();
             state.wait_thread();
-            // Clean up (pass 3): remove what is still queued.
-            for (q, sg) in qs.iter().zip(&sgs) {
-                q.lock.lock();
-                // SAFETY: lock held; `sg` is ours and was enqueued on `q`.
-                unsafe { q.q.remove(sg) };
-                // SAFETY: lock held.
-                assert!(unsafe { q.q.is_empty() });
-                // SAFETY: we hold it.
-                unsafe { q.lock.unlock() };
-            }
+            clean_up(&qs, &sgs);
             // SAFETY: we were woken.
             let (fired, success) = unsafe { state.outcome() }.expect("woken without outcome");
             assert!(success);
@@ -667,22 +703,7 @@ mod loom_tests {
             };
             let closer = {
                 let q = q.clone();
-                thread::spawn(move || {
-                    q.lock.lock();
-                    let mut list = ClaimedList::new();
-                    // SAFETY: we hold the lock.
-                    while let Some(c) = unsafe { q.q.dequeue() } {
-                        c.push_to(&mut list);
-                    }
-                    // SAFETY: we hold it.
-                    unsafe { q.lock.unlock() };
-                    let mut n = 0;
-                    while let Some(c) = list.pop() {
-                        c.complete(false);
-                        n += 1;
-                    }
-                    n
-                })
+                thread::spawn(move || close_all(&q))
             };
             state.wait_thread();
             // SAFETY: we were woken.
@@ -695,6 +716,43 @@ mod loom_tests {
             if success {
                 // SAFETY: written before `woken`.
                 assert_eq!(slot.with(|p| unsafe { *p }), 7);
+            }
+        });
+    }
+
+    /// A sender on one channel and a closer of the other race for one
+    /// select: exactly one completes it; if the closer won, the select sees
+    /// the close (no value) on its case and the sender found only a stale
+    /// sudog; otherwise the value is in the slot of the sender's case.
+    #[test]
+    fn a_close_and_a_send_race_for_a_select() {
+        loom::model(|| {
+            let qs = [Q::new(), Q::new()];
+            let slots = [UnsafeCell::new(0u32), UnsafeCell::new(0u32)];
+            let state = WaitState::new(Waiter::Thread, true);
+            let sgs = select_sudogs(&state, &slots);
+            register(&qs, &sgs);
+            let sender = {
+                let q = qs[1].clone();
+                thread::spawn(move || deliver(&q, 11))
+            };
+            let closer = {
+                let q = qs[0].clone();
+                thread::spawn(move || close_all(&q))
+            };
+            state.wait_thread();
+            clean_up(&qs, &sgs);
+            // SAFETY: we were woken.
+            let (fired, success) = unsafe { state.outcome() }.expect("woken without outcome");
+            let delivered = sender.join().unwrap();
+            let closed = closer.join().unwrap();
+            assert_eq!(delivered + closed, 1);
+            if success {
+                assert_eq!((fired, delivered), (1, 1));
+                // SAFETY: the claimer's write is ordered before `woken`.
+                assert_eq!(slots[1].with(|p| unsafe { *p }), 11);
+            } else {
+                assert_eq!((fired, closed), (0, 1));
             }
         });
     }
