@@ -283,7 +283,7 @@ impl<T> Chan<T> {
         // does not return before the wait is completed, and the completer of
         // this unshared wait is the one that dequeued `sg`.
         unsafe { self.raw.sendq.enqueue(&sg) };
-        wait::block(&state, g, WaitReason::ChanSend, &mut || {
+        wait::block(&state, g, WaitReason::ChanSend, || {
             // SAFETY: we hold the lock until this runs, once.
             unsafe { self.unlock() }
         });
@@ -346,7 +346,7 @@ impl<T> Chan<T> {
         let sg = Sudog::new(&state, slot.as_mut_ptr().cast(), 0);
         // SAFETY: as in `send_block`.
         unsafe { self.raw.recvq.enqueue(&sg) };
-        wait::block(&state, g, WaitReason::ChanReceive, &mut || {
+        wait::block(&state, g, WaitReason::ChanReceive, || {
             // SAFETY: we hold the lock until this runs, once.
             unsafe { self.unlock() }
         });

@@ -206,6 +206,8 @@ impl<T> CaseImpl for RecvArm<'_, T> {
         false
     }
 
+    /// # Safety
+    /// As [`CaseImpl::poll`].
     unsafe fn poll(&mut self) -> Option<Option<Claimed>> {
         let c = self.chan?;
         // SAFETY: locked (contract); the caller completes the claim.
@@ -226,6 +228,8 @@ impl<T> CaseImpl for RecvArm<'_, T> {
         self.slot.as_mut_ptr().cast()
     }
 
+    /// # Safety
+    /// As [`CaseImpl::finish`].
     unsafe fn finish(&mut self, success: bool) {
         self.result = Some(if success {
             // SAFETY: a successful completion of our sudog wrote a T into
@@ -280,6 +284,8 @@ impl<T> CaseImpl for SendArm<'_, T> {
         true
     }
 
+    /// # Safety
+    /// As [`CaseImpl::poll`].
     unsafe fn poll(&mut self) -> Option<Option<Claimed>> {
         let c = self.chan?;
         let v = self.value.take()?;
@@ -308,6 +314,8 @@ impl<T> CaseImpl for SendArm<'_, T> {
         }
     }
 
+    /// # Safety
+    /// As [`CaseImpl::finish`].
     unsafe fn finish(&mut self, success: bool) {
         if success {
             // The receiver moved the value out of our `Some`: forget the
@@ -409,7 +417,7 @@ fn selectgo(
     }
     {
         let (c, l): (&[Case<'_>], &[u16]) = (cases, lockorder);
-        wait::block(&state, g, WaitReason::Select, &mut move || {
+        wait::block(&state, g, WaitReason::Select, move || {
             // SAFETY: we hold the locks until this runs, once; it reads its
             // captures before the first unlock (module note).
             unsafe { selunlock(c, l) }

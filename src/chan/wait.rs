@@ -404,7 +404,7 @@ pub(crate) fn block(
     state: &WaitState,
     g: Option<&'static crate::g::G>,
     reason: crate::g::WaitReason,
-    unlock: &mut dyn FnMut(),
+    mut unlock: impl FnMut(),
 ) {
     match g {
         Some(_) => {
