@@ -34,14 +34,19 @@
 //! - The sudogs, the state and the arms' value slots live in the frames of
 //!   [`select`] and the `select!` expansion, which do not return before
 //!   pass 3 has removed every sudog under its channel's lock.
-//! - The unlock step after parking runs on the M's scheduler while the
-//!   goroutine may already have been readied by a peer and be running again
-//!   on another M (Go's `selunlock` warning). Its stack above `selectgo` is
-//!   then only read (the goroutine blocks in pass 3 on a lock this step
-//!   still holds), but the frames below are reused. So the step reads its
-//!   closure's captures once, passes them to the out-of-line [`selunlock`],
-//!   and that reads only `cases` and `lockorder` (in `select`'s frame,
-//!   above) and nothing after its last unlock.
+//! - The unlock step after parking runs on the M's scheduler, and once it
+//!   has released one lock, a peer may ready the goroutine, which may then
+//!   run again on another M while the step is still unlocking (Go's
+//!   `selunlock` warning). The step unlocks in reverse lock order, so the
+//!   lock it releases last is `lockorder[0]`, the first one pass 3 takes:
+//!   the goroutine cannot get past that lock, or write `cases`, `lockorder`
+//!   or the sudogs (all in [`select`]'s frame and above), before the step
+//!   is done. But the frames below `selectgo` (of `block`, `park`, and the
+//!   unlock closures) are reused as soon as the goroutine runs. So the step
+//!   reads its closure's captures once, passes them as arguments to the
+//!   out-of-line [`selunlock`], and that reads only `cases` and `lockorder`
+//!   and nothing after its last unlock. With one arm there is no pass 3,
+//!   and its single unlock is the step's last access.
 
 use std::cell::Cell;
 use std::mem::MaybeUninit;
