@@ -1,26 +1,32 @@
-//! Skynet: a 10-ary tree of goroutines, 1,000,000 leaves; each leaf returns
-//! its number and each node sums its children (atemerev/skynet).
-//!
-//! This version uses `JoinHandle::join`; the channel version replaces it when
-//! channels land.
+//! Skynet: a 10-ary tree of goroutines, 1,000,000 leaves (atemerev/skynet).
+//! Each leaf sends its number up an unbuffered channel; each node makes one
+//! unbuffered channel for its 10 children, spawns them, receives their 10
+//! values and sends the sum up.
 //!
 //! ```text
-//! cargo run --release --example skynet
+//! cargo run --release --example skynet [ROUNDS]    # default 3 rounds
 //! ```
 
 use std::time::Instant;
 
-fn skynet(num: u64, size: u64) -> u64 {
+use goroutine::{chan, go, Sender};
+
+fn skynet(up: Sender<u64>, num: u64, size: u64) {
     if size == 1 {
-        return num;
+        up.send(num).expect("skynet: parent gone");
+        return;
     }
     let sub = size / 10;
-    let children: [goroutine::JoinHandle<u64>; 10] =
-        std::array::from_fn(|i| goroutine::go(move || skynet(num + i as u64 * sub, sub)));
-    children
-        .into_iter()
-        .map(|h| h.join().expect("skynet child"))
-        .sum()
+    let (tx, rx) = chan::<u64>(0);
+    for i in 0..9 {
+        let tx = tx.clone();
+        go(move || skynet(tx, num + i * sub, sub));
+    }
+    go(move || skynet(tx, num + 9 * sub, sub));
+    let sum: u64 = (0..10)
+        .map(|_| rx.recv().expect("skynet: child gone"))
+        .sum();
+    up.send(sum).expect("skynet: parent gone");
 }
 
 fn main() {
@@ -34,7 +40,11 @@ fn main() {
     );
     for round in 1..=rounds {
         let start = Instant::now();
-        let result = goroutine::run(|| skynet(0, 1_000_000));
+        let result = goroutine::run(|| {
+            let (tx, rx) = chan::<u64>(0);
+            go(move || skynet(tx, 0, 1_000_000));
+            rx.recv().expect("skynet: no result")
+        });
         let took = start.elapsed();
         assert_eq!(result, 499_999_500_000, "wrong skynet answer");
         println!("round {round}: Result: {result} in {} ms", took.as_millis());

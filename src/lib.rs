@@ -42,6 +42,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 #[cfg(not(loom))]
+mod chan;
+#[cfg(not(loom))]
 mod g;
 mod loom;
 #[cfg(not(loom))]
@@ -64,9 +66,29 @@ mod p {
 mod runtime {
     pub(crate) mod spinning;
 }
+#[cfg(loom)]
+mod chan {
+    pub(crate) mod cell;
+    pub(crate) mod lock;
+    pub(crate) mod wait;
+}
 
 #[cfg(not(loom))]
+pub use chan::{
+    chan, CloseError, IntoIter, Iter, Receiver, RecvError, SendError, Sender, TryIter,
+    TryRecvError, TrySendError,
+};
+#[cfg(not(loom))]
 pub use spawn::{go, run, Builder, JoinError, JoinHandle};
+
+/// What the `select!` expansion uses. Not a stable API.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::chan::select::{
+        block_forever, select, unreachable_select, Case, RecvArm, RecvOperand, SendArm, SendOperand,
+    };
+}
 
 /// Lets every other runnable goroutine run first (Go's `Gosched`). Go puts
 /// the yielder at the global queue's tail; we do that when the global queue

@@ -56,11 +56,18 @@ fn overflow_child() {
             let buf = std::hint::black_box([n; 32]);
             buf[1] + recurse(n + 1)
         }
+        // The goroutine waits for the id to be printed: otherwise it can
+        // overflow and abort the process before the println runs.
+        let (go_tx, go_rx) = goroutine::chan::<()>(0);
         let h = Builder::new()
             .stack_size(64 * 1024)
-            .spawn(|| recurse(0))
+            .spawn(move || {
+                let _ = go_rx.recv();
+                recurse(0)
+            })
             .unwrap();
         println!("spawned {}", h.id());
+        let _ = go_tx.send(());
         let _ = h.join();
         unreachable!("the overflow must abort the process");
     }

@@ -1,0 +1,507 @@
+//! hchan: the channel itself (Go's runtime/chan.go).
+//!
+//! # Layout
+//! A [`Chan<T>`] is a [`RawChan`] (the lock and the two wait queues: all
+//! that the untyped parts of `select` touch), the state under the lock (the
+//! ring buffer's indexes and count, `closed`, `rx_gone`), the ring buffer
+//! (allocated once, at creation; empty when unbuffered) and the counts of
+//! `Sender` and `Receiver` handles.
+//!
+//! # Protocol (every step under `raw.lock` unless it says otherwise)
+//! - **send**: closed, or every receiver gone: fail, the value comes back.
+//!   A receiver waiting (a claimable sudog on `recvq`): write the value into
+//!   its slot, unlock, then complete it, which readies it into the sender's
+//!   P `runnext` (Go's direct handoff). Buffer space: append to the ring.
+//!   Otherwise block: a sudog on `sendq` whose slot holds the value, in the
+//!   sender's own frame.
+//! - **recv**: a sender waiting: unbuffered, move the value out of its slot;
+//!   buffered (the ring is then full), take the ring's head and move the
+//!   sender's value to the tail, which keeps FIFO order; complete it after
+//!   unlocking. A buffered value: take it. Closed (and drained): fail.
+//!   Otherwise block with a sudog on `recvq` and an empty slot.
+//! - **close**: set `closed`, claim every waiter of both queues, unlock,
+//!   then complete each with `success = false`: receivers get `RecvError`,
+//!   senders their value back (Go panics there; we return `SendError`).
+//! - **last receiver dropped**: set `rx_gone`, fail every waiting sender as
+//!   close does, and drop the buffered values (outside the lock).
+//! - **last sender dropped**: close (if not closed yet).
+//!
+//! # Invariants
+//! - A claimable sudog on `sendq` implies the ring is full, and on `recvq`
+//!   that it is empty: a sender only waits when the ring is full, a receiver
+//!   only when it is empty, and whoever changes that takes a waiter first.
+//!   Stale sudogs (of a select already completed through another channel)
+//!   may sit on either queue until their owner removes them; `dequeue`
+//!   skips them (`wait.rs`).
+//! - Once `closed` or `rx_gone` is set no sudog is enqueued on `sendq` again
+//!   (a send fails at once), and once `closed` none on `recvq` (a receive of
+//!   a closed channel never blocks).
+//! - The ring slots `recvx .. recvx + qcount` (mod cap) are initialised; the
+//!   others are not.
+//! - No user code runs with the lock held: values are only moved (bitwise)
+//!   under it, never dropped; nothing under it can panic.
+
+use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
+use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::error::{CloseError, RecvError, SendError, TryRecvError, TrySendError};
+use super::lock::Lock;
+use super::wait::{self, Claimed, ClaimedList, Sudog, WaitQueue, WaitState};
+use crate::g::WaitReason;
+use crate::m;
+
+/// The untyped part of a channel: its lock and wait queues.
+pub(crate) struct RawChan {
+    pub(crate) lock: Lock,
+    /// Blocked receivers (their slots are uninitialised `T`s).
+    pub(crate) recvq: WaitQueue,
+    /// Blocked senders (their slots hold the `T` to send).
+    pub(crate) sendq: WaitQueue,
+}
+
+/// Protected by `RawChan::lock`.
+struct State {
+    /// Buffered values, and the ring indexes of the next send and receive.
+    qcount: usize,
+    sendx: usize,
+    recvx: usize,
+    /// `close` was called, or the last sender was dropped.
+    closed: bool,
+    /// The last receiver was dropped.
+    rx_gone: bool,
+}
+
+pub(crate) struct Chan<T> {
+    pub(crate) raw: RawChan,
+    state: UnsafeCell<State>,
+    buf: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    pub(crate) senders: AtomicUsize,
+    pub(crate) receivers: AtomicUsize,
+}
+
+// SAFETY: `state` and `buf` are only accessed under `raw.lock` (or through
+// `&mut self` in Drop, or by the last receiver once `rx_gone` fences every
+// other user off the ring); values of T move between threads, hence T: Send.
+unsafe impl<T: Send> Send for Chan<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Chan<T> {}
+
+/// The outcome of a send attempted under the lock.
+pub(crate) enum SendLocked<T> {
+    /// Sent; a receiver to complete (after unlocking), if it was handed over.
+    Done(Option<Claimed>),
+    /// Would block.
+    Full(T),
+    /// Closed, or no receivers.
+    Closed(T),
+}
+
+/// The outcome of a receive attempted under the lock.
+pub(crate) enum RecvLocked<T> {
+    /// Received; a sender to complete (after unlocking), if one was waiting.
+    Done(T, Option<Claimed>),
+    Empty,
+    Closed,
+}
+
+impl<T> Chan<T> {
+    pub(crate) fn new(cap: usize) -> Chan<T> {
+        Chan {
+            raw: RawChan {
+                lock: Lock::new(),
+                recvq: WaitQueue::new(),
+                sendq: WaitQueue::new(),
+            },
+            state: UnsafeCell::new(State {
+                qcount: 0,
+                sendx: 0,
+                recvx: 0,
+                closed: false,
+                rx_gone: false,
+            }),
+            buf: (0..cap)
+                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+                .collect(),
+            senders: AtomicUsize::new(1),
+            receivers: AtomicUsize::new(1),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn cap(&self) -> usize {
+        self.buf.len()
+    }
+
+    #[inline]
+    fn lock(&self) {
+        self.raw.lock.lock();
+    }
+
+    /// # Safety
+    /// The caller holds the lock.
+    #[inline]
+    unsafe fn unlock(&self) {
+        // SAFETY: forwarded contract.
+        unsafe { self.raw.lock.unlock() }
+    }
+
+    /// The state under the lock.
+    ///
+    /// # Safety
+    /// The caller holds the lock and no other reference from `st` is live.
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    unsafe fn st(&self) -> &mut State {
+        // SAFETY: exclusive under the lock (contract).
+        unsafe { &mut *self.state.get() }
+    }
+
+    /// Ring slot `i`.
+    ///
+    /// # Safety
+    /// `i < cap`, and the caller holds the lock (or otherwise owns the ring).
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    unsafe fn slot(&self, i: usize) -> &mut MaybeUninit<T> {
+        // SAFETY: in bounds and exclusive (contract).
+        unsafe { &mut *self.buf.get_unchecked(i).get() }
+    }
+
+    /// Sends without blocking (Go's chansend up to the point of blocking).
+    ///
+    /// # Safety
+    /// The caller holds the lock; it must complete a returned `Claimed`.
+    #[inline]
+    pub(crate) unsafe fn send_locked(&self, v: T) -> SendLocked<T> {
+        // SAFETY: under the lock (contract).
+        let st = unsafe { self.st() };
+        if st.closed || st.rx_gone {
+            return SendLocked::Closed(v);
+        }
+        // SAFETY: under the lock.
+        if let Some(c) = unsafe { self.raw.recvq.dequeue() } {
+            // SAFETY: a claimed receiver's slot is an uninitialised T in its
+            // frame, alive until we complete it, written only by us.
+            unsafe { ptr::write(c.elem() as *mut T, v) };
+            return SendLocked::Done(Some(c));
+        }
+        if st.qcount < self.cap() {
+            // SAFETY: sendx < cap; under the lock; the slot is outside the
+            // initialised range, so nothing is overwritten.
+            unsafe { self.slot(st.sendx) }.write(v);
+            st.sendx += 1;
+            if st.sendx == self.cap() {
+                st.sendx = 0;
+            }
+            st.qcount += 1;
+            return SendLocked::Done(None);
+        }
+        SendLocked::Full(v)
+    }
+
+    /// Receives without blocking (Go's chanrecv up to the point of blocking).
+    ///
+    /// # Safety
+    /// The caller holds the lock; it must complete a returned `Claimed`.
+    #[inline]
+    pub(crate) unsafe fn recv_locked(&self) -> RecvLocked<T> {
+        // SAFETY: under the lock (contract).
+        let st = unsafe { self.st() };
+        // SAFETY: under the lock.
+        if let Some(c) = unsafe { self.raw.sendq.dequeue() } {
+            // SAFETY: a claimed sender's slot holds its T, alive until we
+            // complete it; we move it out and complete with success, so the
+            // sender will not use it again.
+            let sent = unsafe { ptr::read(c.elem() as *const T) };
+            if self.cap() == 0 {
+                return RecvLocked::Done(sent, Some(c));
+            }
+            // A waiting sender means the ring is full: take its head and put
+            // the sender's value in the freed slot, which is now the tail.
+            debug_assert_eq!(st.qcount, self.cap());
+            // SAFETY: recvx < cap, an initialised slot (the ring is full).
+            let head = unsafe { self.slot(st.recvx) };
+            // SAFETY: initialised (see above); we refill it at once.
+            let v = unsafe { head.assume_init_read() };
+            head.write(sent);
+            st.recvx += 1;
+            if st.recvx == self.cap() {
+                st.recvx = 0;
+            }
+            st.sendx = st.recvx;
+            return RecvLocked::Done(v, Some(c));
+        }
+        if st.qcount > 0 {
+            // SAFETY: recvx < cap and, qcount > 0, initialised; it leaves the
+            // initialised range below.
+            let v = unsafe { self.slot(st.recvx).assume_init_read() };
+            st.recvx += 1;
+            if st.recvx == self.cap() {
+                st.recvx = 0;
+            }
+            st.qcount -= 1;
+            return RecvLocked::Done(v, None);
+        }
+        if st.closed {
+            RecvLocked::Closed
+        } else {
+            RecvLocked::Empty
+        }
+    }
+
+    pub(crate) fn send(&self, v: T) -> Result<(), SendError<T>> {
+        self.lock();
+        // SAFETY: locked; a Claimed is completed below.
+        match unsafe { self.send_locked(v) } {
+            SendLocked::Done(c) => {
+                // SAFETY: locked.
+                unsafe { self.unlock() };
+                if let Some(c) = c {
+                    c.complete(true);
+                }
+                Ok(())
+            }
+            SendLocked::Closed(v) => {
+                // SAFETY: locked.
+                unsafe { self.unlock() };
+                Err(SendError(v))
+            }
+            SendLocked::Full(v) => self.send_block(v),
+        }
+    }
+
+    /// Blocks until a receiver takes `v` or the channel fails. Called with
+    /// the lock held; releases it.
+    fn send_block(&self, v: T) -> Result<(), SendError<T>> {
+        let g = m::current_g();
+        let mut slot = MaybeUninit::new(v);
+        let state = WaitState::new(wait::waiter_for(g), false);
+        let sg = Sudog::new(&state, slot.as_mut_ptr().cast(), 0);
+        // SAFETY: locked. `sg`, `state` and `slot` live in this frame, which
+        // does not return before the wait is completed, and the completer of
+        // this unshared wait is the one that dequeued `sg`.
+        unsafe { self.raw.sendq.enqueue(&sg) };
+        wait::block(&state, g, WaitReason::ChanSend, || {
+            // SAFETY: we hold the lock until this runs, once.
+            unsafe { self.unlock() }
+        });
+        // SAFETY: woken (block returned).
+        let (_, success) = unsafe { state.outcome() }.expect("send woken without an outcome");
+        if success {
+            // The receiver moved the value out of `slot`.
+            Ok(())
+        } else {
+            // SAFETY: a failed completion leaves our value in the slot.
+            Err(SendError(unsafe { slot.assume_init() }))
+        }
+    }
+
+    pub(crate) fn try_send(&self, v: T) -> Result<(), TrySendError<T>> {
+        self.lock();
+        // SAFETY: locked; a Claimed is completed below.
+        let r = unsafe { self.send_locked(v) };
+        // SAFETY: locked.
+        unsafe { self.unlock() };
+        match r {
+            SendLocked::Done(c) => {
+                if let Some(c) = c {
+                    c.complete(true);
+                }
+                Ok(())
+            }
+            SendLocked::Full(v) => Err(TrySendError::Full(v)),
+            SendLocked::Closed(v) => Err(TrySendError::Closed(v)),
+        }
+    }
+
+    pub(crate) fn recv(&self) -> Result<T, RecvError> {
+        self.lock();
+        // SAFETY: locked; a Claimed is completed below.
+        match unsafe { self.recv_locked() } {
+            RecvLocked::Done(v, c) => {
+                // SAFETY: locked.
+                unsafe { self.unlock() };
+                if let Some(c) = c {
+                    c.complete(true);
+                }
+                Ok(v)
+            }
+            RecvLocked::Closed => {
+                // SAFETY: locked.
+                unsafe { self.unlock() };
+                Err(RecvError)
+            }
+            RecvLocked::Empty => self.recv_block(),
+        }
+    }
+
+    /// Blocks until a sender hands over a value or the channel closes.
+    /// Called with the lock held; releases it.
+    fn recv_block(&self) -> Result<T, RecvError> {
+        let g = m::current_g();
+        let mut slot = MaybeUninit::<T>::uninit();
+        let state = WaitState::new(wait::waiter_for(g), false);
+        let sg = Sudog::new(&state, slot.as_mut_ptr().cast(), 0);
+        // SAFETY: as in `send_block`.
+        unsafe { self.raw.recvq.enqueue(&sg) };
+        wait::block(&state, g, WaitReason::ChanReceive, || {
+            // SAFETY: we hold the lock until this runs, once.
+            unsafe { self.unlock() }
+        });
+        // SAFETY: woken (block returned).
+        let (_, success) = unsafe { state.outcome() }.expect("recv woken without an outcome");
+        if success {
+            // SAFETY: a successful completion wrote the value into `slot`.
+            Ok(unsafe { slot.assume_init() })
+        } else {
+            Err(RecvError)
+        }
+    }
+
+    pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
+        self.lock();
+        // SAFETY: locked; a Claimed is completed below.
+        let r = unsafe { self.recv_locked() };
+        // SAFETY: locked.
+        unsafe { self.unlock() };
+        match r {
+            RecvLocked::Done(v, c) => {
+                if let Some(c) = c {
+                    c.complete(true);
+                }
+                Ok(v)
+            }
+            RecvLocked::Empty => Err(TryRecvError::Empty),
+            RecvLocked::Closed => Err(TryRecvError::Closed),
+        }
+    }
+
+    /// Go's closechan, returning an error instead of panicking.
+    pub(crate) fn close(&self) -> Result<(), CloseError> {
+        self.lock();
+        // SAFETY: locked.
+        let st = unsafe { self.st() };
+        if st.closed {
+            // SAFETY: locked.
+            unsafe { self.unlock() };
+            return Err(CloseError);
+        }
+        st.closed = true;
+        let mut list = ClaimedList::new();
+        // SAFETY: locked; every claim is completed below.
+        while let Some(c) = unsafe { self.raw.recvq.dequeue() } {
+            c.push_to(&mut list);
+        }
+        // SAFETY: as above.
+        while let Some(c) = unsafe { self.raw.sendq.dequeue() } {
+            c.push_to(&mut list);
+        }
+        // SAFETY: locked.
+        unsafe { self.unlock() };
+        while let Some(c) = list.pop() {
+            c.complete(false);
+        }
+        Ok(())
+    }
+
+    /// The last `Sender` is gone: close.
+    pub(crate) fn last_sender_dropped(&self) {
+        // Already closed by hand is fine: dropping never fails.
+        let _ = self.close();
+    }
+
+    /// The last `Receiver` is gone: fail every waiting and future send, and
+    /// drop the buffered values.
+    pub(crate) fn last_receiver_dropped(&self) {
+        self.lock();
+        // SAFETY: locked.
+        let st = unsafe { self.st() };
+        st.rx_gone = true;
+        let mut list = ClaimedList::new();
+        // SAFETY: locked; every claim is completed below.
+        while let Some(c) = unsafe { self.raw.sendq.dequeue() } {
+            c.push_to(&mut list);
+        }
+        let (head, n) = (st.recvx, st.qcount);
+        st.qcount = 0;
+        st.sendx = st.recvx;
+        // SAFETY: locked.
+        unsafe { self.unlock() };
+        while let Some(c) = list.pop() {
+            c.complete(false);
+        }
+        // With `rx_gone` set no send touches the ring again and no receiver
+        // exists, so the `n` values taken out of the count above are ours to
+        // drop, without the lock (their Drop may use channels, even this
+        // one).
+        for k in 0..n {
+            // SAFETY: in bounds; initialised (they were in the buffered
+            // range); ours alone (see above).
+            unsafe { self.slot((head + k) % self.cap()).assume_init_drop() };
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lock();
+        // SAFETY: locked.
+        let n = unsafe { self.st() }.qcount;
+        // SAFETY: locked.
+        unsafe { self.unlock() };
+        n
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.lock();
+        // SAFETY: locked.
+        let c = unsafe { self.st() }.closed;
+        // SAFETY: locked.
+        unsafe { self.unlock() };
+        c
+    }
+
+    /// Handle counting: a clone of a `Sender`.
+    #[inline]
+    pub(crate) fn add_sender(&self) {
+        // Relaxed: as Arc's clone; the count only needs its own total order.
+        self.senders.fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn add_receiver(&self) {
+        // Relaxed: as above.
+        self.receivers.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drops a `Sender`; the last one closes the channel.
+    #[inline]
+    pub(crate) fn drop_sender(&self) {
+        // Relaxed: the decrements are totally ordered among themselves, so
+        // exactly one sees 1; what it then does is ordered by the lock.
+        if self.senders.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.last_sender_dropped();
+        }
+    }
+
+    #[inline]
+    pub(crate) fn drop_receiver(&self) {
+        // Relaxed: as in `drop_sender`.
+        if self.receivers.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.last_receiver_dropped();
+        }
+    }
+}
+
+impl<T> Drop for Chan<T> {
+    fn drop(&mut self) {
+        let st = self.state.get_mut();
+        let (head, n) = (st.recvx, st.qcount);
+        for k in 0..n {
+            let i = (head + k) % self.buf.len();
+            // SAFETY: the buffered range is initialised; `&mut self` is
+            // exclusive, and nothing else drops these.
+            unsafe { self.buf[i].get_mut().assume_init_drop() };
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! Channels and `select` (Go's runtime/chan.go and select.go).
+//!
+//! # Where things are
+//! - `hchan.rs`: the channel: ring buffer, send/recv/close, the direct
+//!   handoff to a blocked peer.
+//! - `wait.rs`: the wait records (sudog, wait queue, the per-wait state with
+//!   its `done` claim) and the protocol by which a peer completes a blocked
+//!   operation. Model-checked with loom.
+//! - `select.rs`: `select!` and Go's `selectgo` (poll order, lock order, the
+//!   three passes).
+//! - `lock.rs`: the per-channel lock (Go's `lock_futex`). Model-checked.
+//! - `error.rs`: the error types; `cell.rs`: the std/loom switch for cells.
+//!
+//! # The shape of an operation
+//! Every operation takes the channel's lock once. If it can complete at once
+//! (buffer space or a buffered value, or a blocked peer to hand the value to
+//! or take it from) it does so and, if it completed a blocked peer, readies
+//! that peer after unlocking: into this P's `runnext` when the peer is a
+//! goroutine (Go's `goready`), so the pair runs back to back on one P with
+//! one time slice, or by unparking it when the peer is an OS thread.
+//! Otherwise it blocks: its wait records live in its own frame (no
+//! allocation), the goroutine parks and its M's scheduler releases the lock
+//! (or the thread unlocks and waits on its park token). A blocked peer's
+//! value moves straight between the two frames.
+//!
+//! Channels work the same from goroutines and from plain OS threads, in any
+//! mix: a thread blocks where a goroutine parks.
+
+mod cell;
+mod error;
+mod hchan;
+mod lock;
+pub(crate) mod select;
+mod wait;
+
+use std::fmt;
+use std::sync::Arc;
+
+pub use self::error::{CloseError, RecvError, SendError, TryRecvError, TrySendError};
+use self::hchan::Chan;
+
+/// Creates a channel of `T` with a buffer of `cap` values (Go's
+/// `make(chan T, cap)`). `cap == 0` is unbuffered: a send completes only
+/// when a receiver takes the value.
+///
+/// Both halves can be cloned: any number of goroutines or threads may send
+/// and receive. Dropping the last [`Sender`] closes the channel; once every
+/// [`Receiver`] is gone, sends fail and give the value back.
+///
+/// # Panics
+/// If the buffer cannot be allocated.
+///
+/// ```
+/// let (tx, rx) = goroutine::chan::<u32>(0);
+/// let total = goroutine::run(move || {
+///     goroutine::go(move || {
+///         for i in 1..=10 {
+///             tx.send(i).unwrap();
+///         }
+///         // Dropping the last sender closes the channel.
+///     });
+///     rx.iter().sum::<u32>()
+/// });
+/// assert_eq!(total, 55);
+/// ```
+pub fn chan<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
+    let c = Arc::new(Chan::new(cap));
+    (Sender { chan: c.clone() }, Receiver { chan: c })
+}
+
+/// The sending half of a channel (see [`chan`]).
+pub struct Sender<T> {
+    pub(crate) chan: Arc<Chan<T>>,
+}
+
+/// The receiving half of a channel (see [`chan`]).
+pub struct Receiver<T> {
+    pub(crate) chan: Arc<Chan<T>>,
+}
+
+impl<T> Sender<T> {
+    /// Sends `v`, blocking (parking the goroutine, or blocking the thread)
+    /// until a receiver takes it or the buffer has room. Fails, giving `v`
+    /// back, if the channel is closed (also while blocked) or every receiver
+    /// is gone.
+    pub fn send(&self, v: T) -> Result<(), SendError<T>> {
+        self.chan.send(v)
+    }
+
+    /// Sends `v` if that needs no waiting: buffer room, or (unbuffered) a
+    /// receiver already blocked.
+    pub fn try_send(&self, v: T) -> Result<(), TrySendError<T>> {
+        self.chan.try_send(v)
+    }
+
+    /// Closes the channel for every sender (Go's `close`): blocked senders
+    /// get their value back, receivers drain the buffer and then get
+    /// [`RecvError`]. Closing a closed channel is an error (Go panics).
+    pub fn close(&self) -> Result<(), CloseError> {
+        self.chan.close()
+    }
+
+    /// Values in the buffer.
+    pub fn len(&self) -> usize {
+        self.chan.len()
+    }
+
+    /// Whether the buffer holds no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The buffer size given to [`chan`].
+    pub fn capacity(&self) -> usize {
+        self.chan.cap()
+    }
+
+    /// Whether the channel is closed (by [`Sender::close`] or by dropping
+    /// every sender).
+    pub fn is_closed(&self) -> bool {
+        self.chan.is_closed()
+    }
+}
+
+impl<T> Receiver<T> {
+    /// Receives a value, blocking (parking the goroutine, or blocking the
+    /// thread) until one is available. Fails once the channel is closed and
+    /// its buffer drained.
+    pub fn recv(&self) -> Result<T, RecvError> {
+        self.chan.recv()
+    }
+
+    /// Receives a value if one is ready: buffered, or (unbuffered) offered
+    /// by a blocked sender.
+    pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        self.chan.try_recv()
+    }
+
+    /// A blocking iterator: yields values until the channel is closed and
+    /// drained.
+    pub fn iter(&self) -> Iter<'_, T> {
+        Iter { rx: self }
+    }
+
+    /// A non-blocking iterator: yields the values ready now.
+    pub fn try_iter(&self) -> TryIter<'_, T> {
+        TryIter { rx: self }
+    }
+
+    /// Values in the buffer.
+    pub fn len(&self) -> usize {
+        self.chan.len()
+    }
+
+    /// Whether the buffer holds no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The buffer size given to [`chan`].
+    pub fn capacity(&self) -> usize {
+        self.chan.cap()
+    }
+
+    /// Whether the channel is closed (it may still hold buffered values).
+    pub fn is_closed(&self) -> bool {
+        self.chan.is_closed()
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        self.chan.add_sender();
+        Sender {
+            chan: self.chan.clone(),
+        }
+    }
+}
+
+impl<T> Clone for Receiver<T> {
+    fn clone(&self) -> Self {
+        self.chan.add_receiver();
+        Receiver {
+            chan: self.chan.clone(),
+        }
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        self.chan.drop_sender();
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        self.chan.drop_receiver();
+    }
+}
+
+impl<T> fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sender")
+            .field("capacity", &self.capacity())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receiver")
+            .field("capacity", &self.capacity())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Blocking iterator over a [`Receiver`] (see [`Receiver::iter`]).
+#[derive(Debug)]
+pub struct Iter<'a, T> {
+    rx: &'a Receiver<T>,
+}
+
+impl<T> Iterator for Iter<'_, T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        self.rx.recv().ok()
+    }
+}
+
+/// Non-blocking iterator over a [`Receiver`] (see [`Receiver::try_iter`]).
+#[derive(Debug)]
+pub struct TryIter<'a, T> {
+    rx: &'a Receiver<T>,
+}
+
+impl<T> Iterator for TryIter<'_, T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        self.rx.try_recv().ok()
+    }
+}
+
+/// Owning blocking iterator (`for v in rx`).
+#[derive(Debug)]
+pub struct IntoIter<T> {
+    rx: Receiver<T>,
+}
+
+impl<T> Iterator for IntoIter<T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        self.rx.recv().ok()
+    }
+}
+
+impl<T> IntoIterator for Receiver<T> {
+    type Item = T;
+    type IntoIter = IntoIter<T>;
+    fn into_iter(self) -> IntoIter<T> {
+        IntoIter { rx: self }
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Receiver<T> {
+    type Item = T;
+    type IntoIter = Iter<'a, T>;
+    fn into_iter(self) -> Iter<'a, T> {
+        self.iter()
+    }
+}

@@ -1,0 +1,759 @@
+//! Wait records: how a blocked channel operation waits and how a peer
+//! completes it (Go's `sudog`, `waitq` and `selectDone`).
+//!
+//! # Records (both on the waiter's own stack: no allocation per operation)
+//! - [`WaitState`]: one per blocked operation; a blocked `select` has one,
+//!   shared by all its cases. It holds who to wake ([`Waiter`]), the outcome
+//!   (which sudog fired, and whether with a value or because the channel
+//!   closed), the claim flag `done` and the `woken` flag.
+//! - [`Sudog`]: one per channel queue the operation waits in. It points to
+//!   its `WaitState` and to `elem`, the waiter's value slot: for a receive an
+//!   uninitialised `T` the sender writes into, for a send the `T` the
+//!   receiver moves out (Go's direct handoff: the value never goes through
+//!   the channel buffer).
+//!
+//! # Protocol
+//! 1. **Register.** Holding the channel's lock, the waiter enqueues a sudog
+//!    on the channel's `recvq` or `sendq` ([`WaitQueue::enqueue`]); a select
+//!    holds all its channels' locks and enqueues one sudog per case.
+//! 2. **Block.** The waiter releases the lock(s) only once it can be woken
+//!    (a goroutine: from its M's scheduler after it is parked, see
+//!    `runtime::park`; a thread: then it waits for `woken`).
+//! 3. **Claim.** A peer holding the channel's lock pops sudogs from the front
+//!    ([`WaitQueue::dequeue`]). A wait that more than one party may complete
+//!    (`shared`: a select, and later a wait with a timeout) is claimed by the
+//!    CAS `done: 0 -> 1` (Go's `selectDone`); the loser of that race only
+//!    unlinks the stale sudog and pops the next one. A wait with one sudog
+//!    and nothing else able to complete it belongs to whoever pops it.
+//! 4. **Complete.** The winner holds a [`Claimed`]: it moves the value
+//!    through `elem`, releases the channel lock, and calls
+//!    [`Claimed::complete`], which records the outcome, takes the
+//!    `Waiter`, sets `woken` (Release) and wakes it. After the `woken` store
+//!    the waker touches nothing of the waiter's.
+//! 5. **Clean up.** The woken waiter removes its sudogs that are still
+//!    queued, under each channel's lock ([`WaitQueue::remove`]; Go's select
+//!    pass 3; a timer will do the same for a timed-out wait).
+//!
+//! # Invariants
+//! - A sudog's `next`, `prev` and `queued` are protected by the lock of the
+//!   channel whose queue it is on (or was last on). A sudog is on at most
+//!   one queue, at most once; `queued` says whether it still is.
+//! - The records stay valid while any peer can reach them: a sudog is
+//!   reachable while queued (the waiter removes it, under the lock, before
+//!   it returns) and while claimed (the waiter cannot return before
+//!   `complete`). Losers of the claim CAS touch the `WaitState` only while
+//!   holding a lock that the waiter's clean-up must take.
+//! - Exactly one party completes a wait, once: the unique popper of an
+//!   unshared wait, or the winner of the `done` CAS. So `fired`, `success`
+//!   and `waiter` have a single writer, and the waiter reads them only after
+//!   it was woken (goroutine: readied through a run queue, Release/Acquire;
+//!   thread: `woken`, Release/Acquire).
+//! - Why the value slot is valid when a peer writes it: the slot lives in the
+//!   waiter's frame, which cannot return before the wait is completed (the
+//!   goroutine is parked; the thread loops on `woken`), and only the claimer
+//!   writes it, before `complete`.
+
+use std::ptr::{self, NonNull};
+
+use super::cell::Slot;
+use crate::loom::atomic::{AtomicBool, AtomicU32, Ordering};
+
+#[cfg(not(loom))]
+pub(crate) use crate::runtime::park::Waiter;
+
+/// Under loom only OS threads (loom threads) wait, and they wait by
+/// spinning on `woken` (see [`WaitState::wait_thread`]), so waking is only
+/// the `woken` store.
+#[cfg(loom)]
+pub(crate) enum Waiter {
+    Thread,
+}
+
+#[cfg(loom)]
+impl Waiter {
+    pub(crate) fn wake(self) {}
+}
+
+/// The state of one blocked operation (see the module note).
+pub(crate) struct WaitState {
+    /// 0 while pending, 1 once claimed (Go's `selectDone`); only used when
+    /// `shared`.
+    done: AtomicU32,
+    /// More than one party may complete this wait (several sudogs, or a
+    /// timer): claims go through `done`.
+    shared: bool,
+    /// Who to wake; taken by the claimer.
+    waiter: Slot<Option<Waiter>>,
+    /// The sudog whose operation completed the wait (Go's `gp.param`), and
+    /// whether it completed with a value (false: the channel was closed or,
+    /// for a send, every receiver was gone). Written by the claimer.
+    fired: Slot<*const Sudog>,
+    success: Slot<bool>,
+    /// Set by the claimer after its last access to the waiter's records.
+    woken: AtomicBool,
+}
+
+impl WaitState {
+    pub(crate) fn new(waiter: Waiter, shared: bool) -> WaitState {
+        WaitState {
+            done: AtomicU32::new(0),
+            shared,
+            waiter: Slot::new(Some(waiter)),
+            fired: Slot::new(ptr::null()),
+            success: Slot::new(false),
+            woken: AtomicBool::new(false),
+        }
+    }
+
+    /// Tries to become the one party that completes this wait.
+    #[inline]
+    fn try_claim(&self) -> bool {
+        // Relaxed is enough: the CAS only has to pick one winner. The data
+        // the winner then reads (the sudog, `waiter`) was published by the
+        // channel lock it holds, and what it writes reaches the waiter
+        // through `woken` / the run queue, not through `done`.
+        !self.shared
+            || self
+                .done
+                .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Whether a claimer has finished with the wait. Acquire: pairs with the
+    /// Release store in [`Claimed::complete`], so the outcome it wrote is
+    /// visible.
+    #[inline]
+    pub(crate) fn is_woken(&self) -> bool {
+        self.woken.load(Ordering::Acquire)
+    }
+
+    /// Blocks the calling OS thread until the wait is completed.
+    ///
+    /// Under loom the thread spins (yielding) instead of parking: then
+    /// `woken` is the only edge from the completer to the waiter, which is
+    /// what the models must check (loom's unpark publishes the unparker's
+    /// memory at once and only switches threads at its own operations, so
+    /// it would hide a missing Release), and loom lets a leftover park token
+    /// end an unrelated `join`.
+    pub(crate) fn wait_thread(&self) {
+        while !self.is_woken() {
+            #[cfg(not(loom))]
+            std::thread::park();
+            #[cfg(loom)]
+            loom::thread::yield_now();
+        }
+    }
+
+    /// The index of the sudog that fired and whether it succeeded, or None if
+    /// nothing completed the wait through a queue.
+    ///
+    /// # Safety
+    /// Only the waiter, after it was woken (goroutine: resumed after park;
+    /// thread: `is_woken()` returned true).
+    pub(crate) unsafe fn outcome(&self) -> Option<(usize, bool)> {
+        // SAFETY: the claimer wrote these before waking us; being woken
+        // orders those writes before these reads (caller's contract).
+        let fired = unsafe { self.fired.get() };
+        if fired.is_null() {
+            return None;
+        }
+        // SAFETY: `fired` is one of our own sudogs, alive in our frame; its
+        // `index` is immutable.
+        let index = unsafe { (*fired).index };
+        // SAFETY: as for `fired`.
+        Some((index, unsafe { self.success.get() }))
+    }
+}
+
+/// One waiting operation on one channel queue (Go's sudog).
+pub(crate) struct Sudog {
+    // Protected by the lock of the channel whose queue this is (was) on.
+    next: Slot<*const Sudog>,
+    prev: Slot<*const Sudog>,
+    queued: Slot<bool>,
+    // Immutable after `new`.
+    state: *const WaitState,
+    elem: *mut (),
+    /// The case index within a select (0 for a plain operation).
+    index: usize,
+}
+
+impl Sudog {
+    /// A sudog for `state`, with the value slot `elem`.
+    pub(crate) fn new(state: &WaitState, elem: *mut (), index: usize) -> Sudog {
+        Sudog {
+            next: Slot::new(ptr::null()),
+            prev: Slot::new(ptr::null()),
+            queued: Slot::new(false),
+            state,
+            elem,
+            index,
+        }
+    }
+}
+
+/// A FIFO of sudogs (Go's waitq), protected by its channel's lock: every
+/// method requires the caller to hold that lock.
+pub(crate) struct WaitQueue {
+    first: Slot<*const Sudog>,
+    last: Slot<*const Sudog>,
+}
+
+// SAFETY: the raw pointers are only followed under the channel lock (module
+// note), which also orders every access to the fields.
+unsafe impl Send for WaitQueue {}
+// SAFETY: as above.
+unsafe impl Sync for WaitQueue {}
+
+impl WaitQueue {
+    pub(crate) fn new() -> WaitQueue {
+        WaitQueue {
+            first: Slot::new(ptr::null()),
+            last: Slot::new(ptr::null()),
+        }
+    }
+
+    /// Appends `sg`.
+    ///
+    /// # Safety
+    /// The caller holds the channel lock; `sg` is on no queue and stays at
+    /// its address, alive, until it is dequeued or removed (module note).
+    pub(crate) unsafe fn enqueue(&self, sg: *const Sudog) {
+        // SAFETY: under the lock (contract); `sg` and `last` are live sudogs.
+        unsafe {
+            let s = &*sg;
+            let last = self.last.get();
+            s.next.set(ptr::null());
+            s.prev.set(last);
+            s.queued.set(true);
+            if last.is_null() {
+                self.first.set(sg);
+            } else {
+                (*last).next.set(sg);
+            }
+            self.last.set(sg);
+        }
+    }
+
+    /// Removes and returns the first sudog, unlinked and marked unqueued.
+    ///
+    /// # Safety
+    /// The caller holds the channel lock.
+    unsafe fn pop(&self) -> Option<NonNull<Sudog>> {
+        // SAFETY: under the lock (contract); queued sudogs are live.
+        unsafe {
+            let sg = NonNull::new(self.first.get() as *mut Sudog)?;
+            let s = sg.as_ref();
+            let next = s.next.get();
+            self.first.set(next);
+            if next.is_null() {
+                self.last.set(ptr::null());
+            } else {
+                (*next).prev.set(ptr::null());
+            }
+            s.next.set(ptr::null());
+            s.queued.set(false);
+            Some(sg)
+        }
+    }
+
+    /// Pops sudogs until one whose wait this caller claims (step 3).
+    ///
+    /// # Safety
+    /// The caller holds the channel lock. It must call
+    /// [`Claimed::complete`] on the result (after releasing the lock is
+    /// fine, and better).
+    #[inline]
+    pub(crate) unsafe fn dequeue(&self) -> Option<Claimed> {
+        loop {
+            // SAFETY: under the lock (contract).
+            let sg = unsafe { self.pop() }?;
+            // SAFETY: a sudog that was queued is alive, and so is its state,
+            // while we hold the lock (module note).
+            if unsafe { (*sg.as_ref().state).try_claim() } {
+                return Some(Claimed { sg });
+            }
+            // Stale: its wait was completed through another queue; the
+            // waiter knows it is no longer queued.
+        }
+    }
+
+    /// Removes `sg` if it is still queued here (select pass 3).
+    ///
+    /// # Safety
+    /// The caller holds the channel lock, and `sg` was enqueued on this queue
+    /// (and is alive: it is the caller's own).
+    pub(crate) unsafe fn remove(&self, sg: &Sudog) {
+        // SAFETY: under the lock (contract); linked sudogs are live.
+        unsafe {
+            if !sg.queued.get() {
+                return;
+            }
+            let (prev, next) = (sg.prev.get(), sg.next.get());
+            if prev.is_null() {
+                self.first.set(next);
+            } else {
+                (*prev).next.set(next);
+            }
+            if next.is_null() {
+                self.last.set(prev);
+            } else {
+                (*next).prev.set(prev);
+            }
+            sg.next.set(ptr::null());
+            sg.prev.set(ptr::null());
+            sg.queued.set(false);
+        }
+    }
+
+    /// Whether no sudog is queued (stale ones included).
+    ///
+    /// # Safety
+    /// The caller holds the channel lock.
+    #[allow(dead_code)] // used by the debug checks of the channel and the models
+    pub(crate) unsafe fn is_empty(&self) -> bool {
+        // SAFETY: under the lock (contract).
+        unsafe { self.first.get().is_null() }
+    }
+}
+
+/// A sudog whose wait the holder has won: it must move the value through
+/// [`Claimed::elem`] and then call [`Claimed::complete`] exactly once.
+#[must_use = "a claimed wait must be completed, or its waiter never wakes"]
+pub(crate) struct Claimed {
+    sg: NonNull<Sudog>,
+}
+
+impl Claimed {
+    /// The waiter's value slot (see the module note for its type).
+    #[inline]
+    pub(crate) fn elem(&self) -> *mut () {
+        // SAFETY: a claimed sudog stays alive until `complete`.
+        unsafe { self.sg.as_ref() }.elem
+    }
+
+    /// Records the outcome and wakes the waiter (step 4). `success`: the
+    /// value was handed over (false: the channel closed, or had no receivers
+    /// left).
+    #[inline]
+    pub(crate) fn complete(self, success: bool) {
+        // SAFETY: we won the claim, so we are the only writer of the outcome
+        // and of `waiter`, and the waiter does not read them (or leave its
+        // frame) before `woken` / being readied below.
+        unsafe {
+            let sg = self.sg.as_ptr() as *const Sudog;
+            let st = &*(*sg).state;
+            st.fired.set(sg);
+            st.success.set(success);
+            let w = st
+                .waiter
+                .replace(None)
+                .expect("wait completed twice: its waiter is gone");
+            // Release: pairs with the Acquire in `WaitState::is_woken`. From
+            // here on the waiter's frame may be gone; only `w` (ours) is used.
+            st.woken.store(true, Ordering::Release);
+            w.wake();
+        }
+    }
+
+    /// Links this claim into `list` (close wakes many waiters after
+    /// releasing the lock, as Go collects them in a gList).
+    pub(crate) fn push_to(self, list: &mut ClaimedList) {
+        // SAFETY: a claimed sudog is ours until `complete`: no one else
+        // touches its links (it is on no queue).
+        unsafe { self.sg.as_ref().next.set(list.head) };
+        list.head = self.sg.as_ptr();
+    }
+}
+
+/// Claimed sudogs linked through their `next` field.
+pub(crate) struct ClaimedList {
+    head: *const Sudog,
+}
+
+impl ClaimedList {
+    pub(crate) fn new() -> ClaimedList {
+        ClaimedList { head: ptr::null() }
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<Claimed> {
+        let sg = NonNull::new(self.head as *mut Sudog)?;
+        // SAFETY: the list holds claimed, not yet completed sudogs: alive
+        // and ours.
+        self.head = unsafe { sg.as_ref().next.get() };
+        Some(Claimed { sg })
+    }
+}
+
+/// The waiter record for the caller: its goroutine `g`, or the calling
+/// thread when `g` is None.
+#[cfg(not(loom))]
+pub(crate) fn waiter_for(g: Option<&'static crate::g::G>) -> Waiter {
+    match g {
+        Some(g) => Waiter::Goroutine(g),
+        None => Waiter::Thread(std::thread::current()),
+    }
+}
+
+/// Step 2: waits until `state` is completed. The caller holds the lock(s)
+/// its sudogs are queued under; `unlock` releases them once the caller can
+/// be woken: for a goroutine (`g`), from its M's scheduler after it is
+/// parked; for a thread, right away, before it waits for `woken`.
+#[cfg(not(loom))]
+pub(crate) fn block(
+    state: &WaitState,
+    g: Option<&'static crate::g::G>,
+    reason: crate::g::WaitReason,
+    mut unlock: impl FnMut(),
+) {
+    match g {
+        Some(_) => {
+            crate::runtime::park::park(reason, &mut |_| {
+                unlock();
+                true
+            });
+            debug_assert!(
+                state.is_woken(),
+                "goroutine resumed before its wait completed"
+            );
+        }
+        None => {
+            unlock();
+            state.wait_thread();
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn thread_state(shared: bool) -> WaitState {
+        WaitState::new(Waiter::Thread(std::thread::current()), shared)
+    }
+
+    /// Pops every claimable sudog, completing each, and returns their
+    /// `index`es in order.
+    fn drain(q: &WaitQueue) -> Vec<usize> {
+        let mut out = Vec::new();
+        // SAFETY: single-threaded test: the "lock" is trivially held.
+        while let Some(c) = unsafe { q.dequeue() } {
+            // SAFETY: the claimed sudog is alive (in the caller's frame).
+            out.push(unsafe { c.sg.as_ref() }.index);
+            c.complete(true);
+        }
+        out
+    }
+
+    #[test]
+    fn queue_is_fifo_and_remove_relinks() {
+        let q = WaitQueue::new();
+        let states: Vec<WaitState> = (0..5).map(|_| thread_state(false)).collect();
+        let sgs: Vec<Sudog> = states
+            .iter()
+            .enumerate()
+            .map(|(i, st)| Sudog::new(st, ptr::null_mut(), i))
+            .collect();
+        for sg in &sgs {
+            // SAFETY: single-threaded; the sudogs outlive the queue use.
+            unsafe { q.enqueue(sg) };
+        }
+        // Remove the middle, the first and the last.
+        for i in [2, 0, 4] {
+            // SAFETY: as above; each was enqueued on `q`.
+            unsafe { q.remove(&sgs[i]) };
+        }
+        // SAFETY: as above; removing twice is a no-op.
+        unsafe { q.remove(&sgs[2]) };
+        assert_eq!(drain(&q), vec![1, 3]);
+        // SAFETY: single-threaded.
+        assert!(unsafe { q.is_empty() });
+        for (i, st) in states.iter().enumerate() {
+            let done = [1, 3].contains(&i);
+            assert_eq!(st.is_woken(), done);
+            // SAFETY: woken (or never completed: then no outcome).
+            assert_eq!(unsafe { st.outcome() }, done.then_some((i, true)));
+        }
+    }
+
+    /// A select queued on one channel twice, plus a plain waiter: the first
+    /// dequeue claims the select, the second finds its other sudog stale,
+    /// skips it (unqueued, so the select's clean-up leaves the queue alone)
+    /// and claims the plain waiter.
+    #[test]
+    fn stale_select_sudogs_are_skipped_and_unlinked() {
+        let q = WaitQueue::new();
+        let sel = thread_state(true);
+        let plain = thread_state(false);
+        let a = Sudog::new(&sel, ptr::null_mut(), 0);
+        let b = Sudog::new(&sel, ptr::null_mut(), 1);
+        let p = Sudog::new(&plain, ptr::null_mut(), 7);
+        for sg in [&a, &b, &p] {
+            // SAFETY: single-threaded; the sudogs outlive the queue use.
+            unsafe { q.enqueue(sg) };
+        }
+        assert_eq!(drain(&q), vec![0, 7]);
+        // SAFETY: woken above.
+        assert_eq!(unsafe { sel.outcome() }, Some((0, true)));
+        // Another waiter queues before the select runs its pass 3, which
+        // must leave it alone: both of the select's sudogs are off the queue.
+        let late = thread_state(false);
+        let l = Sudog::new(&late, ptr::null_mut(), 9);
+        // SAFETY: single-threaded; `l` outlives the queue use; `a` and `b`
+        // were enqueued on `q`.
+        unsafe {
+            q.enqueue(&l);
+            q.remove(&a);
+            q.remove(&b);
+        }
+        assert_eq!(drain(&q), vec![9]);
+        // SAFETY: single-threaded.
+        assert!(unsafe { q.is_empty() });
+    }
+
+    #[test]
+    fn a_claimed_list_completes_every_waiter_once() {
+        let q = WaitQueue::new();
+        let states: Vec<WaitState> = (0..3).map(|_| thread_state(false)).collect();
+        let sgs: Vec<Sudog> = states
+            .iter()
+            .enumerate()
+            .map(|(i, st)| Sudog::new(st, ptr::null_mut(), i))
+            .collect();
+        for sg in &sgs {
+            // SAFETY: single-threaded; the sudogs outlive the queue use.
+            unsafe { q.enqueue(sg) };
+        }
+        let mut list = ClaimedList::new();
+        // SAFETY: single-threaded.
+        while let Some(c) = unsafe { q.dequeue() } {
+            c.push_to(&mut list);
+        }
+        while let Some(c) = list.pop() {
+            c.complete(false);
+        }
+        for (i, st) in states.iter().enumerate() {
+            // SAFETY: woken.
+            assert_eq!(unsafe { st.outcome() }, Some((i, false)));
+        }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! Models of the wait protocol with the real queue, lock and records:
+    //! loom threads play the waiter (a thread waiter, as a goroutine waiter
+    //! differs only in how it is woken) and the peers.
+    use super::*;
+    use crate::chan::lock::Lock;
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// A channel reduced to what the protocol uses: a lock and one queue.
+    struct Q {
+        lock: Lock,
+        q: WaitQueue,
+    }
+
+    impl Q {
+        fn new() -> Arc<Q> {
+            Arc::new(Q {
+                lock: Lock::new(),
+                q: WaitQueue::new(),
+            })
+        }
+    }
+
+    /// A peer: takes the queue's lock, claims a waiting sudog if there is
+    /// one, and completes it by writing `v` into its slot (a sender handing
+    /// a value to a blocked receiver). Returns whether it delivered.
+    fn deliver(q: &Q, v: u32) -> u32 {
+        q.lock.lock();
+        // SAFETY: we hold the lock.
+        let c = unsafe { q.q.dequeue() };
+        // SAFETY: we hold the lock.
+        unsafe { q.lock.unlock() };
+        match c {
+            Some(c) => {
+                // SAFETY: the slot is a live `UnsafeCell<u32>` of the waiter
+                // (it cannot return before `complete`), and we own it now.
+                let slot = unsafe { &*(c.elem() as *const UnsafeCell<u32>) };
+                // SAFETY: only the claimer writes the slot.
+                slot.with_mut(|p| unsafe { *p = v });
+                c.complete(true);
+                1
+            }
+            None => 0,
+        }
+    }
+
+    /// A closer: claims every waiter of the queue under the lock, then
+    /// completes each with `success = false` after unlocking (as `close`
+    /// does). Returns how many it completed.
+    fn close_all(q: &Q) -> u32 {
+        q.lock.lock();
+        let mut list = ClaimedList::new();
+        // SAFETY: we hold the lock.
+        while let Some(c) = unsafe { q.q.dequeue() } {
+            c.push_to(&mut list);
+        }
+        // SAFETY: we hold it.
+        unsafe { q.lock.unlock() };
+        let mut n = 0;
+        while let Some(c) = list.pop() {
+            c.complete(false);
+            n += 1;
+        }
+        n
+    }
+
+    /// The two sudogs of a select over two channels (one shared state).
+    fn select_sudogs(state: &WaitState, slots: &[UnsafeCell<u32>; 2]) -> [Sudog; 2] {
+        [
+            Sudog::new(state, &slots[0] as *const UnsafeCell<u32> as *mut (), 0),
+            Sudog::new(state, &slots[1] as *const UnsafeCell<u32> as *mut (), 1),
+        ]
+    }
+
+    /// Registers a select as selectgo's pass 2 does: lock both channels (in
+    /// a fixed order), enqueue, unlock. The sudogs must stay where they are
+    /// until `clean_up` removed them.
+    fn register(qs: &[Arc<Q>; 2], sgs: &[Sudog; 2]) {
+        for (q, sg) in qs.iter().zip(sgs) {
+            q.lock.lock();
+            // SAFETY: lock held; the caller keeps `sgs` in place until its
+            // clean-up has removed them.
+            unsafe { q.q.enqueue(sg) };
+        }
+        for q in qs {
+            // SAFETY: we hold it.
+            unsafe { q.lock.unlock() };
+        }
+    }
+
+    /// Pass 3 of a woken select: remove what is still queued; afterwards
+    /// both queues are empty.
+    fn clean_up(qs: &[Arc<Q>; 2], sgs: &[Sudog; 2]) {
+        for (q, sg) in qs.iter().zip(sgs) {
+            q.lock.lock();
+            // SAFETY: lock held; `sg` is ours and was enqueued on `q`.
+            unsafe { q.q.remove(sg) };
+            // SAFETY: lock held.
+            assert!(unsafe { q.q.is_empty() });
+            // SAFETY: we hold it.
+            unsafe { q.lock.unlock() };
+        }
+    }
+
+    /// A select blocked on two channels, and one sender per channel racing
+    /// to complete it: exactly one wins, its value lands in the slot of the
+    /// case that fired (read by the waiter without a race), the other sender
+    /// finds only the stale sudog (or nothing), and the waiter's clean-up
+    /// leaves both queues empty.
+    #[test]
+    fn select_done_cas_picks_one_waker_and_hands_off_its_value() {
+        loom::model(|| {
+            let qs = [Q::new(), Q::new()];
+            let slots = [UnsafeCell::new(0u32), UnsafeCell::new(0u32)];
+            let state = WaitState::new(Waiter::Thread, true);
+            let sgs = select_sudogs(&state, &slots);
+            register(&qs, &sgs);
+            let peers: Vec<_> = qs
+                .iter()
+                .enumerate()
+                .map(|(i, q)| {
+                    let q = q.clone();
+                    thread::spawn(move || deliver(&q, 10 + i as u32))
+                })
+                .collect();
+            state.wait_thread();
+            clean_up(&qs, &sgs);
+            // SAFETY: we were woken.
+            let (fired, success) = unsafe { state.outcome() }.expect("woken without outcome");
+            assert!(success);
+            // SAFETY: the claimer's write is ordered before `woken`.
+            let got = slots[fired].with(|p| unsafe { *p });
+            assert_eq!(got, 10 + fired as u32);
+            let delivered: Vec<u32> = peers.into_iter().map(|h| h.join().unwrap()).collect();
+            assert_eq!(delivered.iter().sum::<u32>(), 1);
+            assert_eq!(delivered[fired], 1);
+        });
+    }
+
+    /// A plain (unshared) blocked receive, a sender delivering and a closer
+    /// racing: whoever pops the sudog completes it once; the waiter sees
+    /// either the value (success) or the close, never both, never neither.
+    #[test]
+    fn handoff_or_close_completes_a_plain_wait_once() {
+        loom::model(|| {
+            let q = Q::new();
+            let slot = UnsafeCell::new(0u32);
+            let state = WaitState::new(Waiter::Thread, false);
+            let sg = Sudog::new(&state, &slot as *const UnsafeCell<u32> as *mut (), 0);
+            q.lock.lock();
+            // SAFETY: lock held; `sg` stays until completed (a plain wait is
+            // always dequeued by its completer).
+            unsafe { q.q.enqueue(&sg) };
+            // SAFETY: we hold it.
+            unsafe { q.lock.unlock() };
+            let sender = {
+                let q = q.clone();
+                thread::spawn(move || deliver(&q, 7))
+            };
+            let closer = {
+                let q = q.clone();
+                thread::spawn(move || close_all(&q))
+            };
+            state.wait_thread();
+            // SAFETY: we were woken.
+            let (idx, success) = unsafe { state.outcome() }.unwrap();
+            assert_eq!(idx, 0);
+            let delivered = sender.join().unwrap();
+            let closed = closer.join().unwrap();
+            assert_eq!(delivered, u32::from(success));
+            assert_eq!(closed, u32::from(!success));
+            if success {
+                // SAFETY: written before `woken`.
+                assert_eq!(slot.with(|p| unsafe { *p }), 7);
+            }
+        });
+    }
+
+    /// A sender on one channel and a closer of the other race for one
+    /// select: exactly one completes it; if the closer won, the select sees
+    /// the close (no value) on its case and the sender found only a stale
+    /// sudog; otherwise the value is in the slot of the sender's case.
+    #[test]
+    fn a_close_and_a_send_race_for_a_select() {
+        loom::model(|| {
+            let qs = [Q::new(), Q::new()];
+            let slots = [UnsafeCell::new(0u32), UnsafeCell::new(0u32)];
+            let state = WaitState::new(Waiter::Thread, true);
+            let sgs = select_sudogs(&state, &slots);
+            register(&qs, &sgs);
+            let sender = {
+                let q = qs[1].clone();
+                thread::spawn(move || deliver(&q, 11))
+            };
+            let closer = {
+                let q = qs[0].clone();
+                thread::spawn(move || close_all(&q))
+            };
+            state.wait_thread();
+            clean_up(&qs, &sgs);
+            // SAFETY: we were woken.
+            let (fired, success) = unsafe { state.outcome() }.expect("woken without outcome");
+            let delivered = sender.join().unwrap();
+            let closed = closer.join().unwrap();
+            assert_eq!(delivered + closed, 1);
+            if success {
+                assert_eq!((fired, delivered), (1, 1));
+                // SAFETY: the claimer's write is ordered before `woken`.
+                assert_eq!(slots[1].with(|p| unsafe { *p }), 11);
+            } else {
+                assert_eq!((fired, closed), (0, 1));
+            }
+        });
+    }
+}
