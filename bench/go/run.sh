@@ -9,7 +9,7 @@ export HOME=${HOME:-/root} GOCACHE=${GOCACHE:-/tmp/gocache} GOPATH=${GOPATH:-/tm
 command -v go >/dev/null || { echo "go not found: apt-get install -y golang-go" >&2; exit 1; }
 out=target/go-peers
 mkdir -p "$out"
-progs="spawn yield skynet pingpong thread_ring prime_sieve"
+progs="spawn yield skynet pingpong thread_ring prime_sieve prodcons"
 for p in $progs; do go build -o "$out/$p" "bench/go/$p.go"; done
 cargo build --release $(for p in $progs; do printf -- '--example %s ' "$p"; done)
 ex=target/release/examples
@@ -31,6 +31,8 @@ for procs in 1 2; do
       "$out/thread_ring" | sed 's/^/go /'
       $ex/prime_sieve | sed -n "s/.* in \([0-9]*\) ms$/ours prime_sieve procs=$procs: \1 ms/p"
       "$out/prime_sieve" | sed 's/^/go /'
+      $ex/prodcons | sed 's/^/ours /'
+      "$out/prodcons" | sed 's/^/go /'
     } | tee -a "$log"
   done
 done
