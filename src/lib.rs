@@ -53,6 +53,8 @@ mod runtime;
 #[cfg(not(loom))]
 mod spawn;
 #[cfg(not(loom))]
+pub mod sync;
+#[cfg(not(loom))]
 mod sys;
 
 // Under loom only the protocols with models are compiled.
@@ -63,6 +65,16 @@ mod p {
 #[cfg(loom)]
 mod runtime {
     pub(crate) mod spinning;
+}
+#[cfg(loom)]
+#[allow(dead_code)] // the models use only the protocol halves they check
+mod sync {
+    mod notify;
+    mod rawmutex;
+    mod rawrwlock;
+    mod sema;
+    mod wait;
+    mod waitgroup;
 }
 
 #[cfg(not(loom))]
