@@ -113,7 +113,7 @@ impl<T: ?Sized> Mutex<T> {
     /// starvation mode (it is promised to a waiter).
     #[inline]
     pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
-        self.raw.try_lock().then_some(MutexGuard {
+        self.raw.try_lock().then(|| MutexGuard {
             mutex: self,
             _marker: PhantomData,
         })

@@ -180,6 +180,7 @@ impl NotifyList {
 mod loom_tests {
     //! Loom model (`RUSTFLAGS="--cfg loom" cargo test --release --lib notify`).
     use super::*;
+    use crate::sync::wait::model;
     use loom::sync::Arc;
     use loom::thread;
 
@@ -188,7 +189,7 @@ mod loom_tests {
     /// nobody left is a no-op.
     #[test]
     fn tickets_are_never_lost() {
-        super::super::wait::model(3, || {
+        model(None, || {
             let n = Arc::new(NotifyList::new());
             let t0 = n.add();
             let t1 = n.add();
@@ -211,7 +212,7 @@ mod loom_tests {
     /// `notify_all` racing with waiters reaching the list.
     #[test]
     fn notify_all_wakes_everyone() {
-        super::super::wait::model(3, || {
+        model(None, || {
             let n = Arc::new(NotifyList::new());
             let ts: Vec<u32> = (0..2).map(|_| n.add()).collect();
             let ws: Vec<_> = ts

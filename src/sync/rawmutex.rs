@@ -383,6 +383,7 @@ mod loom_tests {
     //! Loom models of the state word with loom threads as waiters
     //! (`RUSTFLAGS="--cfg loom" cargo test --release --lib rawmutex`).
     use super::*;
+    use crate::sync::wait::model;
     use loom::cell::UnsafeCell;
     use loom::sync::Arc;
     use loom::thread;
@@ -408,8 +409,14 @@ mod loom_tests {
     /// `rounds` times. Loom checks mutual exclusion (the cell), and that no
     /// interleaving loses a wakeup (a deadlock fails the model); at the end
     /// the count is exact and the word is back to zero.
-    fn model(starve: bool, threads: usize, rounds: usize, try_first: bool) {
-        super::super::wait::model(3, move || {
+    fn counter_model(
+        bound: Option<usize>,
+        starve: bool,
+        threads: usize,
+        rounds: usize,
+        try_first: bool,
+    ) {
+        model(bound, move || {
             let c = Arc::new(Counter {
                 m: RawMutex::with_starvation(starve),
                 n: UnsafeCell::new(0),
@@ -442,20 +449,20 @@ mod loom_tests {
     /// Normal mode: barging, spinners taking WOKEN, lifo requeue.
     #[test]
     fn normal_mode_two_threads() {
-        model(false, 1, 2, false);
+        counter_model(None, false, 1, 2, false);
     }
 
     /// Three contenders: a woken waiter competing with a spinner and a
     /// newcomer.
     #[test]
     fn normal_mode_three_threads() {
-        model(false, 2, 1, true);
+        counter_model(Some(4), false, 2, 1, true);
     }
 
     /// Every wait counts as starving: STARVING is set by a woken waiter,
     /// `unlock` hands over through the sema, the last waiter clears it.
     #[test]
     fn starvation_mode_handoff() {
-        model(true, 2, 2, false);
+        counter_model(Some(3), true, 2, 2, false);
     }
 }

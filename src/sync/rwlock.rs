@@ -102,7 +102,7 @@ impl<T: ?Sized> RwLock<T> {
     /// Locks for reading if no writer holds or waits for the lock.
     #[inline]
     pub fn try_read(&self) -> Option<RwLockReadGuard<'_, T>> {
-        self.raw.try_read().then_some(RwLockReadGuard {
+        self.raw.try_read().then(|| RwLockReadGuard {
             lock: self,
             _marker: PhantomData,
         })
@@ -120,7 +120,7 @@ impl<T: ?Sized> RwLock<T> {
 
     /// Locks for writing if nobody holds the lock.
     pub fn try_write(&self) -> Option<RwLockWriteGuard<'_, T>> {
-        self.raw.try_write().then_some(RwLockWriteGuard {
+        self.raw.try_write().then(|| RwLockWriteGuard {
             lock: self,
             _marker: PhantomData,
         })

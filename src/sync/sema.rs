@@ -365,9 +365,9 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    /// Go's TestSemaHandoff idea, deterministic on a plain thread: the queue
-    /// keeps FIFO per address, `lifo` goes to the front, and addresses that
-    /// share a root do not mix.
+    /// The queue directly (like Go's TestSchedLocalQueue for run queues):
+    /// FIFO per address, `lifo` goes to the front, and addresses that share
+    /// a root do not mix.
     #[test]
     fn queue_order_per_address() {
         let a = AtomicU32::new(0);
@@ -455,6 +455,7 @@ mod loom_tests {
     //! Loom models of the acquire/release handoff with loom threads as
     //! waiters (`RUSTFLAGS="--cfg loom" cargo test --release --lib sema`).
     use super::*;
+    use crate::sync::wait::model;
     use loom::sync::Arc;
     use loom::thread;
 
@@ -464,7 +465,7 @@ mod loom_tests {
     #[test]
     fn acquire_release() {
         for handoff in [false, true] {
-            super::super::wait::model(3, move || {
+            model(None, move || {
                 let s = Arc::new(AtomicU32::new(0));
                 let t = {
                     let s = s.clone();
@@ -484,7 +485,7 @@ mod loom_tests {
     /// paths and a lifo waiter, and the token is never lost or duplicated.
     #[test]
     fn one_token_three_threads_handoff() {
-        super::super::wait::model(3, || {
+        model(Some(3), || {
             let s = Arc::new(AtomicU32::new(0));
             let ts: Vec<_> = (0..2)
                 .map(|i| {

@@ -41,7 +41,6 @@ use crate::loom::atomic::{AtomicBool, Ordering};
 pub(crate) use loom::cell::UnsafeCell;
 
 #[cfg(not(loom))]
-#[derive(Debug)]
 pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
 #[cfg(not(loom))]
@@ -261,15 +260,16 @@ pub(crate) fn yield_after_handoff() {
     }
 }
 
-/// Runs a loom model with at most `preemptions` preemptions per execution
-/// (tokio's practice for models of this size: bugs of this kind need few
+/// Runs a loom model, exhaustively (`None`) or with at most `preemptions`
+/// preemptions per execution (tokio's practice for models too large to
+/// exhaust: the bugs these protocols can have show up with few
 /// preemptions, and the bound keeps each model to seconds).
 /// `LOOM_MAX_PREEMPTIONS` overrides it.
 #[cfg(all(test, loom))]
-pub(crate) fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+pub(crate) fn model(preemptions: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
     if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(preemptions);
+        b.preemption_bound = preemptions;
     }
     b.check(f);
 }

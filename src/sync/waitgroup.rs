@@ -211,6 +211,7 @@ impl std::fmt::Debug for WaitGroup {
 mod loom_tests {
     //! Loom model (`RUSTFLAGS="--cfg loom" cargo test --release --lib waitgroup`).
     use super::*;
+    use crate::sync::wait::model;
     use loom::cell::UnsafeCell;
     use loom::sync::Arc;
     use loom::thread;
@@ -228,7 +229,7 @@ mod loom_tests {
     /// both see both workers' writes (loom checks the cells' ordering).
     #[test]
     fn done_releases_all_waiters() {
-        super::super::wait::model(3, || {
+        model(Some(3), || {
             let s = Arc::new(Shared {
                 wg: RawWaitGroup::new(),
                 out: [UnsafeCell::new(0), UnsafeCell::new(0)],
