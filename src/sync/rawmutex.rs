@@ -46,11 +46,13 @@
 //! and queue, so ownership passes exactly once.
 //!
 //! # Memory ordering
-//! Acquiring CASes (and the starvation-mode handover add) are Acquire and
-//! `unlock`'s `fetch_sub` is Release: the critical sections are ordered by
-//! the release sequence of the word (later RMWs extend it). CASes that only
-//! count waiters or move `WOKEN` are Relaxed: they publish nothing, and a
-//! woken waiter is ordered after its waker by the sema.
+//! `unlock`'s `fetch_sub` is Release; every CAS that may take the lock
+//! (the fast path, `try_lock`, each `lock_slow` round) and the
+//! starvation-mode handover add are Acquire: critical sections are ordered
+//! through the release sequence of the word (later RMWs extend it). The
+//! spinner's `WOKEN` CAS and `unlock_slow`'s wake CAS are Relaxed: they
+//! publish nothing, and a woken waiter is ordered after its waker by the
+//! sema.
 
 use super::sema;
 use super::wait::{self, WaitReason};

@@ -34,11 +34,16 @@
 //! Waiters of one address are served FIFO. A waiter may ask to go to the
 //! *front* (`lifo`): `Mutex` does so for a goroutine that was woken and lost
 //! the race to a newcomer, so that it is the next one woken (and soon
-//! becomes "starving"). Where Go keeps the distinct addresses of a root in a
-//! treap (for programs with very many semaphores hashing to one root), this
-//! queue keeps them in a list: a dequeue walks the distinct addresses
-//! *currently waited on* in this root, which stays short for any realistic
-//! number of contended primitives spread over 251 roots.
+//! becomes "starving").
+//!
+//! Where we differ: Go keeps the distinct addresses of a root in a treap;
+//! this queue keeps them in a list, so an enqueue or dequeue walks the
+//! distinct addresses *currently waited on* in that root (a handful when
+//! the contended primitives are spread over 251 roots). Go moved to the
+//! treap for programs that block goroutines on tens of thousands of
+//! distinct semaphores at once (golang/go#17953); the list can be replaced
+//! by a treap behind `Queue::enqueue`/`dequeue` without touching the
+//! protocol.
 //!
 //! # Ownership of a `Sudog`
 //! Its links are read and written only under its root's lock. Its `ticket`

@@ -32,11 +32,11 @@ use std::marker::PhantomData;
 
 use crate::loom::atomic::{AtomicBool, Ordering};
 
-/// Runs `f` on the record-owned value; tokio's loom-checkable cell facade.
-/// Outside loom a thin wrapper over `std::cell::UnsafeCell`; under loom,
+/// The cell for the fields of wait records (tokio's loom facade): outside
+/// loom a thin wrapper over `std::cell::UnsafeCell`; under loom,
 /// `loom::cell::UnsafeCell`, which checks that every access is ordered
-/// after the previous conflicting one (so the wait protocols' field
-/// handovers are model-checked too).
+/// after the previous conflicting one, so the handovers of record fields
+/// between waiter and waker are model-checked too.
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
 
@@ -212,10 +212,9 @@ impl WaitCell {
         }
     }
 
-    /// Wakes the waiter of `this`, exactly once.
-    ///
-    /// `before_release` runs first, while the caller still owns the record:
-    /// the place to write results into it (the sema handoff ticket).
+    /// Wakes the waiter of `this`, exactly once. Results for the waiter
+    /// (the sema handoff ticket) must be written into the record before
+    /// this call: after it the waker may not touch the record.
     ///
     /// # Safety
     /// `this` is a prepared record that the caller unlinked from its queue
@@ -228,7 +227,10 @@ impl WaitCell {
         let w = w.unwrap_or_else(|| fatal("sync: wake of a wait record with no waiter"));
         // Release: pairs with the Acquire loads in `block`. This is the last
         // access to the record: the waiter may return as soon as it sees it.
-        // SAFETY: the record is alive until this store completes.
+        // SAFETY: the record is alive until the waiter sees this store, and
+        // nothing after it touches the record. (The `&AtomicBool` the call
+        // takes may outlive the memory by the last instant of the call: the
+        // pattern of std's own `thread::scope`, rust-lang/rust#55005.)
         unsafe { (*this).woken.store(true, Ordering::Release) };
         // `w` is ours (moved out above), so waking it needs no record.
         w.wake();
