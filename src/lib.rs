@@ -55,6 +55,8 @@ mod runtime;
 #[cfg(not(loom))]
 mod spawn;
 #[cfg(not(loom))]
+pub mod sync;
+#[cfg(not(loom))]
 mod sys;
 
 // Under loom only the protocols with models are compiled.
@@ -71,6 +73,16 @@ mod chan {
     pub(crate) mod cell;
     pub(crate) mod lock;
     pub(crate) mod wait;
+}
+#[cfg(loom)]
+#[allow(dead_code)] // the models use only the protocol halves they check
+mod sync {
+    mod notify;
+    mod rawmutex;
+    mod rawrwlock;
+    mod sema;
+    mod wait;
+    mod waitgroup;
 }
 
 #[cfg(not(loom))]

@@ -1,0 +1,268 @@
+//! `WaitGroup`: Go's sync/waitgroup.go.
+//!
+//! # The state word (`state: u64`)
+//! High 32 bits: the counter (signed, changed by `add`); low 32 bits: the
+//! number of waiters blocked (or about to block) in `sema`.
+//!
+//! # Protocol
+//! - `add(delta)`: one atomic add on the high half. If the counter becomes
+//!   zero with waiters, the caller is the one that releases them: it resets
+//!   the whole word to 0 and releases `sema` once per waiter. Before that
+//!   it checks the word did not change since its add: once the counter is
+//!   zero with waiters, the only legal operation is this reset ("Add called
+//!   concurrently with Wait" otherwise, as in Go).
+//! - `wait()`: return if the counter is zero; otherwise CAS the waiter count
+//!   up and sleep on `sema`. A waiter that wakes expects the word to be 0 (a
+//!   new round started before it returned is Go's "reused before previous
+//!   Wait has returned").
+//!
+//! No lost wakeup: a waiter is counted by a CAS that also checks the counter
+//! is non-zero, so the `add` that brings the counter to zero sees it; the
+//! sema keeps the release even if the waiter has not slept yet.
+//!
+//! # Memory ordering
+//! `add` is AcqRel: each `done` releases what its goroutine did, and the add
+//! that reaches zero acquires all of them (the adds form one release
+//! sequence) before releasing the sema, which the waiters acquire. A waiter
+//! that finds the counter already zero pairs by its Acquire load with those
+//! adds, or with the Release reset to 0 of the add that released waiters
+//! (a plain store ends the release sequence, so it must release itself:
+//! the loom model found that).
+
+use std::sync::Arc;
+
+use super::sema;
+use super::wait::{self, WaitReason};
+use crate::loom::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// The shared state of a [`WaitGroup`] (Go's `WaitGroup` struct).
+pub(crate) struct RawWaitGroup {
+    state: AtomicU64,
+    sema: AtomicU32,
+}
+
+impl RawWaitGroup {
+    wait::loom_const_fn! {
+        pub(crate) fn new() -> RawWaitGroup {
+            RawWaitGroup {
+                state: AtomicU64::new(0),
+                sema: AtomicU32::new(0),
+            }
+        }
+    }
+
+    pub(crate) fn add(&self, delta: isize) {
+        let delta = i32::try_from(delta)
+            .unwrap_or_else(|_| panic!("sync: WaitGroup delta {delta} out of range"));
+        // AcqRel: see the module note (release our work, and for the add
+        // that reaches zero, acquire everybody's).
+        let state = self
+            .state
+            .fetch_add((delta as i64 as u64) << 32, Ordering::AcqRel)
+            .wrapping_add((delta as i64 as u64) << 32);
+        let v = (state >> 32) as i32;
+        let w = state as u32;
+        if v < 0 {
+            panic!("sync: negative WaitGroup counter");
+        }
+        if w != 0 && delta > 0 && v == delta {
+            // The first add of a new round raced with a Wait.
+            panic!("sync: WaitGroup misuse: Add called concurrently with Wait");
+        }
+        if v > 0 || w == 0 {
+            return;
+        }
+        // The counter is zero and there are waiters: nobody may change the
+        // word now but us. Relaxed: a misuse check on a word we just read.
+        if self.state.load(Ordering::Relaxed) != state {
+            panic!("sync: WaitGroup misuse: Add called concurrently with Wait");
+        }
+        // Release: a `wait` that starts now and reads this 0 returns without
+        // the sema; it must still see every `done`'s work, which our AcqRel
+        // add acquired (the sleeping waiters get it through the sema).
+        self.state.store(0, Ordering::Release);
+        for _ in 0..w {
+            sema::semrelease(&self.sema, false);
+        }
+    }
+
+    pub(crate) fn wait(&self) {
+        // Acquire: pairs with the AcqRel adds (module note).
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            if (state >> 32) as i32 == 0 {
+                return;
+            }
+            // Count ourselves as a waiter. Acquire on failure: we may return
+            // on the value we read.
+            match self.state.compare_exchange_weak(
+                state,
+                state + 1,
+                Ordering::Relaxed,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    sema::semacquire(&self.sema, false, WaitReason::SyncWaitGroupWait);
+                    // Relaxed: a misuse check.
+                    if self.state.load(Ordering::Relaxed) != 0 {
+                        panic!("sync: WaitGroup is reused before previous Wait has returned");
+                    }
+                    return;
+                }
+                Err(cur) => state = cur,
+            }
+        }
+    }
+
+    /// The counter (for the loom model).
+    #[cfg(all(test, loom))]
+    fn counter(&self) -> i32 {
+        (self.state.load(Ordering::SeqCst) >> 32) as i32
+    }
+}
+
+/// Waits for a collection of goroutines (or threads) to finish (Go's
+/// `sync.WaitGroup`). `Clone` gives another handle to the same group.
+///
+/// The counter starts at zero: [`add`](WaitGroup::add) the number of tasks
+/// before starting them, call [`done`](WaitGroup::done) as each finishes,
+/// and [`wait`](WaitGroup::wait) parks (a goroutine) or blocks (a thread)
+/// until the counter is zero. A negative counter panics with Go's message
+/// `sync: negative WaitGroup counter`. A group may be reused once the
+/// previous `wait`s have returned.
+///
+/// `add` and `done` are one atomic operation unless they release waiters.
+///
+/// ```
+/// use goroutine::sync::WaitGroup;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+///
+/// goroutine::run(|| {
+///     let wg = WaitGroup::new();
+///     let n = Arc::new(AtomicUsize::new(0));
+///     for _ in 0..8 {
+///         wg.add(1);
+///         let (wg, n) = (wg.clone(), n.clone());
+///         goroutine::go(move || {
+///             n.fetch_add(1, Ordering::Relaxed);
+///             wg.done();
+///         });
+///     }
+///     wg.wait();
+///     assert_eq!(n.load(Ordering::Relaxed), 8);
+/// });
+/// ```
+#[derive(Clone)]
+pub struct WaitGroup {
+    inner: Arc<RawWaitGroup>,
+}
+
+impl WaitGroup {
+    /// A new group with the counter at zero.
+    pub fn new() -> WaitGroup {
+        WaitGroup {
+            inner: Arc::new(RawWaitGroup::new()),
+        }
+    }
+
+    /// Adds `delta` (which may be negative) to the counter; at zero, every
+    /// waiter is released.
+    ///
+    /// # Panics
+    /// If the counter goes negative (`sync: negative WaitGroup counter`),
+    /// if `delta` does not fit the 32-bit counter, or on Go's detected
+    /// misuses (a positive `add` from zero racing with `wait`).
+    #[inline]
+    pub fn add(&self, delta: isize) {
+        self.inner.add(delta);
+    }
+
+    /// Decrements the counter by one (`add(-1)`).
+    #[inline]
+    pub fn done(&self) {
+        self.inner.add(-1);
+    }
+
+    /// Waits until the counter is zero.
+    pub fn wait(&self) {
+        self.inner.wait();
+    }
+}
+
+impl Default for WaitGroup {
+    fn default() -> WaitGroup {
+        WaitGroup::new()
+    }
+}
+
+impl std::fmt::Debug for WaitGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Relaxed: a snapshot for display.
+        let s = self.inner.state.load(Ordering::Relaxed);
+        f.debug_struct("WaitGroup")
+            .field("counter", &((s >> 32) as i32))
+            .field("waiters", &(s as u32))
+            .finish()
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! Loom model (`RUSTFLAGS="--cfg loom" cargo test --release --lib waitgroup`).
+    use super::*;
+    use crate::sync::wait::model;
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    struct Shared {
+        wg: RawWaitGroup,
+        out: [UnsafeCell<u32>; 2],
+    }
+
+    // SAFETY: each `out` cell is written by one worker before its `done`
+    // and read by the waiters after `wait` (which loom checks).
+    unsafe impl Sync for Shared {}
+
+    /// Two workers `done` while two threads wait: both waiters return, and
+    /// both see both workers' writes (loom checks the cells' ordering).
+    #[test]
+    fn done_releases_all_waiters() {
+        model(Some(3), || {
+            let s = Arc::new(Shared {
+                wg: RawWaitGroup::new(),
+                out: [UnsafeCell::new(0), UnsafeCell::new(0)],
+            });
+            s.wg.add(2);
+            let workers: Vec<_> = (0..2)
+                .map(|i| {
+                    let s = s.clone();
+                    thread::spawn(move || {
+                        // SAFETY: only this worker writes out[i] before done.
+                        s.out[i].with_mut(|p| unsafe { *p = 1 });
+                        s.wg.add(-1);
+                    })
+                })
+                .collect();
+            let waiter = {
+                let s = s.clone();
+                thread::spawn(move || {
+                    s.wg.wait();
+                    // SAFETY: after wait, the workers are done writing.
+                    let sum: u32 = s.out.iter().map(|c| c.with(|p| unsafe { *p })).sum();
+                    assert_eq!(sum, 2);
+                })
+            };
+            s.wg.wait();
+            // SAFETY: as above.
+            let sum: u32 = s.out.iter().map(|c| c.with(|p| unsafe { *p })).sum();
+            assert_eq!(sum, 2);
+            for w in workers {
+                w.join().unwrap();
+            }
+            waiter.join().unwrap();
+            assert_eq!(s.wg.counter(), 0);
+        });
+    }
+}
