@@ -27,8 +27,12 @@ use super::G;
 
 /// What a goroutine asks its M's scheduler to do once it is switched out.
 pub(crate) enum Action {
-    /// Go to the tail of the current P's ring (Go's goyield).
+    /// Yield with Go's Gosched order (behind the global queue; see
+    /// `schedule::execute`).
     Yield,
+    /// Go to the tail of the current P's ring (Go's goyield: used after a
+    /// direct handoff put the woken G in this P's runnext).
+    YieldLocal,
     /// Park; then call `unlock(g)`: `false` means "do not park after all" and
     /// the G is resumed at once (Go's gopark unlockf).
     Park(*mut (dyn FnMut(&'static G) -> bool + 'static)),

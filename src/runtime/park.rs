@@ -62,6 +62,16 @@ pub(crate) fn park(reason: WaitReason, unlock: &mut dyn FnMut(&'static G) -> boo
     g.set_wait_reason(WaitReason::None);
 }
 
+/// Lets the goroutine just readied into this P's runnext run now, and puts
+/// the caller at the tail of the local ring (Go's goyield, as `semrelease`
+/// does after a direct handoff). No-op outside a goroutine.
+pub(crate) fn goyield() {
+    if let Some(g) = m::current_g() {
+        // SAFETY: `g` is the goroutine running on this thread, on its stack.
+        unsafe { context::switch_to_scheduler(g, Action::YieldLocal) };
+    }
+}
+
 /// Makes a parked goroutine runnable (Go's goready): into the current P's
 /// runnext when called on an M, else onto the global queue.
 pub(crate) fn ready(g: &'static G) {

@@ -189,6 +189,11 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
                 }
                 return;
             }
+            Switch::Action(Action::YieldLocal) => {
+                g.set_status(Status::Runnable);
+                globrunq::runqput(pp, g, false);
+                return;
+            }
             Switch::Action(Action::Park(unlock)) => {
                 g.set_status(Status::Waiting);
                 // SAFETY: `unlock` points to a closure on the G's stack, which

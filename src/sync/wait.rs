@@ -257,9 +257,7 @@ fn current_waiter() -> (Waiter, Mode) {
 #[inline]
 pub(crate) fn yield_after_handoff() {
     #[cfg(not(loom))]
-    if crate::m::current_g().is_some() {
-        crate::yield_now();
-    }
+    crate::runtime::park::goyield();
 }
 
 /// Runs a loom model, exhaustively (`None`) or with at most `preemptions`
