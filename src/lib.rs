@@ -6,6 +6,10 @@
 //! work stealing, spinning Ms, and parking that suspends goroutines, not
 //! threads.
 //!
+//! Goroutines talk through Go's channels ([`chan`], [`select!`]) and
+//! [`sync`] primitives, all of which park the goroutine, not the thread, and
+//! also work from plain threads outside the runtime.
+//!
 //! ```
 //! let sum: u64 = goroutine::run(|| {
 //!     let hs: Vec<_> = (0..10u64).map(|i| goroutine::go(move || i * i)).collect();
