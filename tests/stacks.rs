@@ -132,3 +132,73 @@ fn deep_goroutines_then_many_shallow_ones() {
         9_999 * 5_000
     );
 }
+
+// Exhaustion is an error, not a crash: with the mprotect guard fallback
+// (each stack costs ~2 memory mappings) more parked goroutines than
+// vm.max_map_count allows. The ones that cannot get a stack finish with a
+// non-panic JoinError naming the limit; the others run normally, and the
+// runtime keeps working afterwards.
+isolated_test! {
+    fn stack_exhaustion_is_a_join_error() ["GOROUTINE_STACK_GUARD" = "mprotect", "GOMAXPROCS" = "2"] {
+        let max: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(usize::MAX);
+        if max > 200_000 {
+            println!("skipped: vm.max_map_count is {max}, too high to exhaust quickly");
+            return;
+        }
+        let n = max / 2 + 4000;
+        let (failed, ok, message) = run(move || {
+            let started = Arc::new(AtomicU64::new(0));
+            let (tx, rx) = goroutine::chan::<()>(0);
+            let hs: Vec<_> = (0..n)
+                .map(|_| {
+                    let (rx, started) = (rx.clone(), started.clone());
+                    Builder::new()
+                        .stack_size(16 * 1024)
+                        .spawn(move || {
+                            started.fetch_add(1, Ordering::SeqCst);
+                            let _ = rx.recv();
+                        })
+                        .unwrap()
+                })
+                .collect();
+            // Wait until every goroutine either runs (and parks) or failed.
+            loop {
+                let finished = hs.iter().filter(|h| h.is_finished()).count() as u64;
+                if started.load(Ordering::SeqCst) + finished >= n as u64 {
+                    break;
+                }
+                goroutine::yield_now();
+            }
+            drop(tx);
+            drop(rx);
+            let (mut failed, mut ok, mut message) = (0usize, 0usize, String::new());
+            for h in hs {
+                match h.join() {
+                    Ok(()) => ok += 1,
+                    Err(e) => {
+                        assert!(!e.is_panic(), "a panic instead of a start error: {e}");
+                        failed += 1;
+                        message = e.to_string();
+                    }
+                }
+            }
+            // Still working: the stacks of this size class come back from the
+            // pool. (A new size class would need new guard mappings, which
+            // the exhausted fallback cannot give.)
+            let hs: Vec<_> = (0..1000u64)
+                .map(|i| Builder::new().stack_size(16 * 1024).spawn(move || i).unwrap())
+                .collect();
+            assert_eq!(hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>(), 499_500);
+            (failed, ok, message)
+        });
+        println!("{ok} goroutines ran, {failed} could not get a stack: {message}");
+        assert_eq!(failed + ok, n);
+        assert!(failed > 0, "the map limit was never reached");
+        assert!(ok > max / 4, "only {ok} goroutines got a stack");
+        assert!(message.contains("max_map_count"), "{message}");
+        assert!(message.contains("could not start"), "{message}");
+    }
+}

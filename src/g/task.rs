@@ -314,7 +314,11 @@ unsafe fn fail<F, T>(h: NonNull<Header>, err: JoinError) {
     // SAFETY: per the contract.
     let cell = unsafe { h.cast::<Cell<F, T>>().as_ref() };
     // SAFETY: per the contract, we are the only user of the stage now.
-    unsafe { *cell.stage.get() = Stage::Done(Err(err)) };
+    let old = unsafe { std::mem::replace(&mut *cell.stage.get(), Stage::Done(Err(err))) };
+    // The closure's captures are dropped only once the stage is consistent:
+    // if one of their destructors panics, the unwinding `TaskRef` still
+    // finds a valid stage to complete.
+    drop(old);
 }
 
 /// # Safety
