@@ -44,6 +44,6 @@ func main() {
 		if result != leaves*(leaves-1)/2 {
 			panic("wrong")
 		}
-		fmt.Printf("skynet procs=%d: %d ms\n", runtime.GOMAXPROCS(0), took.Milliseconds())
+		fmt.Printf("skynet procs=%d: %.2f ms\n", runtime.GOMAXPROCS(0), float64(took.Microseconds())/1000)
 	}
 }
