@@ -280,7 +280,7 @@ fn error_line(stderr: &str) -> String {
 }
 
 fn run_once(w: &Workload, rt: &str, procs: usize, quick: bool) -> Result<Run, String> {
-    let limit = Duration::from_secs(if quick { 60 } else { 600 });
+    let limit = Duration::from_secs(if quick { 30 } else { 600 });
     let cfg = Cfg { procs, quick };
     if rt == "go" {
         let (prog, args) = (w.go)(cfg);

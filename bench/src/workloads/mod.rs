@@ -4,10 +4,13 @@
 
 use std::time::Duration;
 
+pub mod parked;
 pub mod pingpong;
 pub mod prodcons;
+pub mod select_prodcons;
 pub mod skynet;
 pub mod spawn;
+pub mod spawn_chain;
 pub mod thread_ring;
 pub mod yields;
 
@@ -75,6 +78,15 @@ pub fn all() -> Vec<Workload> {
             go: spawn::go,
         },
         Workload {
+            name: "spawn_chain",
+            what: "each goroutine spawns the next, 1M deep (ns per goroutine)",
+            ours: spawn_chain::ours,
+            tokio: Ok(spawn_chain::tokio),
+            may: Ok(spawn_chain::may),
+            threads: Ok(spawn_chain::threads),
+            go: spawn_chain::go,
+        },
+        Workload {
             name: "yield",
             what: "1000 goroutines x 1000 yields (ns per yield)",
             ours: yields::ours,
@@ -137,14 +149,30 @@ pub fn all() -> Vec<Workload> {
             threads: Ok(|c| prodcons::threads(c, 100)),
             go: |c| prodcons::go(c, 100),
         },
+        Workload {
+            name: "select_prodcons",
+            what: "prodcons through select, cap 128, 100 units of work per item (ns per item)",
+            ours: select_prodcons::ours,
+            tokio: Err("not written yet"),
+            may: Err("not written yet"),
+            threads: Err("no select on std channels"),
+            go: select_prodcons::go,
+        },
+        Workload {
+            name: "parked",
+            what: "100K goroutines blocked on a channel receive (bytes of RSS per goroutine)",
+            ours: parked::ours,
+            tokio: Ok(parked::tokio),
+            may: Ok(parked::may),
+            threads: Err("100K OS threads: not sensible"),
+            go: parked::go,
+        },
     ]
 }
 
 /// Workloads of benchmarks.md that the tool does not run yet.
-pub const NOT_YET: [(&str, &str); 11] = [
-    ("spawn_chain", "not yet available"),
+pub const NOT_YET: [(&str, &str); 8] = [
     ("spawn_remote", "not yet available"),
-    ("select_prodcons", "not yet available"),
     ("fanout", "not yet available"),
     ("steal_skew", "not yet available"),
     ("hog_fairness", "not yet available (needs preemption)"),
@@ -154,7 +182,6 @@ pub const NOT_YET: [(&str, &str); 11] = [
     ),
     ("timers", "not yet available (needs timers)"),
     ("echo", "not yet available (needs net)"),
-    ("parked", "not yet available"),
     ("http", "not yet available (needs net)"),
 ];
 
