@@ -60,6 +60,9 @@ impl Options {
                             "prodcons" => o.workloads.extend(
                                 ["prodcons0", "prodcons10", "prodcons100"].map(String::from),
                             ),
+                            "fanout" => o
+                                .workloads
+                                .extend(["fanout4", "fanout64", "fanout1024"].map(String::from)),
                             n if known.contains(&n) => o.workloads.push(n.to_string()),
                             n => match workloads::NOT_YET.iter().find(|(w, _)| *w == n) {
                                 Some((_, why)) => return Err(format!("{n}: {why}")),

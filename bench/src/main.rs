@@ -18,7 +18,8 @@ usage: bench <workload>[,<workload>...]|all [--procs 1,2] [--runs N] [--json out
 Runs each workload on this runtime (ours), Go (bench/go/*.go, built on first
 use into target/go-peers), tokio, may and OS threads, each run in its own
 process, interleaved; prints median (min-max) over the runs, peak RSS and
-ours / best peer. `prodcons` means prodcons0,prodcons10,prodcons100.
+ours / best peer. `prodcons` means prodcons0,prodcons10,prodcons100;
+`fanout` means fanout4,fanout64,fanout1024.
 --quick: small sizes (a few seconds in all), for CI.";
 
 fn main() -> ExitCode {

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+pub mod fanout;
 pub mod parked;
 pub mod pingpong;
 pub mod prodcons;
@@ -167,13 +168,39 @@ pub fn all() -> Vec<Workload> {
             threads: Err("100K OS threads: not sensible"),
             go: parked::go,
         },
+        Workload {
+            name: "fanout4",
+            what: "1 producer -> chan(1024) -> 4 workers selecting on data and quit -> 1 collector (ns per item)",
+            ours: |c| fanout::ours(c, 4),
+            tokio: Err("not written yet"),
+            may: Err("not written yet"),
+            threads: Err("not written yet"),
+            go: |c| fanout::go(c, 4),
+        },
+        Workload {
+            name: "fanout64",
+            what: "1 producer -> chan(1024) -> 64 workers selecting on data and quit -> 1 collector (ns per item)",
+            ours: |c| fanout::ours(c, 64),
+            tokio: Err("not written yet"),
+            may: Err("not written yet"),
+            threads: Err("not written yet"),
+            go: |c| fanout::go(c, 64),
+        },
+        Workload {
+            name: "fanout1024",
+            what: "1 producer -> chan(1024) -> 1024 workers selecting on data and quit -> 1 collector (ns per item)",
+            ours: |c| fanout::ours(c, 1024),
+            tokio: Err("not written yet"),
+            may: Err("not written yet"),
+            threads: Err("not written yet"),
+            go: |c| fanout::go(c, 1024),
+        },
     ]
 }
 
 /// Workloads of benchmarks.md that the tool does not run yet.
-pub const NOT_YET: [(&str, &str); 8] = [
+pub const NOT_YET: [(&str, &str); 7] = [
     ("spawn_remote", "not yet available"),
-    ("fanout", "not yet available"),
     ("steal_skew", "not yet available"),
     ("hog_fairness", "not yet available (needs preemption)"),
     (
