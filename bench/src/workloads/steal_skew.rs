@@ -21,7 +21,7 @@ fn plan(n: u64) -> Vec<u64> {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            if x % 10 == 0 {
+            if x.is_multiple_of(10) {
                 1000
             } else {
                 1
