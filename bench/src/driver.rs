@@ -286,7 +286,7 @@ fn run_once(w: &Workload, rt: &str, procs: usize, quick: bool) -> Result<Run, St
     let limit = Duration::from_secs(if quick { 30 } else { 600 });
     let cfg = Cfg { procs, quick };
     if rt == "go" {
-        let (prog, args) = (w.go)(cfg);
+        let (prog, args) = (w.go?)(cfg);
         let bin = go_binary(prog)?;
         let mut cmd = Command::new(bin);
         cmd.args(args).env("GOMAXPROCS", procs.to_string());
@@ -338,13 +338,14 @@ fn run_once(w: &Workload, rt: &str, procs: usize, quick: bool) -> Result<Run, St
 }
 
 fn not_applicable(w: &Workload, rt: &str) -> Option<String> {
-    let r = match rt {
-        "tokio" => w.tokio,
-        "may" => w.may,
-        "threads" => w.threads,
-        _ => return None,
+    let why = match rt {
+        "tokio" => w.tokio.err(),
+        "may" => w.may.err(),
+        "threads" => w.threads.err(),
+        "go" => w.go.err(),
+        _ => None,
     };
-    r.err().map(String::from)
+    why.map(String::from)
 }
 
 struct Row {

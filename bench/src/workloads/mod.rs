@@ -12,6 +12,7 @@ pub mod select_prodcons;
 pub mod skynet;
 pub mod spawn;
 pub mod spawn_chain;
+pub mod spawn_remote;
 pub mod steal_skew;
 pub mod thread_ring;
 pub mod yields;
@@ -54,6 +55,7 @@ pub fn ms(took: Duration) -> f64 {
 pub const RUNTIMES: [&str; 5] = ["ours", "go", "tokio", "may", "threads"];
 
 type Impl = fn(Cfg) -> Figure;
+type GoImpl = fn(Cfg) -> (&'static str, Vec<String>);
 
 /// A workload: its name, a one-line description, and its implementations
 /// (`None` where a runtime does not run it, with the reason).
@@ -65,7 +67,7 @@ pub struct Workload {
     pub may: Result<Impl, &'static str>,
     pub threads: Result<Impl, &'static str>,
     /// Go program in bench/go/ and its arguments (size decided by quick).
-    pub go: fn(Cfg) -> (&'static str, Vec<String>),
+    pub go: Result<GoImpl, &'static str>,
 }
 
 pub fn all() -> Vec<Workload> {
@@ -77,7 +79,7 @@ pub fn all() -> Vec<Workload> {
             tokio: Ok(spawn::tokio),
             may: Ok(spawn::may),
             threads: Ok(spawn::threads),
-            go: spawn::go,
+            go: Ok(spawn::go),
         },
         Workload {
             name: "spawn_chain",
@@ -86,7 +88,16 @@ pub fn all() -> Vec<Workload> {
             tokio: Ok(spawn_chain::tokio),
             may: Ok(spawn_chain::may),
             threads: Ok(spawn_chain::threads),
-            go: spawn_chain::go,
+            go: Ok(spawn_chain::go),
+        },
+        Workload {
+            name: "spawn_remote",
+            what: "1M goroutines spawned from a thread outside the runtime (ns per goroutine)",
+            ours: spawn_remote::ours,
+            tokio: Ok(spawn_remote::tokio),
+            may: Ok(spawn_remote::may),
+            threads: Err("same as spawn"),
+            go: Err("Go has no threads outside its runtime"),
         },
         Workload {
             name: "yield",
@@ -95,7 +106,7 @@ pub fn all() -> Vec<Workload> {
             tokio: Ok(yields::tokio),
             may: Ok(yields::may),
             threads: Ok(yields::threads),
-            go: yields::go,
+            go: Ok(yields::go),
         },
         Workload {
             name: "skynet",
@@ -104,7 +115,7 @@ pub fn all() -> Vec<Workload> {
             tokio: Ok(skynet::tokio),
             may: Ok(skynet::may),
             threads: Err("1M OS threads: not sensible"),
-            go: skynet::go,
+            go: Ok(skynet::go),
         },
         Workload {
             name: "pingpong",
@@ -113,7 +124,7 @@ pub fn all() -> Vec<Workload> {
             tokio: Ok(pingpong::tokio),
             may: Ok(pingpong::may),
             threads: Ok(pingpong::threads),
-            go: pingpong::go,
+            go: Ok(pingpong::go),
         },
         Workload {
             name: "thread_ring",
@@ -122,7 +133,7 @@ pub fn all() -> Vec<Workload> {
             tokio: Ok(thread_ring::tokio),
             may: Ok(thread_ring::may),
             threads: Ok(thread_ring::threads),
-            go: thread_ring::go,
+            go: Ok(thread_ring::go),
         },
         Workload {
             name: "prodcons0",
@@ -131,7 +142,7 @@ pub fn all() -> Vec<Workload> {
             tokio: Ok(|c| prodcons::tokio(c, 0)),
             may: Err(prodcons::MAY_NA),
             threads: Ok(|c| prodcons::threads(c, 0)),
-            go: |c| prodcons::go(c, 0),
+            go: Ok(|c| prodcons::go(c, 0)),
         },
         Workload {
             name: "prodcons10",
@@ -140,7 +151,7 @@ pub fn all() -> Vec<Workload> {
             tokio: Ok(|c| prodcons::tokio(c, 10)),
             may: Err(prodcons::MAY_NA),
             threads: Ok(|c| prodcons::threads(c, 10)),
-            go: |c| prodcons::go(c, 10),
+            go: Ok(|c| prodcons::go(c, 10)),
         },
         Workload {
             name: "prodcons100",
@@ -149,7 +160,7 @@ pub fn all() -> Vec<Workload> {
             tokio: Ok(|c| prodcons::tokio(c, 100)),
             may: Err(prodcons::MAY_NA),
             threads: Ok(|c| prodcons::threads(c, 100)),
-            go: |c| prodcons::go(c, 100),
+            go: Ok(|c| prodcons::go(c, 100)),
         },
         Workload {
             name: "select_prodcons",
@@ -158,7 +169,7 @@ pub fn all() -> Vec<Workload> {
             tokio: Err("not written yet"),
             may: Err("not written yet"),
             threads: Err("no select on std channels"),
-            go: select_prodcons::go,
+            go: Ok(select_prodcons::go),
         },
         Workload {
             name: "parked",
@@ -167,7 +178,7 @@ pub fn all() -> Vec<Workload> {
             tokio: Ok(parked::tokio),
             may: Ok(parked::may),
             threads: Err("100K OS threads: not sensible"),
-            go: parked::go,
+            go: Ok(parked::go),
         },
         Workload {
             name: "fanout4",
@@ -176,7 +187,7 @@ pub fn all() -> Vec<Workload> {
             tokio: Err("not written yet"),
             may: Err("not written yet"),
             threads: Err("not written yet"),
-            go: |c| fanout::go(c, 4),
+            go: Ok(|c| fanout::go(c, 4)),
         },
         Workload {
             name: "fanout64",
@@ -185,7 +196,7 @@ pub fn all() -> Vec<Workload> {
             tokio: Err("not written yet"),
             may: Err("not written yet"),
             threads: Err("not written yet"),
-            go: |c| fanout::go(c, 64),
+            go: Ok(|c| fanout::go(c, 64)),
         },
         Workload {
             name: "fanout1024",
@@ -194,7 +205,7 @@ pub fn all() -> Vec<Workload> {
             tokio: Err("not written yet"),
             may: Err("not written yet"),
             threads: Err("not written yet"),
-            go: |c| fanout::go(c, 1024),
+            go: Ok(|c| fanout::go(c, 1024)),
         },
         Workload {
             name: "steal_skew",
@@ -203,14 +214,13 @@ pub fn all() -> Vec<Workload> {
             tokio: Ok(steal_skew::tokio),
             may: Ok(steal_skew::may),
             threads: Err("100K OS threads: not sensible"),
-            go: steal_skew::go,
+            go: Ok(steal_skew::go),
         },
     ]
 }
 
 /// Workloads of benchmarks.md that the tool does not run yet.
-pub const NOT_YET: [(&str, &str); 6] = [
-    ("spawn_remote", "not yet available"),
+pub const NOT_YET: [(&str, &str); 5] = [
     ("hog_fairness", "not yet available (needs preemption)"),
     (
         "syscalls",
