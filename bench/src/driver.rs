@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use crate::json::Json;
 use crate::workloads::{self, Cfg, Workload, RUNTIMES};
 
+#[derive(Debug)]
 pub struct Options {
     pub workloads: Vec<String>,
     pub procs: Vec<usize>,
@@ -209,16 +210,8 @@ fn run_child(mut cmd: Command, limit: Duration) -> Result<(String, u64), String>
     let mut child = cmd.spawn().map_err(|e| format!("spawn: {e}"))?;
     let mut so = child.stdout.take().unwrap();
     let mut se = child.stderr.take().unwrap();
-    let out_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = so.read_to_string(&mut s);
-        s
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
-    });
+    let out_t = std::thread::spawn(move || read_capped(&mut so));
+    let err_t = std::thread::spawn(move || read_capped(&mut se));
     let pid = child.id() as libc::pid_t;
     let deadline = Instant::now() + limit;
     let mut killed = false;
@@ -257,6 +250,39 @@ fn run_child(mut cmd: Command, limit: Duration) -> Result<(String, u64), String>
     Err(format!("{how}: {}", error_line(&stderr)))
 }
 
+/// Reads a child's pipe to the end, keeping only its first and last 32 KiB:
+/// a failing peer can print megabytes (may prints a panic per coroutine),
+/// and the driver's own RSS must stay small, as a child spawned through
+/// vfork inherits the driver's RSS high-water mark in its `ru_maxrss`.
+fn read_capped(r: &mut impl Read) -> String {
+    const CAP: usize = 32 << 10;
+    let (mut head, mut tail) = (Vec::new(), std::collections::VecDeque::new());
+    let mut buf = [0u8; 8192];
+    let mut skipped = false;
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &b in &buf[..n] {
+            if head.len() < CAP {
+                head.push(b);
+            } else {
+                tail.push_back(b);
+                if tail.len() > CAP {
+                    tail.pop_front();
+                    skipped = true;
+                }
+            }
+        }
+    }
+    if skipped {
+        head.extend_from_slice(b"\n[...]\n");
+    }
+    head.extend(tail);
+    String::from_utf8_lossy(&head).into_owned()
+}
+
 /// The most telling line of a failed child's stderr: a Rust panic's
 /// message, Go's panic line, or the last line.
 fn error_line(stderr: &str) -> String {
@@ -283,7 +309,7 @@ fn error_line(stderr: &str) -> String {
 }
 
 fn run_once(w: &Workload, rt: &str, procs: usize, quick: bool) -> Result<Run, String> {
-    let limit = Duration::from_secs(if quick { 30 } else { 600 });
+    let limit = Duration::from_secs(if quick { 30 } else { 120 });
     let cfg = Cfg { procs, quick };
     if rt == "go" {
         let (prog, args) = (w.go?)(cfg);
@@ -581,4 +607,88 @@ fn to_json(rows: &[Row], o: &Options) -> Json {
         ),
         ("results".into(), Json::Arr(results)),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn options() {
+        let o = Options::parse(&args(
+            "prodcons,skynet --procs 1,4 --runs 5 --quick --json x.json",
+        ))
+        .unwrap();
+        assert_eq!(
+            o.workloads,
+            ["prodcons0", "prodcons10", "prodcons100", "skynet"]
+        );
+        assert_eq!(o.procs, [1, 4]);
+        assert_eq!(o.runs, 5);
+        assert!(o.quick);
+        assert_eq!(o.json, Some(PathBuf::from("x.json")));
+        let all = Options::parse(&args("all")).unwrap();
+        assert_eq!(all.workloads.len(), workloads::all().len());
+        assert_eq!(all.procs, [1, 2]);
+        assert!(Options::parse(&args("nope")).is_err());
+        assert!(Options::parse(&args("timers"))
+            .unwrap_err()
+            .contains("not yet available"));
+        assert!(Options::parse(&args("spawn --runs 0")).is_err());
+        assert!(Options::parse(&args("spawn --procs 0")).is_err());
+        assert!(Options::parse(&args("--quick")).is_err());
+    }
+
+    #[test]
+    fn medians() {
+        let c = Cell {
+            values: vec![3.0, 1.0, 2.0, 10.0],
+            ..Cell::default()
+        };
+        assert_eq!(c.stats(), Some((2.5, 1.0, 10.0)));
+        let c = Cell {
+            values: vec![3.0],
+            error: Some("x".into()),
+            ..Cell::default()
+        };
+        assert_eq!(c.stats(), None);
+    }
+
+    #[test]
+    fn ratio_and_mark() {
+        let cell = |v: f64| Cell {
+            values: vec![v],
+            ..Cell::default()
+        };
+        let failed = Cell {
+            error: Some("boom".into()),
+            ..Cell::default()
+        };
+        let row = Row {
+            workload: "w",
+            what: "",
+            procs: 1,
+            cells: vec![
+                ("ours", cell(50.0)),
+                ("go", cell(100.0)),
+                ("tokio", cell(40.0)),
+                ("may", failed),
+            ],
+        };
+        assert_eq!(row.ratio(), Some((1.25, "tokio")));
+        assert_eq!(cell_text(&row.cells[3].1), "FAIL: boom");
+    }
+
+    #[test]
+    fn panic_messages() {
+        let rust = "thread 'main' panicked at src/x.rs:1:2:\nskynet: wrong sum\nnote: run with RUST_BACKTRACE=1\n";
+        assert_eq!(error_line(rust), "skynet: wrong sum");
+        let go = "panic: wrong\n\ngoroutine 1 [running]:\nmain.main()\n";
+        assert_eq!(error_line(go), "panic: wrong");
+        assert_eq!(error_line(""), "no output");
+    }
 }
