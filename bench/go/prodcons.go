@@ -1,5 +1,6 @@
 // The prodcons workload in Go (BenchmarkChanProdCons0/10/100 shape):
 // GOMAXPROCS producers and consumers on one channel; ns per item.
+// Usage: prodcons [items] [capacity]   (no capacity: 0, 10 and 100)
 package main
 
 import (
@@ -19,7 +20,12 @@ func main() {
 		items, _ = strconv.ParseInt(os.Args[1], 10, 64)
 	}
 	procs := runtime.GOMAXPROCS(0)
-	for _, capacity := range []int{0, 10, 100} {
+	caps := []int{0, 10, 100}
+	if len(os.Args) > 2 {
+		c, _ := strconv.Atoi(os.Args[2])
+		caps = []int{c}
+	}
+	for _, capacity := range caps {
 		chunks := items / chunk
 		c := make(chan int64, 2*procs)
 		myc := make(chan int, capacity)

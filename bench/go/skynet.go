@@ -1,9 +1,12 @@
 // Skynet in Go (atemerev/skynet): 10-ary tree, 1,000,000 leaves, channels.
+// Usage: skynet [rounds] [leaves]
 package main
 
 import (
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"time"
 )
 
@@ -25,15 +28,22 @@ func skynet(c chan int, num int, size int, div int) {
 }
 
 func main() {
-	for r := 0; r < 3; r++ {
+	rounds, leaves := 3, 1000000
+	if len(os.Args) > 1 {
+		rounds, _ = strconv.Atoi(os.Args[1])
+	}
+	if len(os.Args) > 2 {
+		leaves, _ = strconv.Atoi(os.Args[2])
+	}
+	for r := 0; r < rounds; r++ {
 		c := make(chan int)
 		start := time.Now()
-		go skynet(c, 0, 1000000, 10)
+		go skynet(c, 0, leaves, 10)
 		result := <-c
 		took := time.Since(start)
-		if result != 499999500000 {
+		if result != leaves*(leaves-1)/2 {
 			panic("wrong")
 		}
-		fmt.Printf("skynet procs=%d: %d ms\n", runtime.GOMAXPROCS(0), took.Milliseconds())
+		fmt.Printf("skynet procs=%d: %.2f ms\n", runtime.GOMAXPROCS(0), float64(took.Microseconds())/1000)
 	}
 }

@@ -1,4 +1,5 @@
 // The spawn workload in Go: 1,000,000 goroutines each count a WaitGroup down.
+// Usage: spawn [rounds] [goroutines]
 package main
 
 import (
@@ -15,7 +16,10 @@ func main() {
 	if len(os.Args) > 1 {
 		rounds, _ = strconv.Atoi(os.Args[1])
 	}
-	const N = 1000000
+	N := 1000000
+	if len(os.Args) > 2 {
+		N, _ = strconv.Atoi(os.Args[2])
+	}
 	for r := 0; r < rounds; r++ {
 		var wg sync.WaitGroup
 		wg.Add(N)
@@ -25,6 +29,6 @@ func main() {
 		}
 		wg.Wait()
 		el := time.Since(start)
-		fmt.Printf("spawn procs=%d: %.1f ns/goroutine\n", runtime.GOMAXPROCS(0), float64(el.Nanoseconds())/N)
+		fmt.Printf("spawn procs=%d: %.1f ns/goroutine\n", runtime.GOMAXPROCS(0), float64(el.Nanoseconds())/float64(N))
 	}
 }

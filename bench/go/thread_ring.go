@@ -39,6 +39,9 @@ func main() {
 	first <- n
 	w := <-done
 	took := time.Since(start)
+	if w != n%ring+1 {
+		panic("wrong last holder")
+	}
 	fmt.Println(w)
 	fmt.Printf("thread_ring procs=%d: %.1f ns per hop\n", runtime.GOMAXPROCS(0), float64(took.Nanoseconds())/float64(n))
 }

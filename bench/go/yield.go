@@ -1,4 +1,5 @@
 // The yield workload in Go: G goroutines each call runtime.Gosched 1e6/G times.
+// Usage: yield [goroutines] [rounds] [total yields]
 package main
 
 import (
@@ -18,7 +19,11 @@ func main() {
 	if len(os.Args) > 2 {
 		rounds, _ = strconv.Atoi(os.Args[2])
 	}
-	per := 1000000 / g
+	total := 1000000
+	if len(os.Args) > 3 {
+		total, _ = strconv.Atoi(os.Args[3])
+	}
+	per := total / g
 	for r := 0; r < rounds; r++ {
 		var wg sync.WaitGroup
 		wg.Add(g)

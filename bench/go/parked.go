@@ -1,0 +1,59 @@
+// The parked workload in Go: N goroutines (default 100,000) block on a
+// receive from one channel; prints the growth of resident memory per
+// goroutine (from /proc/self/statm), then closes the channel and waits for
+// all of them.
+// Usage: parked [N]
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+func rss() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		panic(err)
+	}
+	pages, _ := strconv.ParseInt(strings.Fields(string(b))[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+func main() {
+	n := 100000
+	if len(os.Args) > 1 {
+		n, _ = strconv.Atoi(os.Args[1])
+	}
+	ch := make(chan struct{})
+	var parked int64
+	var wg sync.WaitGroup
+	wg.Add(n)
+	before := rss()
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		go func() {
+			atomic.AddInt64(&parked, 1)
+			if _, ok := <-ch; ok {
+				panic("got a value")
+			}
+			wg.Done()
+		}()
+	}
+	for atomic.LoadInt64(&parked) < int64(n) {
+		runtime.Gosched()
+	}
+	park := time.Since(start)
+	grew := rss() - before
+	start = time.Now()
+	close(ch)
+	wg.Wait()
+	wake := time.Since(start)
+	fmt.Printf("parked procs=%d: %.0f B/parked (spawn+park %.0f ns, wake %.0f ns per goroutine)\n", runtime.GOMAXPROCS(0),
+		float64(grew)/float64(n), float64(park.Nanoseconds())/float64(n), float64(wake.Nanoseconds())/float64(n))
+}

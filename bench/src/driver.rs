@@ -1,0 +1,694 @@
+//! The driver (spawns one process per run, collects figures and peak RSS,
+//! prints the table) and the worker mode it spawns.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::json::Json;
+use crate::workloads::{self, Cfg, Workload, RUNTIMES};
+
+#[derive(Debug)]
+pub struct Options {
+    pub workloads: Vec<String>,
+    pub procs: Vec<usize>,
+    pub runs: usize,
+    pub json: Option<PathBuf>,
+    pub quick: bool,
+}
+
+impl Options {
+    pub fn parse(args: &[String]) -> Result<Options, String> {
+        let mut o = Options {
+            workloads: Vec::new(),
+            procs: vec![1, 2],
+            runs: 3,
+            json: None,
+            quick: false,
+        };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let mut val = |name: &str| it.next().cloned().ok_or(format!("{name} needs a value"));
+            match a.as_str() {
+                "--procs" => {
+                    o.procs = val("--procs")?
+                        .split(',')
+                        .map(|p| {
+                            p.trim()
+                                .parse()
+                                .map_err(|_| format!("bad --procs value {p:?}"))
+                        })
+                        .collect::<Result<_, _>>()?;
+                    if o.procs.contains(&0) {
+                        return Err("--procs must be >= 1".into());
+                    }
+                }
+                "--runs" => {
+                    o.runs = val("--runs")?.parse().map_err(|_| "bad --runs value")?;
+                    if o.runs == 0 {
+                        return Err("--runs must be >= 1".into());
+                    }
+                }
+                "--json" => o.json = Some(val("--json")?.into()),
+                "--quick" => o.quick = true,
+                s if s.starts_with('-') => return Err(format!("unknown option {s}")),
+                s => {
+                    let known: Vec<&str> = workloads::all().iter().map(|w| w.name).collect();
+                    for name in s.split(',') {
+                        match name {
+                            "all" => o.workloads.extend(known.iter().map(|s| s.to_string())),
+                            "prodcons" => o.workloads.extend(
+                                ["prodcons0", "prodcons10", "prodcons100"].map(String::from),
+                            ),
+                            "fanout" => o
+                                .workloads
+                                .extend(["fanout4", "fanout64", "fanout1024"].map(String::from)),
+                            n if known.contains(&n) => o.workloads.push(n.to_string()),
+                            n => match workloads::NOT_YET.iter().find(|(w, _)| *w == n) {
+                                Some((_, why)) => return Err(format!("{n}: {why}")),
+                                None => {
+                                    return Err(format!(
+                                        "unknown workload {n:?} (see `bench list`)"
+                                    ))
+                                }
+                            },
+                        }
+                    }
+                }
+            }
+        }
+        if o.workloads.is_empty() {
+            return Err("no workload given".into());
+        }
+        o.workloads.dedup();
+        Ok(o)
+    }
+}
+
+/// `bench __worker <runtime> <workload> <procs> <quick>`: one measurement,
+/// one line `RESULT\t<value>\t<unit>\t<answer>` on stdout.
+pub fn worker(args: &[String]) -> ExitCode {
+    let [rt, name, procs, quick] = args else {
+        eprintln!("usage: bench __worker <runtime> <workload> <procs> <0|1>");
+        return ExitCode::from(2);
+    };
+    let Some(w) = workloads::all().into_iter().find(|w| w.name == name) else {
+        eprintln!("unknown workload {name}");
+        return ExitCode::from(2);
+    };
+    let cfg = Cfg {
+        procs: procs.parse().expect("procs"),
+        quick: quick == "1",
+    };
+    let f = match rt.as_str() {
+        "ours" => Ok(w.ours),
+        "tokio" => w.tokio,
+        "may" => w.may,
+        "threads" => w.threads,
+        _ => Err("no such runtime in the worker"),
+    };
+    match f {
+        Ok(f) => {
+            let fig = f(cfg);
+            println!("RESULT\t{}\t{}\t{}", fig.value, fig.unit, fig.answer);
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            eprintln!("{why}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+/// What one run of one runtime gave.
+struct Run {
+    value: f64,
+    unit: String,
+    answer: String,
+    rss_kb: u64,
+}
+
+/// A table cell: the runs of one runtime for one workload and worker count.
+#[derive(Default)]
+struct Cell {
+    values: Vec<f64>,
+    rss_kb: Vec<u64>,
+    unit: String,
+    answer: String,
+    error: Option<String>,
+    not_applicable: Option<String>,
+}
+
+impl Cell {
+    fn stats(&self) -> Option<(f64, f64, f64)> {
+        if self.values.is_empty() || self.error.is_some() {
+            return None;
+        }
+        let mut v = self.values.clone();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let med = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some((med, v[0], v[n - 1]))
+    }
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn go_env(cmd: &mut Command) {
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/tmp".into());
+    cmd.env("HOME", &home);
+    if std::env::var_os("GOCACHE").is_none() {
+        cmd.env("GOCACHE", "/tmp/gocache");
+    }
+    if std::env::var_os("GOPATH").is_none() {
+        cmd.env("GOPATH", "/tmp/gopath");
+    }
+}
+
+/// Builds bench/go/<prog>.go into target/go-peers/<prog> unless the binary
+/// is newer than the source.
+fn go_binary(prog: &str) -> Result<PathBuf, String> {
+    let src = root().join("bench/go").join(format!("{prog}.go"));
+    let dir = root().join("target/go-peers");
+    let bin = dir.join(prog);
+    let mtime = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let (Some(b), Some(s)) = (mtime(&bin), mtime(&src)) {
+        if b >= s {
+            return Ok(bin);
+        }
+    }
+    let mut cmd = Command::new("go");
+    go_env(&mut cmd);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+    eprintln!("bench: building {}", src.display());
+    match cmd.arg("build").arg("-o").arg(&bin).arg(&src).output() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err("go not installed (apt-get install -y golang-go)".into())
+        }
+        Err(e) => Err(format!("go build: {e}")),
+        Ok(out) if !out.status.success() => Err(format!(
+            "go build failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Ok(_) => Ok(bin),
+    }
+}
+
+/// Runs a child to completion (killed after `limit`), returning stdout and
+/// its peak RSS from wait4, or an error naming what went wrong.
+fn run_child(mut cmd: Command, limit: Duration) -> Result<(String, u64), String> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| format!("spawn: {e}"))?;
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || read_capped(&mut so));
+    let err_t = std::thread::spawn(move || read_capped(&mut se));
+    let pid = child.id() as libc::pid_t;
+    let deadline = Instant::now() + limit;
+    let mut killed = false;
+    let (status, rss_kb) = loop {
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is valid; wait4 writes into locals.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `pid` is our child, not yet reaped (std never waits on it).
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+        if r == pid {
+            break (status, ru.ru_maxrss as u64);
+        }
+        if r < 0 {
+            return Err(format!("wait4: {}", std::io::Error::last_os_error()));
+        }
+        if !killed && Instant::now() > deadline {
+            // SAFETY: signals our own unreaped child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            killed = true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let stdout = out_t.join().unwrap_or_default();
+    let stderr = err_t.join().unwrap_or_default();
+    if killed {
+        return Err(format!("timed out after {} s", limit.as_secs()));
+    }
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        return Ok((stdout, rss_kb));
+    }
+    let how = if libc::WIFSIGNALED(status) {
+        format!("killed by signal {}", libc::WTERMSIG(status))
+    } else {
+        format!("exit {}", libc::WEXITSTATUS(status))
+    };
+    Err(format!("{how}: {}", error_line(&stderr)))
+}
+
+/// Reads a child's pipe to the end, keeping only its first and last 32 KiB:
+/// a failing peer can print megabytes (may prints a panic per coroutine),
+/// and the driver's own RSS must stay small, as a child spawned through
+/// vfork inherits the driver's RSS high-water mark in its `ru_maxrss`.
+fn read_capped(r: &mut impl Read) -> String {
+    const CAP: usize = 32 << 10;
+    let (mut head, mut tail) = (Vec::new(), std::collections::VecDeque::new());
+    let mut buf = [0u8; 8192];
+    let mut skipped = false;
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &b in &buf[..n] {
+            if head.len() < CAP {
+                head.push(b);
+            } else {
+                tail.push_back(b);
+                if tail.len() > CAP {
+                    tail.pop_front();
+                    skipped = true;
+                }
+            }
+        }
+    }
+    if skipped {
+        head.extend_from_slice(b"\n[...]\n");
+    }
+    head.extend(tail);
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+/// The most telling line of a failed child's stderr: a Rust panic's
+/// message, Go's panic line, or the last line.
+fn error_line(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if let Some(i) = lines.iter().position(|l| l.contains("panicked at")) {
+        if let Some(msg) = lines.get(i + 1) {
+            return msg.to_string();
+        }
+        return lines[i].to_string();
+    }
+    if let Some(l) = lines
+        .iter()
+        .find(|l| l.starts_with("panic:") || l.starts_with("fatal error:"))
+    {
+        return l.to_string();
+    }
+    lines
+        .last()
+        .map_or_else(|| "no output".into(), |l| l.to_string())
+}
+
+fn run_once(w: &Workload, rt: &str, procs: usize, quick: bool) -> Result<Run, String> {
+    let limit = Duration::from_secs(if quick { 30 } else { 120 });
+    let cfg = Cfg { procs, quick };
+    if rt == "go" {
+        let (prog, args) = (w.go?)(cfg);
+        let bin = go_binary(prog)?;
+        let mut cmd = Command::new(bin);
+        cmd.args(args).env("GOMAXPROCS", procs.to_string());
+        let (out, rss) = run_child(cmd, limit)?;
+        // Go's lines: "<name> procs=P: <value> <unit>"; a wrong answer panics.
+        let line = out
+            .lines()
+            .find(|l| l.contains(" procs=") && l.contains(": "))
+            .ok_or_else(|| format!("no figure in Go's output: {}", out.trim()))?;
+        let fig = line.split_once(": ").unwrap().1;
+        let (v, unit) = fig.split_once(' ').unwrap_or((fig, ""));
+        let value = v
+            .parse()
+            .map_err(|_| format!("bad figure in Go's output: {line}"))?;
+        let unit = unit.split(" (").next().unwrap_or(unit).trim().to_string();
+        return Ok(Run {
+            value,
+            unit,
+            answer: "checked by the Go program".into(),
+            rss_kb: rss,
+        });
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "__worker",
+        rt,
+        w.name,
+        &procs.to_string(),
+        if quick { "1" } else { "0" },
+    ])
+    .env("GOMAXPROCS", procs.to_string());
+    let (out, rss_kb) = run_child(cmd, limit)?;
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("RESULT\t"))
+        .ok_or_else(|| format!("no RESULT line: {}", out.trim()))?;
+    let f: Vec<&str> = line.split('\t').collect();
+    if f.len() != 4 {
+        return Err(format!("bad RESULT line: {line}"));
+    }
+    let value = f[1].parse().map_err(|_| format!("bad figure: {line}"))?;
+    Ok(Run {
+        value,
+        unit: f[2].into(),
+        answer: f[3].into(),
+        rss_kb,
+    })
+}
+
+fn not_applicable(w: &Workload, rt: &str) -> Option<String> {
+    let why = match rt {
+        "tokio" => w.tokio.err(),
+        "may" => w.may.err(),
+        "threads" => w.threads.err(),
+        "go" => w.go.err(),
+        _ => None,
+    };
+    why.map(String::from)
+}
+
+struct Row {
+    workload: &'static str,
+    what: &'static str,
+    procs: usize,
+    cells: Vec<(&'static str, Cell)>,
+}
+
+impl Row {
+    fn unit(&self) -> String {
+        let c = self
+            .cells
+            .iter()
+            .find(|(_, c)| !c.values.is_empty() && c.error.is_none());
+        c.map(|(_, c)| c.unit.clone()).unwrap_or_default()
+    }
+
+    /// ours / best peer and the best peer's name.
+    fn ratio(&self) -> Option<(f64, &'static str)> {
+        let ours = self.cells.iter().find(|(r, _)| *r == "ours")?.1.stats()?.0;
+        let best = self
+            .cells
+            .iter()
+            .filter(|(r, _)| *r != "ours")
+            .filter_map(|(r, c)| c.stats().map(|s| (s.0, *r)))
+            .min_by(|a, b| a.0.total_cmp(&b.0))?;
+        Some((ours / best.0, best.1))
+    }
+}
+
+fn fmt_num(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn cell_text(c: &Cell) -> String {
+    if let Some(why) = &c.not_applicable {
+        return format!("n/a ({why})");
+    }
+    if let Some(e) = &c.error {
+        let e: String = e.chars().take(70).collect();
+        return format!("FAIL: {e}");
+    }
+    match c.stats() {
+        Some((m, lo, hi)) => {
+            let rss = c.rss_kb.iter().max().copied().unwrap_or(0);
+            format!(
+                "{} ({}-{}) {:.0}MB",
+                fmt_num(m),
+                fmt_num(lo),
+                fmt_num(hi),
+                rss as f64 / 1024.0
+            )
+        }
+        None => "-".into(),
+    }
+}
+
+pub fn main(o: Options) -> ExitCode {
+    let all = workloads::all();
+    let mut rows = Vec::new();
+    let start = Instant::now();
+    for name in &o.workloads {
+        let w = all.iter().find(|w| w.name == name).unwrap();
+        for &procs in &o.procs {
+            let mut cells: Vec<(&'static str, Cell)> =
+                RUNTIMES.iter().map(|r| (*r, Cell::default())).collect();
+            for (rt, c) in cells.iter_mut() {
+                c.not_applicable = not_applicable(w, rt);
+            }
+            for k in 1..=o.runs {
+                for (rt, c) in cells.iter_mut() {
+                    if c.not_applicable.is_some() || c.error.is_some() {
+                        continue;
+                    }
+                    eprintln!(
+                        "bench: {} procs={procs}: {rt} run {k} of {}",
+                        w.name, o.runs
+                    );
+                    match run_once(w, rt, procs, o.quick) {
+                        Ok(r) => {
+                            c.values.push(r.value);
+                            c.rss_kb.push(r.rss_kb);
+                            c.unit = r.unit;
+                            c.answer = r.answer;
+                        }
+                        Err(e) => {
+                            eprintln!("bench: {} procs={procs}: {rt} failed: {e}", w.name);
+                            c.error = Some(e);
+                        }
+                    }
+                }
+            }
+            rows.push(Row {
+                workload: w.name,
+                what: w.what,
+                procs,
+                cells,
+            });
+        }
+    }
+    print_table(&rows, &o);
+    eprintln!("bench: done in {:.1} s", start.elapsed().as_secs_f64());
+    if let Some(path) = &o.json {
+        let j = to_json(&rows, &o);
+        if let Err(e) = std::fs::write(path, j.to_string() + "\n") {
+            eprintln!("bench: writing {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        eprintln!("bench: wrote {}", path.display());
+    }
+    // Our runtime failing (a wrong answer included) fails the tool; a peer
+    // failing is reported in its cell.
+    let ours_failed = rows.iter().any(|r| {
+        r.cells
+            .iter()
+            .any(|(rt, c)| *rt == "ours" && c.error.is_some())
+    });
+    if ours_failed {
+        eprintln!("bench: our runtime failed a workload (see the table)");
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn print_table(rows: &[Row], o: &Options) {
+    let mut head = vec!["workload".to_string(), "procs".into(), "unit".into()];
+    head.extend(RUNTIMES.iter().map(|r| r.to_string()));
+    head.push("ours/best".into());
+    let mut table = vec![head];
+    for r in rows {
+        let mut line = vec![r.workload.to_string(), r.procs.to_string(), r.unit()];
+        line.extend(r.cells.iter().map(|(_, c)| cell_text(c)));
+        line.push(match r.ratio() {
+            Some((x, best)) if x >= 1.0 => format!("{x:.2} ({best}) <- not ahead"),
+            Some((x, best)) => format!("{x:.2} ({best})"),
+            None => "-".into(),
+        });
+        table.push(line);
+    }
+    let widths: Vec<usize> = (0..table[0].len())
+        .map(|i| {
+            table
+                .iter()
+                .map(|l| l[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    println!(
+        "median (min-max) over {} run(s) per cell, each in its own process; peak RSS (max over runs); {}",
+        o.runs,
+        if o.quick { "--quick sizes" } else { "full sizes" }
+    );
+    for (i, l) in table.iter().enumerate() {
+        let cells: Vec<String> = l
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("| {} |", cells.join(" | "));
+        if i == 0 {
+            let sep: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+            println!("|-{}-|", sep.join("-|-"));
+        }
+    }
+}
+
+fn to_json(rows: &[Row], o: &Options) -> Json {
+    let results = rows
+        .iter()
+        .map(|r| {
+            let rts = r
+                .cells
+                .iter()
+                .map(|(rt, c)| {
+                    let mut f = vec![
+                        (
+                            "values".into(),
+                            Json::Arr(c.values.iter().map(|v| Json::Num(*v)).collect()),
+                        ),
+                        (
+                            "peak_rss_kb".into(),
+                            Json::Arr(c.rss_kb.iter().map(|v| Json::Num(*v as f64)).collect()),
+                        ),
+                        ("unit".into(), Json::Str(c.unit.clone())),
+                        ("answer".into(), Json::Str(c.answer.clone())),
+                        (
+                            "error".into(),
+                            c.error.clone().map_or(Json::Null, Json::Str),
+                        ),
+                        (
+                            "not_applicable".into(),
+                            c.not_applicable.clone().map_or(Json::Null, Json::Str),
+                        ),
+                    ];
+                    if let Some((m, lo, hi)) = c.stats() {
+                        f.push(("median".into(), Json::Num(m)));
+                        f.push(("min".into(), Json::Num(lo)));
+                        f.push(("max".into(), Json::Num(hi)));
+                    }
+                    (rt.to_string(), Json::Obj(f))
+                })
+                .collect();
+            let (ratio, best) = match r.ratio() {
+                Some((x, b)) => (Json::Num(x), Json::Str(b.into())),
+                None => (Json::Null, Json::Null),
+            };
+            Json::Obj(vec![
+                ("workload".into(), Json::Str(r.workload.into())),
+                ("what".into(), Json::Str(r.what.into())),
+                ("procs".into(), Json::Num(r.procs as f64)),
+                ("unit".into(), Json::Str(r.unit())),
+                ("runtimes".into(), Json::Obj(rts)),
+                ("ours_over_best_peer".into(), ratio),
+                ("best_peer".into(), best),
+            ])
+        })
+        .collect();
+    Json::Obj(vec![
+        ("quick".into(), Json::Bool(o.quick)),
+        ("runs".into(), Json::Num(o.runs as f64)),
+        (
+            "procs".into(),
+            Json::Arr(o.procs.iter().map(|p| Json::Num(*p as f64)).collect()),
+        ),
+        ("results".into(), Json::Arr(results)),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn options() {
+        let o = Options::parse(&args(
+            "prodcons,skynet --procs 1,4 --runs 5 --quick --json x.json",
+        ))
+        .unwrap();
+        assert_eq!(
+            o.workloads,
+            ["prodcons0", "prodcons10", "prodcons100", "skynet"]
+        );
+        assert_eq!(o.procs, [1, 4]);
+        assert_eq!(o.runs, 5);
+        assert!(o.quick);
+        assert_eq!(o.json, Some(PathBuf::from("x.json")));
+        let all = Options::parse(&args("all")).unwrap();
+        assert_eq!(all.workloads.len(), workloads::all().len());
+        assert_eq!(all.procs, [1, 2]);
+        assert!(Options::parse(&args("nope")).is_err());
+        assert!(Options::parse(&args("timers"))
+            .unwrap_err()
+            .contains("not yet available"));
+        assert!(Options::parse(&args("spawn --runs 0")).is_err());
+        assert!(Options::parse(&args("spawn --procs 0")).is_err());
+        assert!(Options::parse(&args("--quick")).is_err());
+    }
+
+    #[test]
+    fn medians() {
+        let c = Cell {
+            values: vec![3.0, 1.0, 2.0, 10.0],
+            ..Cell::default()
+        };
+        assert_eq!(c.stats(), Some((2.5, 1.0, 10.0)));
+        let c = Cell {
+            values: vec![3.0],
+            error: Some("x".into()),
+            ..Cell::default()
+        };
+        assert_eq!(c.stats(), None);
+    }
+
+    #[test]
+    fn ratio_and_mark() {
+        let cell = |v: f64| Cell {
+            values: vec![v],
+            ..Cell::default()
+        };
+        let failed = Cell {
+            error: Some("boom".into()),
+            ..Cell::default()
+        };
+        let row = Row {
+            workload: "w",
+            what: "",
+            procs: 1,
+            cells: vec![
+                ("ours", cell(50.0)),
+                ("go", cell(100.0)),
+                ("tokio", cell(40.0)),
+                ("may", failed),
+            ],
+        };
+        assert_eq!(row.ratio(), Some((1.25, "tokio")));
+        assert_eq!(cell_text(&row.cells[3].1), "FAIL: boom");
+    }
+
+    #[test]
+    fn panic_messages() {
+        let rust = "thread 'main' panicked at src/x.rs:1:2:\nskynet: wrong sum\nnote: run with RUST_BACKTRACE=1\n";
+        assert_eq!(error_line(rust), "skynet: wrong sum");
+        let go = "panic: wrong\n\ngoroutine 1 [running]:\nmain.main()\n";
+        assert_eq!(error_line(go), "panic: wrong");
+        assert_eq!(error_line(""), "no output");
+    }
+}

@@ -1,0 +1,51 @@
+//! The benchmark tool: runs each workload on this runtime and on its peers
+//! (Go, tokio, may, OS threads) at the same worker count, each run in its
+//! own process, and prints one table of medians, peak RSS and the ratio
+//! ours / best peer. See `bench --help`.
+
+mod driver;
+mod json;
+mod plot;
+mod workloads;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: bench <workload>[,<workload>...]|all [--procs 1,2] [--runs N] [--json out.json] [--quick]
+       bench plot <out.json> [--out DIR]
+       bench list
+
+Runs each workload on this runtime (ours), Go (bench/go/*.go, built on first
+use into target/go-peers), tokio, may and OS threads, each run in its own
+process, interleaved; prints median (min-max) over the runs, peak RSS and
+ours / best peer. `prodcons` means prodcons0,prodcons10,prodcons100;
+`fanout` means fanout4,fanout64,fanout1024.
+--quick: small sizes (a few seconds in all), for CI.";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("__worker") => driver::worker(&args[1..]),
+        Some("plot") => plot::main(&args[1..]),
+        Some("list") => {
+            for w in workloads::all() {
+                println!("{:<12} {}", w.name, w.what);
+            }
+            for (name, why) in workloads::NOT_YET {
+                println!("{name:<12} {why}");
+            }
+            ExitCode::SUCCESS
+        }
+        None | Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        Some(_) => match driver::Options::parse(&args) {
+            Ok(opts) => driver::main(opts),
+            Err(e) => {
+                eprintln!("bench: {e}\n{USAGE}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}
