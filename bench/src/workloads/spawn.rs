@@ -7,13 +7,20 @@ use std::time::Instant;
 
 use super::{ours_run, per, tokio_run, Cfg, Figure};
 
-fn n(c: Cfg) -> u64 {
+/// Tasks per run (also used by `spawn_remote`).
+pub(super) fn n(c: Cfg) -> u64 {
     c.size(1_000_000, 20_000)
 }
 
-fn figure(took: std::time::Duration, n: u64, left: &AtomicUsize) -> Figure {
+/// The figure of a count-down run named `name` (also used by `spawn_remote`).
+pub(super) fn counted_down(
+    name: &str,
+    took: std::time::Duration,
+    n: u64,
+    left: &AtomicUsize,
+) -> Figure {
     let left = left.load(Ordering::Acquire);
-    assert_eq!(left, 0, "spawn: {left} tasks did not count down");
+    assert_eq!(left, 0, "{name}: {left} tasks did not count down");
     Figure {
         value: per(took, n),
         unit: "ns/task",
@@ -36,7 +43,7 @@ pub fn ours(c: Cfg) -> Figure {
             });
         }
         wg.wait();
-        figure(start.elapsed(), n, &left)
+        counted_down("spawn", start.elapsed(), n, &left)
     })
 }
 
@@ -55,7 +62,7 @@ pub fn tokio(c: Cfg) -> Figure {
             });
         }
         done.notified().await;
-        figure(start.elapsed(), n, &left)
+        counted_down("spawn", start.elapsed(), n, &left)
     })
 }
 
@@ -73,7 +80,7 @@ pub fn may(c: Cfg) -> Figure {
             });
         }
         wg.wait();
-        figure(start.elapsed(), n, &left)
+        counted_down("spawn", start.elapsed(), n, &left)
     })
 }
 
@@ -97,7 +104,7 @@ pub fn threads(c: Cfg) -> Figure {
         done = pair.1.wait(done).unwrap();
     }
     drop(done);
-    figure(start.elapsed(), n, &left)
+    counted_down("spawn", start.elapsed(), n, &left)
 }
 
 pub fn go(c: Cfg) -> (&'static str, Vec<String>) {

@@ -9,20 +9,12 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{per, Cfg, Figure};
+use super::{Cfg, Figure};
 
-fn n(c: Cfg) -> u64 {
-    c.size(1_000_000, 20_000)
-}
+use super::spawn::n;
 
 fn figure(took: std::time::Duration, n: u64, left: &AtomicUsize) -> Figure {
-    let left = left.load(Ordering::Acquire);
-    assert_eq!(left, 0, "spawn_remote: {left} tasks did not count down");
-    Figure {
-        value: per(took, n),
-        unit: "ns/task",
-        answer: format!("{n} counted down"),
-    }
+    super::spawn::counted_down("spawn_remote", took, n, left)
 }
 
 pub fn ours(c: Cfg) -> Figure {
