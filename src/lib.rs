@@ -53,6 +53,8 @@ mod loom;
 #[cfg(not(loom))]
 mod m;
 #[cfg(not(loom))]
+mod netpoll;
+#[cfg(not(loom))]
 mod p;
 #[cfg(not(loom))]
 mod runtime;
@@ -62,6 +64,8 @@ mod spawn;
 pub mod sync;
 #[cfg(not(loom))]
 mod sys;
+#[cfg(not(loom))]
+pub mod time;
 
 // Under loom only the protocols with models are compiled.
 #[cfg(loom)]
@@ -113,11 +117,58 @@ pub mod __private {
 /// thread.
 #[cfg(not(loom))]
 pub fn yield_now() {
-    match m::current_g() {
-        // SAFETY: `g` is the goroutine running on this thread, on its stack.
-        Some(g) => unsafe { g::context::switch_to_scheduler(g, g::context::Action::Yield) },
-        None => std::thread::yield_now(),
+    if let Some(m) = m::current() {
+        // SAFETY: m is the calling thread's own M. Without a P (inside
+        // `syscall`) the goroutine cannot be rescheduled: yield the thread.
+        if let (Some(g), Some(_)) = (m.curg(), unsafe { m.p() }) {
+            // SAFETY: `g` is the goroutine running on this thread, on its stack.
+            unsafe { g::context::switch_to_scheduler(g, g::context::Action::Yield) };
+            return;
+        }
     }
+    std::thread::yield_now()
+}
+
+/// A preemption point for long loops that make no other runtime call: if
+/// the goroutine has run for 10 ms and sysmon asked it to yield, it yields
+/// (to the global queue, as Go's preemption does). Costs a few loads
+/// otherwise. A no-op outside the runtime.
+#[cfg(not(loom))]
+#[inline]
+pub fn preempt_point() {
+    runtime::preempt::check()
+}
+
+/// Runs `f`, which may block in the OS (a system call, blocking file I/O, a
+/// C library call), without stopping other goroutines: Go's
+/// `entersyscall`/`exitsyscall`. Entering is cheap (the P is only marked);
+/// if `f` takes more than ~20 us, sysmon hands the P to another thread so the
+/// other goroutines keep running; on return the goroutine takes its P back,
+/// or another idle one, or waits on the global queue.
+///
+/// `f` runs without a P: it must not block on goroutine primitives
+/// (channels, mutexes, joins); that panics. Outside a goroutine, just runs `f`.
+#[cfg(not(loom))]
+pub fn syscall<R>(f: impl FnOnce() -> R) -> R {
+    runtime::syscall::syscall(false, f)
+}
+
+/// Like [`syscall`], for calls known to block for long (Go's
+/// `entersyscallblock`): the P is handed to another thread at once.
+#[cfg(not(loom))]
+pub fn syscall_blocking<R>(f: impl FnOnce() -> R) -> R {
+    runtime::syscall::syscall(true, f)
+}
+
+/// Sets the most OS threads the runtime may create (default 10,000, or
+/// `GOROUTINE_MAX_THREADS`) and returns the previous limit (Go's
+/// `debug.SetMaxThreads`). Going past it is fatal: `runtime: program
+/// exceeds N-thread limit` / `fatal error: thread exhaustion`. Values below
+/// 2 are raised to 2.
+#[cfg(not(loom))]
+pub fn set_max_threads(n: usize) -> usize {
+    runtime::start();
+    runtime::MAX_THREADS.swap(n.max(2), std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The id of the calling goroutine (the main goroutine is 1), or 0 when

@@ -29,6 +29,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
+    crate::runtime::preempt::check();
     let (task, join) = new_task(f);
     let id = proc::newproc(task, stack::default_stack_size(), None);
     JoinHandle {

@@ -84,6 +84,7 @@ impl<T> Sender<T> {
     /// back, if the channel is closed (also while blocked) or every receiver
     /// is gone.
     pub fn send(&self, v: T) -> Result<(), SendError<T>> {
+        crate::runtime::preempt::check();
         self.chan.send(v)
     }
 
@@ -127,6 +128,7 @@ impl<T> Receiver<T> {
     /// thread) until one is available. Fails once the channel is closed and
     /// its buffer drained.
     pub fn recv(&self) -> Result<T, RecvError> {
+        crate::runtime::preempt::check();
         self.chan.recv()
     }
 

@@ -340,6 +340,7 @@ impl<T> CaseImpl for SendArm<'_, T> {
 /// arm was ready (the `default` arm).
 pub fn select<const N: usize>(mut cases: [Case<'_>; N], block: bool) -> Option<usize> {
     const { assert!(N <= u16::MAX as usize, "select!: too many arms") };
+    crate::runtime::preempt::check();
     let mut pollorder = [0u16; N];
     let mut lockorder = [0u16; N];
     let mut sudogs = [const { MaybeUninit::<Sudog>::uninit() }; N];

@@ -33,6 +33,11 @@ pub(crate) enum Action {
     /// Go to the tail of the current P's ring (Go's goyield: used after a
     /// direct handoff put the woken G in this P's runnext).
     YieldLocal,
+    /// Preempted by sysmon (cooperative): go to the global queue.
+    Preempt,
+    /// Back from a system call and no P was free: queue the G globally and
+    /// park the M (Go's exitsyscall0).
+    ExitSyscall,
     /// Park; then call `unlock(g)`: `false` means "do not park after all" and
     /// the G is resumed at once (Go's gopark unlockf).
     Park(*mut (dyn FnMut(&'static G) -> bool + 'static)),

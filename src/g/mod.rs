@@ -46,6 +46,8 @@ pub(crate) enum Status {
     Runnable = 1,
     /// Running on an M.
     Running = 2,
+    /// In a blocking system call (`goroutine::syscall`), without a P.
+    Syscall = 3,
     /// Parked until someone readies it.
     Waiting = 4,
     /// Finished.
@@ -58,6 +60,7 @@ impl Status {
             0 => Status::Idle,
             1 => Status::Runnable,
             2 => Status::Running,
+            3 => Status::Syscall,
             4 => Status::Waiting,
             _ => Status::Dead,
         }
@@ -85,10 +88,14 @@ pub(crate) enum WaitReason {
     SyncWaitGroupWait,
     SyncOnceDo,
     Semacquire,
+    /// `time::sleep`.
+    Sleep,
+    /// Waiting for a file descriptor in the netpoller.
+    IoWait,
 }
 
 impl WaitReason {
-    const ALL: [WaitReason; 15] = [
+    const ALL: [WaitReason; 17] = [
         WaitReason::None,
         WaitReason::Join,
         WaitReason::ChanReceive,
@@ -104,9 +111,10 @@ impl WaitReason {
         WaitReason::SyncWaitGroupWait,
         WaitReason::SyncOnceDo,
         WaitReason::Semacquire,
+        WaitReason::Sleep,
+        WaitReason::IoWait,
     ];
 
-    #[allow(dead_code)] // read by dumps and traces
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             WaitReason::None => "",
@@ -124,6 +132,8 @@ impl WaitReason {
             WaitReason::SyncWaitGroupWait => "sync.WaitGroup.Wait",
             WaitReason::SyncOnceDo => "sync.Once.Do",
             WaitReason::Semacquire => "semacquire",
+            WaitReason::Sleep => "sleep",
+            WaitReason::IoWait => "IO wait",
         }
     }
 }

@@ -35,6 +35,8 @@ pub(crate) struct M {
     pub(crate) park: Note,
     rand: Cell<u64>,
     tid: AtomicI32,
+    /// The P this M left in `Syscall` state (own thread only).
+    oldp: Cell<Option<&'static crate::p::P>>,
 }
 
 // SAFETY: `p`, `nextp` and `rand` follow the ownership rules in the module
@@ -100,6 +102,7 @@ impl M {
             park: Note::new(),
             rand: Cell::new(0x9E37_79B9_7F4A_7C15 ^ id.wrapping_mul(0xA24B_AED4_963E_E407)),
             tid: AtomicI32::new(0),
+            oldp: Cell::new(None),
         }))
     }
 
@@ -180,6 +183,16 @@ impl M {
         // SAFETY: published by the waker's Release wakeup, observed by our
         // Acquire sleep; no one else touches it now.
         unsafe { (*self.nextp.get()).take() }
+    }
+
+    /// Remembers the P left behind by a system call (own thread only).
+    pub(crate) fn set_oldp(&self, p: Option<&'static crate::p::P>) {
+        self.oldp.set(p);
+    }
+
+    /// Takes the P left behind by a system call (own thread only).
+    pub(crate) fn take_oldp(&self) -> Option<&'static crate::p::P> {
+        self.oldp.take()
     }
 
     /// A per-M xorshift random number (steal order, randomized scheduling).

@@ -38,4 +38,20 @@ impl Note {
             futex::wait(&self.key, 0);
         }
     }
+
+    /// Sleeps until woken or until `ns` nanoseconds have passed; true if
+    /// woken (Go's notetsleep).
+    pub(crate) fn sleep_timeout(&self, ns: i64) -> bool {
+        let deadline = crate::sys::time::nanotime().saturating_add(ns);
+        loop {
+            if self.key.load(Ordering::Acquire) != 0 {
+                return true;
+            }
+            let left = deadline - crate::sys::time::nanotime();
+            if left <= 0 {
+                return false;
+            }
+            futex::wait_timeout(&self.key, 0, left);
+        }
+    }
 }

@@ -10,7 +10,15 @@
 //! - advances `schedtick` and the goroutine counter.
 //!
 //! Anyone may read `status`, `schedtick` and the counters, and steal from the
-//! run queue (`runq.steal_into`). P records are never freed: a P removed by
+//! run queue (`runq.steal_into`).
+//!
+//! A P whose M entered a system call (`goroutine::syscall`) is owned by
+//! nobody: its handle was dissolved by `PHandle::enter_syscall` and its
+//! status is `Syscall`. Whoever first CASes the status away from `Syscall`
+//! (the M returning, sysmon retaking it, a stop-the-world) gets a new handle
+//! (`P::cas_from_syscall`). Its timers and run queue stay usable meanwhile:
+//! the timer heap has its own lock and thieves may steal from the ring (only
+//! its owner pushes, and it has none). P records are never freed: a P removed by
 //! `set_max_procs` keeps its slot in `allp` with status `Dead`, so a thief or
 //! a stats reader holding an index from an older GOMAXPROCS never dangles.
 
@@ -18,12 +26,13 @@ pub(crate) mod runq;
 
 use std::cell::UnsafeCell;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 
 use self::runq::RunQueue;
 use crate::g::stack::StackCache;
 use crate::g::taskcache::TaskCache;
 use crate::g::G;
+use crate::runtime::timers::Timers;
 
 /// P status (Go's numbering).
 #[repr(u32)]
@@ -33,6 +42,8 @@ pub(crate) enum PStatus {
     Idle = 0,
     /// Held by an M running goroutines or the scheduler.
     Running = 1,
+    /// Its M is in a system call; nobody owns it (module note).
+    Syscall = 2,
     /// Stopped for a stop-the-world.
     GcStop = 3,
     /// Removed by `set_max_procs`.
@@ -67,6 +78,13 @@ pub(crate) struct P {
     /// Goroutines created on this P minus goroutines that exited on it.
     /// Written by the owner only; summed over all Ps by `num_goroutine`.
     ngoroutine: AtomicI64,
+    /// Incremented on every system call entry (sysmon watches it).
+    syscalltick: AtomicU32,
+    /// sysmon asks the goroutine running on this P to yield (cooperative
+    /// preemption): checked at runtime calls and `preempt_point()`.
+    pub(crate) preempt: AtomicBool,
+    /// This P's timer heap (any M may run it; see `runtime::timers`).
+    pub(crate) timers: Timers,
     local: UnsafeCell<PLocal>,
 }
 
@@ -84,6 +102,9 @@ impl P {
             runq: RunQueue::new(),
             schedtick: AtomicU32::new(0),
             ngoroutine: AtomicI64::new(0),
+            syscalltick: AtomicU32::new(0),
+            preempt: AtomicBool::new(false),
+            timers: Timers::new(),
             local: UnsafeCell::new(PLocal {
                 gfree: Vec::new(),
                 stacks: StackCache::new(),
@@ -100,6 +121,7 @@ impl P {
         match self.status.load(Ordering::Acquire) {
             0 => PStatus::Idle,
             1 => PStatus::Running,
+            2 => PStatus::Syscall,
             3 => PStatus::GcStop,
             _ => PStatus::Dead,
         }
@@ -108,6 +130,25 @@ impl P {
     #[inline]
     pub(crate) fn schedtick(&self) -> u32 {
         self.schedtick.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn syscalltick(&self) -> u32 {
+        self.syscalltick.load(Ordering::Relaxed)
+    }
+
+    /// `Syscall -> to`: the one who wins this CAS owns the P (the M coming
+    /// back from its system call, sysmon retaking it, or a stop-the-world).
+    pub(crate) fn cas_from_syscall(&'static self, to: PStatus) -> Option<PHandle> {
+        self.status
+            .compare_exchange(
+                PStatus::Syscall as u32,
+                to as u32,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .ok()
+            .map(|_| PHandle(self))
     }
 
     #[inline]
@@ -148,6 +189,20 @@ impl PHandle {
     pub(crate) fn bump_schedtick(&self) {
         let t = self.0.schedtick.load(Ordering::Relaxed);
         self.0.schedtick.store(t.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn bump_syscalltick(&self) {
+        let t = self.0.syscalltick.load(Ordering::Relaxed);
+        self.0.syscalltick.store(t.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// Gives up ownership while the P waits in `Syscall` state: from now on
+    /// whoever wins [`P::cas_from_syscall`] owns it.
+    pub(crate) fn enter_syscall(self) -> &'static P {
+        let p = self.0;
+        p.status.store(PStatus::Syscall as u32, Ordering::Release);
+        p
     }
 
     #[inline]

@@ -1,6 +1,24 @@
-//! GOMAXPROCS from the environment.
+//! GOMAXPROCS and GOROUTINE_MAX_THREADS from the environment.
 
-use super::MAX_PROCS;
+use std::sync::atomic::Ordering;
+
+use super::{MAX_PROCS, MAX_THREADS};
+
+/// Applies `GOROUTINE_MAX_THREADS` (the thread cap, default 10,000); a bad
+/// value is reported on stderr in one line and the default kept.
+pub(crate) fn max_threads_from_env() {
+    let Some(v) = std::env::var_os("GOROUTINE_MAX_THREADS") else {
+        return;
+    };
+    let v = v.to_string_lossy();
+    match v.trim().parse::<usize>() {
+        Ok(n) if n >= 2 => MAX_THREADS.store(n, Ordering::Relaxed),
+        _ => eprintln!(
+            "goroutine: GOROUTINE_MAX_THREADS={v:?} is not an integer >= 2; using the default {}",
+            MAX_THREADS.load(Ordering::Relaxed)
+        ),
+    }
+}
 
 /// The default: CPUs available to this process (affinity and cgroup aware).
 pub(crate) fn default_procs() -> usize {

@@ -63,9 +63,13 @@ pub(crate) fn startm(pp: Option<PHandle>, spinning: bool) {
         // to park) and nobody else can hand it a P.
         unsafe { nmp.set_nextp(pp, spinning) };
         nmp.park.wakeup();
+        super::sysmon::wake_if_waiting();
         return;
     }
     drop(l);
+    super::sysmon::wake_if_waiting();
+    let nthreads = s.allm.lock().map(|v| v.len()).unwrap_or(0) + 1;
+    super::syscall::check_thread_limit(nthreads);
     let id = s.mnext.fetch_add(1, Ordering::Relaxed);
     if let Err((e, pp)) = m::newm(id, pp, spinning) {
         if spinning {

@@ -18,6 +18,10 @@
 //! - `proc.rs`: creating goroutines (newproc), their exit, G free lists.
 //! - `park.rs`: `park`/`ready`, the primitive under every blocking operation.
 //! - `procresize.rs`: stop-the-world and `set_max_procs`.
+//! - `timers.rs`: the per-P timer heaps.
+//! - `syscall.rs`: entering and leaving blocking system calls, `handoffp`.
+//! - `preempt.rs`: the cooperative preemption check.
+//! - `sysmon.rs`: the monitor thread: preemption, syscall retake, polling.
 //! - `env.rs`: GOMAXPROCS.
 
 pub(crate) mod env;
@@ -25,10 +29,14 @@ pub(crate) mod globrunq;
 pub(crate) mod idle;
 pub(crate) mod park;
 pub(crate) mod proc;
+pub(crate) mod preempt;
 pub(crate) mod procresize;
 pub(crate) mod schedule;
 pub(crate) mod spinning;
 pub(crate) mod steal;
+pub(crate) mod syscall;
+pub(crate) mod sysmon;
+pub(crate) mod timers;
 
 use std::ptr;
 use std::sync::atomic::{
@@ -90,7 +98,18 @@ pub(crate) struct Sched {
     pub(crate) worldsema: AtomicBool,
     /// Goroutines spawned from outside the runtime (no P to count them on).
     pub(crate) ngoroutine_ext: AtomicI64,
+    /// When the network was last polled; 0 while an M is blocked in the
+    /// poller (Go's sched.lastpoll: swapping it to 0 elects the poller).
+    pub(crate) lastpoll: AtomicI64,
+    /// The blocked poller's deadline (nanotime), 0 if none.
+    pub(crate) poll_until: AtomicI64,
+    /// sysmon is in its deep sleep on `sysmonnote`.
+    pub(crate) sysmonwait: AtomicBool,
+    pub(crate) sysmonnote: Note,
 }
+
+/// The most OS threads the runtime may create (Go's debug.SetMaxThreads).
+pub(crate) static MAX_THREADS: AtomicUsize = AtomicUsize::new(10_000);
 
 static SCHED: Sched = Sched {
     lock: Mutex::new(Locked {
@@ -114,6 +133,10 @@ static SCHED: Sched = Sched {
     stopnote: Note::new(),
     worldsema: AtomicBool::new(false),
     ngoroutine_ext: AtomicI64::new(0),
+    lastpoll: AtomicI64::new(1),
+    poll_until: AtomicI64::new(0),
+    sysmonwait: AtomicBool::new(false),
+    sysmonnote: Note::new(),
 };
 
 static START: Once = Once::new();
@@ -138,7 +161,16 @@ pub(crate) fn start() -> &'static Sched {
         }
         s.gomaxprocs.store(n as u32, Ordering::SeqCst);
         drop(l);
+        s.lastpoll
+            .store(crate::sys::time::nanotime(), Ordering::SeqCst);
+        env::max_threads_from_env();
+        if let Err(e) = crate::netpoll::init() {
+            throw(&format!(
+                "cannot create the netpoller (epoll/eventfd): {e}"
+            ));
+        }
         crate::sys::signal::install_overflow_handler(crate::m::overflow_lookup);
+        sysmon::start();
     });
     &SCHED
 }

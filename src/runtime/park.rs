@@ -49,7 +49,16 @@ impl Waiter {
 /// # Panics
 /// Outside a goroutine (callers check `m::current_g()` first).
 pub(crate) fn park(reason: WaitReason, unlock: &mut dyn FnMut(&'static G) -> bool) {
-    let g = m::current_g().expect("park called outside a goroutine");
+    let m = m::current().expect("park called outside a goroutine");
+    let g = m.curg().expect("park called outside a goroutine");
+    // SAFETY: m is the calling thread's own M.
+    if unsafe { m.p() }.is_none() {
+        panic!(
+            "goroutine {}: blocking on a runtime object ({}) inside goroutine::syscall, which runs without a P",
+            g.id(),
+            reason.as_str()
+        );
+    }
     g.set_wait_reason(reason);
     // SAFETY: erasing the lifetime is sound because the closure lives on this
     // goroutine's stack, which stays intact until the scheduler has finished

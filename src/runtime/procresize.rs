@@ -85,6 +85,16 @@ fn stop_the_world() {
         l.stopped.push(pp);
         l.stopwait -= 1;
     }
+    // Ps whose M is in a system call: take them (their M will find no P
+    // when it returns and queue its goroutine).
+    for id in 0..s.gomaxprocs() as usize {
+        if let Some(p) = s.allp(id) {
+            if let Some(pp) = p.cas_from_syscall(PStatus::GcStop) {
+                l.stopped.push(pp);
+                l.stopwait -= 1;
+            }
+        }
+    }
     let wait = l.stopwait > 0;
     drop(l);
     if wait {
@@ -111,18 +121,20 @@ fn procresize(n: u32) -> Vec<PHandle> {
 
     let mut moved: Vec<&'static G> = Vec::new();
     let mut keep = Vec::with_capacity(n as usize);
+    // P0 survives every resize: destroyed Ps' timers move there.
+    let p0 = s.allp(0).expect("P0 exists");
     for pp in handles {
         if pp.id < n {
             keep.push(pp);
         } else {
-            destroy_p(&pp, &mut moved);
+            destroy_p(&pp, &mut moved, p0);
         }
     }
     if let (Some(m), Some(id)) = (me, own_id) {
         if id >= n {
             // SAFETY: own M, holding a P.
             let pp = unsafe { m.releasep() };
-            destroy_p(&pp, &mut moved);
+            destroy_p(&pp, &mut moved, p0);
             let p0 = keep
                 .iter()
                 .position(|p| p.id == 0)
@@ -146,7 +158,7 @@ fn procresize(n: u32) -> Vec<PHandle> {
 
     let mut runnable = Vec::new();
     for pp in keep {
-        if pp.runq.is_empty() {
+        if pp.runq.is_empty() && pp.timers.next() == 0 {
             idle::pidleput(&mut l, pp);
         } else {
             runnable.push(pp);
@@ -156,7 +168,8 @@ fn procresize(n: u32) -> Vec<PHandle> {
 }
 
 /// Moves everything a dying P holds to the global structures.
-fn destroy_p(pp: &PHandle, moved: &mut Vec<&'static G>) {
+fn destroy_p(pp: &PHandle, moved: &mut Vec<&'static G>, timers_to: &'static crate::p::P) {
+    pp.timers.move_all(timers_to);
     // SAFETY: we hold the P's handle during stop-the-world.
     unsafe {
         pp.runq.drain(|g| moved.push(&*g.as_ptr()));

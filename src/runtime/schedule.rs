@@ -19,10 +19,14 @@
 //! from runnext inherits the slice of the G that readied it, so a pair that
 //! ping-pongs through runnext cannot starve the ring.
 
-use super::{globrunq, idle, proc, sched, steal};
+use std::sync::atomic::Ordering;
+
+use super::{globrunq, idle, proc, sched, steal, syscall, timers};
 use crate::g::context::{self, Action, Switch};
 use crate::g::{Status, G};
-use crate::m::M;
+use crate::m::{self, M};
+use crate::netpoll;
+use crate::sys::time::nanotime;
 use crate::p::PStatus;
 use crate::spawn::JoinError;
 
@@ -56,14 +60,17 @@ pub(crate) fn become_spinning(m: &'static M) {
 fn find_runnable(m: &'static M) -> (&'static G, bool) {
     let s = sched();
     loop {
-        if s.gcwaiting.load(std::sync::atomic::Ordering::Acquire) {
+        if s.gcwaiting.load(Ordering::Acquire) {
             gcstopm(m);
             continue;
         }
         // SAFETY: own thread; we hold a P between loop iterations.
         let pp = unsafe { m.p() }.expect("find_runnable without a P");
 
-        // 2. Fairness: every 61st tick, look at the global queue first.
+        // 2. This P's due timers (they ready goroutines into runnext).
+        let (now, _) = timers::check_timers(pp, 0);
+
+        // 3. Fairness: every 61st tick, look at the global queue first.
         if pp.schedtick() % 61 == 0 && globrunq::has_work(pp) {
             let mut l = s.lock();
             if let Some(g) = globrunq::get(&mut l, pp, 1) {
@@ -71,14 +78,14 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
             }
         }
 
-        // 3. Local run queue.
+        // 4. Local run queue.
         // SAFETY: we own pp.
         if let Some((g, inherit)) = unsafe { pp.runq.get() } {
             // SAFETY: run queues only hold leaked, never-freed Gs.
             return (unsafe { &*g.as_ptr() }, inherit);
         }
 
-        // 4. Global run queue.
+        // 5. Global run queue.
         if globrunq::has_work(pp) {
             let mut l = s.lock();
             if let Some(g) = globrunq::get(&mut l, pp, 0) {
@@ -86,19 +93,36 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
             }
         }
 
-        // 5. Steal.
-        if m.is_spinning() || s.spin.may_spin(s.gomaxprocs()) {
-            if !m.is_spinning() {
-                become_spinning(m);
-            }
-            if let Some(g) = steal::steal_work(m, pp) {
+        // 6. Non-blocking netpoll, if anyone waits there and nobody is
+        // blocked in it.
+        if netpoll::any_waiters() && s.lastpoll.load(Ordering::SeqCst) != 0 {
+            let mut list = netpoll::netpoll(0);
+            if !list.is_empty() {
+                let g = list.remove(0);
+                inject(list);
                 return (g, false);
             }
         }
 
-        // 6. Nothing to do: give up the P.
+        // 7. Steal (and, on the last round, run other Ps' due timers).
+        if m.is_spinning() || s.spin.may_spin(s.gomaxprocs()) {
+            if !m.is_spinning() {
+                become_spinning(m);
+            }
+            if let Some(g) = steal::steal_work(m, pp, now) {
+                return (g, false);
+            }
+            // Timers run on the last round may have readied Gs here.
+            // SAFETY: we own pp.
+            if let Some((g, inherit)) = unsafe { pp.runq.get() } {
+                // SAFETY: run queues only hold leaked, never-freed Gs.
+                return (unsafe { &*g.as_ptr() }, inherit);
+            }
+        }
+
+        // 8. Nothing to do: give up the P.
         let mut l = s.lock();
-        if s.gcwaiting.load(std::sync::atomic::Ordering::Acquire) {
+        if s.gcwaiting.load(Ordering::Acquire) {
             continue;
         }
         if let Some(g) = globrunq::get(&mut l, pp, 0) {
@@ -109,9 +133,10 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
         idle::pidleput(&mut l, pp);
         drop(l);
 
-        if m.is_spinning() {
-            // The delicate dance: stop spinning with a StoreLoad barrier,
-            // then look once more at every queue before parking.
+        // 9. The delicate dance: stop spinning with a StoreLoad barrier,
+        // then look once more at every queue before parking.
+        let was_spinning = m.is_spinning();
+        if was_spinning {
             m.set_spinning(false);
             s.spin.stop_spinning_for_recheck();
             if let Some(pp) = steal::check_runqs_no_p() {
@@ -121,7 +146,95 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
                 continue;
             }
         }
+
+        // 10. Block in the netpoller until the next timer, if someone waits
+        // there or a timer is pending and no other M polls.
+        let poll_until = timers::next_when();
+        if (netpoll::any_waiters() || poll_until != 0) && s.lastpoll.swap(0, Ordering::SeqCst) != 0
+        {
+            s.poll_until.store(poll_until, Ordering::SeqCst);
+            let delay = if poll_until == 0 {
+                -1
+            } else {
+                (poll_until - nanotime()).max(0)
+            };
+            let mut list = netpoll::netpoll(delay);
+            s.poll_until.store(0, Ordering::SeqCst);
+            s.lastpoll.store(nanotime(), Ordering::SeqCst);
+            let pp = {
+                let mut l = s.lock();
+                idle::pidleget(&mut l)
+            };
+            match pp {
+                Some(pp) => {
+                    // SAFETY: own thread, holding no P.
+                    unsafe { m.acquirep(pp) };
+                    if !list.is_empty() {
+                        let g = list.remove(0);
+                        inject(list);
+                        if was_spinning {
+                            become_spinning(m);
+                        }
+                        return (g, false);
+                    }
+                    if was_spinning {
+                        become_spinning(m);
+                    }
+                    continue;
+                }
+                None => {
+                    if !list.is_empty() {
+                        inject(list);
+                    }
+                }
+            }
+        } else if poll_until != 0 {
+            // Another M is blocked in the poller: make sure it wakes for
+            // our earliest timer.
+            let until = s.poll_until.load(Ordering::SeqCst);
+            if until == 0 || until > poll_until {
+                netpoll::netpoll_break();
+            }
+        }
         idle::stopm(m);
+    }
+}
+
+/// Makes a list of Gs (already `Runnable`, from the netpoller) runnable
+/// (Go's injectglist): as many as there are idle Ps go to the global queue,
+/// each with an M started for it; the rest to this M's P, if it has one,
+/// else to the global queue too.
+pub(crate) fn inject(mut list: Vec<&'static G>) {
+    if list.is_empty() {
+        return;
+    }
+    let s = sched();
+    let pp = m::current().and_then(|m| {
+        // SAFETY: m is the calling thread's own M.
+        unsafe { m.p() }
+    });
+    let npidle = s.spin.npidle() as usize;
+    let n = match pp {
+        Some(_) => npidle.min(list.len()),
+        None => list.len(),
+    };
+    let rest = list.split_off(n);
+    if !list.is_empty() {
+        let mut l = s.lock();
+        globrunq::put_list_locked(&mut l, &mut list);
+        drop(l);
+        for _ in 0..n {
+            if s.spin.npidle() == 0 {
+                break;
+            }
+            idle::startm(None, false);
+        }
+    }
+    if let Some(pp) = pp {
+        for g in rest {
+            globrunq::runqput(pp, g, false);
+        }
+        idle::wakep();
     }
 }
 
@@ -133,6 +246,7 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
         let pp = unsafe { m.p() }.expect("execute without a P");
         if !inherit {
             pp.bump_schedtick();
+            pp.preempt.store(false, Ordering::Relaxed);
         }
         debug_assert_eq!(g.status(), Status::Runnable);
         g.set_status(Status::Running);
@@ -164,6 +278,11 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
         }
         let switch = context::resume(co);
         m.set_curg(None);
+        if let Switch::Action(Action::ExitSyscall) = switch {
+            // Back from a system call with no P to run on.
+            syscall::exitsyscall0(m, g);
+            return;
+        }
 
         // The G may have changed this M's P (set_max_procs); re-read it.
         // SAFETY: own thread, holding a P.
@@ -182,13 +301,20 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
                 // would be served only every 61st tick), so the G goes to the
                 // global tail through the P's yield buffer (globrunq's note).
                 g.set_status(Status::Runnable);
-                if sched().runqsize.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+                if sched().runqsize.load(Ordering::Relaxed) != 0 {
                     globrunq::put_yield(pp, g);
                 } else {
                     globrunq::runqput(pp, g, false);
                 }
                 return;
             }
+            Switch::Action(Action::Preempt) => {
+                // Go's gopreempt_m: a preempted G goes to the global queue.
+                g.set_status(Status::Runnable);
+                globrunq::put(g);
+                return;
+            }
+            Switch::Action(Action::ExitSyscall) => unreachable!("handled above"),
             Switch::Action(Action::YieldLocal) => {
                 g.set_status(Status::Runnable);
                 globrunq::runqput(pp, g, false);

@@ -61,13 +61,11 @@ impl Spinning {
         }
     }
 
-    #[allow(dead_code)] // read by schedtrace and stats
     #[inline]
     pub(crate) fn nmspinning(&self) -> u32 {
         self.nmspinning.load(Ordering::SeqCst)
     }
 
-    #[allow(dead_code)] // read by schedtrace and stats
     #[inline]
     pub(crate) fn npidle(&self) -> u32 {
         self.npidle.load(Ordering::SeqCst)
@@ -92,6 +90,14 @@ impl Spinning {
                 .nmspinning
                 .compare_exchange(0, 1, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
+    }
+
+    /// Claims the spinning slot if nobody spins (handoffp: a P given up by
+    /// a system call searches for work when no one else does).
+    pub(crate) fn try_claim_spin(&self) -> bool {
+        self.nmspinning
+            .compare_exchange(0, 1, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// Gives back a claim from `try_claim_wake` that found no P or M.

@@ -6,19 +6,22 @@
 //! (`RunQueue::steal_into`). Only on the last round may it take the victim's
 //! `runnext`, and only after a ~3 us grace while the victim runs: a G in
 //! runnext was usually just readied by the running G and is about to run
-//! there, so taking it would only move it away from its cache.
+//! there, so taking it would only move it away from its cache. The last
+//! round also runs the victims' due timers (Go's stealTimersOrRunNextG).
 
 use std::sync::atomic::Ordering;
 
-use super::{idle, sched};
+use super::{idle, sched, timers};
 use crate::g::G;
 use crate::m::M;
 use crate::p::{PHandle, PStatus};
 
 const STEAL_TRIES: usize = 4;
 
-/// Tries to steal a G for `pp` from the other Ps.
-pub(crate) fn steal_work(m: &'static M, pp: &PHandle) -> Option<&'static G> {
+/// Tries to steal a G for `pp` from the other Ps. On the last round it also
+/// runs the other Ps' due timers (idle Ps included: nobody else would); the
+/// goroutines they ready land in `pp`'s queue, which the caller checks.
+pub(crate) fn steal_work(m: &'static M, pp: &PHandle, mut now: i64) -> Option<&'static G> {
     let s = sched();
     for round in 0..STEAL_TRIES {
         let last = round == STEAL_TRIES - 1;
@@ -30,7 +33,19 @@ pub(crate) fn steal_work(m: &'static M, pp: &PHandle) -> Option<&'static G> {
             let Some(victim) = s.allp(id as usize) else {
                 continue;
             };
-            if std::ptr::eq(victim, pp.get()) || victim.status() == PStatus::Idle {
+            if std::ptr::eq(victim, pp.get()) {
+                continue;
+            }
+            if last && victim.timers.next() != 0 {
+                let (t, _) = timers::check_timers(victim, now);
+                now = t;
+                // SAFETY: we own pp.
+                if let Some((g, _)) = unsafe { pp.runq.get() } {
+                    // SAFETY: run queues only hold leaked, never-freed Gs.
+                    return Some(unsafe { &*g.as_ptr() });
+                }
+            }
+            if victim.status() == PStatus::Idle {
                 continue;
             }
             // SAFETY: we own `pp`, and find_runnable only steals when pp's own

@@ -101,6 +101,7 @@ impl<T: ?Sized> Mutex<T> {
     /// calling thread) until it is available.
     #[inline]
     pub fn lock(&self) -> MutexGuard<'_, T> {
+        crate::runtime::preempt::check();
         self.raw.lock(WaitReason::SyncMutexLock);
         MutexGuard {
             mutex: self,

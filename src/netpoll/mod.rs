@@ -1,0 +1,396 @@
+//! The netpoller (Go's netpoll.go + netpoll_epoll.go): goroutines park on a
+//! file descriptor's readiness instead of blocking their thread.
+//!
+//! # The OS layer: mio
+//! One `mio::Poll` (epoll on Linux, kqueue elsewhere) for the process, every
+//! fd registered once, edge-triggered, for read and write; a `mio::Waker`
+//! (an eventfd) breaks a blocked wait. We use mio rather than rustix because
+//! it is the well-kept portable layer over exactly these calls (epoll,
+//! kqueue, eventfd/pipe wakers), so porting the netpoller to another target
+//! needs no code here; rustix would give thin Linux-only wrappers that we
+//! would have to redo per OS. The scheduler protocol itself (who polls,
+//! when, and how ready goroutines are injected) is ours, below.
+//!
+//! # Who polls (invariants)
+//! - At most one M blocks in the poller, with no P: the one that swapped
+//!   `sched.lastpoll` from non-zero to 0 (`find_runnable`, step 10). Its
+//!   deadline is the earliest timer (`sched.poll_until`). Anyone who adds an
+//!   earlier timer, or needs it back, calls [`netpoll_break`].
+//! - Non-blocking polls (`find_runnable` before stealing, sysmon after 10 ms
+//!   without a poll) take the poll lock with `try_lock`, so they never wait
+//!   behind the blocked poller.
+//!
+//! # A descriptor's wait slots (Go's pollDesc.rg / wg)
+//! Each direction has one slot: `NIL`, `READY` (an edge arrived, nobody
+//! consumed it), `WAIT` (a goroutine is about to park), or the address of
+//! the parked G. The waiter goes NIL -> WAIT, parks, and its park's unlock
+//! step commits WAIT -> G; an edge turns the slot to READY (taking out a G
+//! it finds, which the poller readies; the commit's CAS then fails and the
+//! waiter does not park). A deadline timer turns WAIT/G to NIL the same way.
+//! Whoever swaps a G out of a slot readies it, so a G is readied exactly
+//! once. Waiters treat every wakeup as "retry the operation".
+//!
+//! Descriptors are never freed (Go's pollcache): a stale event for a closed
+//! fd is recognised by the sequence number packed in the event's token.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
+
+use crate::g::{WaitReason, G};
+use crate::m;
+use crate::runtime::park;
+use crate::runtime::timers::{Timer, TimerFn};
+
+const NIL: usize = 0;
+const READY: usize = 1;
+const WAIT: usize = 2;
+
+const WAKER_TOKEN: Token = Token(usize::MAX);
+const SEQ_SHIFT: u32 = 48;
+
+struct Poller {
+    poll: Mutex<(Poll, Events)>,
+    registry: Registry,
+    waker: Waker,
+}
+
+static POLLER: OnceLock<Poller> = OnceLock::new();
+/// Goroutines parked in the poller (Go's netpollWaiters).
+static WAITERS: AtomicI32 = AtomicI32::new(0);
+/// A break is pending (Go's netpollWakeSig): at most one eventfd write.
+static WAKE_SIG: AtomicBool = AtomicBool::new(false);
+/// Free descriptors.
+static CACHE: Mutex<Vec<&'static PollDesc>> = Mutex::new(Vec::new());
+
+/// Creates the poller; called when the runtime starts.
+pub(crate) fn init() -> io::Result<()> {
+    if POLLER.get().is_some() {
+        return Ok(());
+    }
+    let poll = Poll::new()?;
+    let registry = poll.registry().try_clone()?;
+    let waker = Waker::new(&registry, WAKER_TOKEN)?;
+    let _ = POLLER.set(Poller {
+        poll: Mutex::new((poll, Events::with_capacity(128))),
+        registry,
+        waker,
+    });
+    Ok(())
+}
+
+/// Whether any goroutine waits in the poller.
+#[inline]
+pub(crate) fn any_waiters() -> bool {
+    WAITERS.load(Ordering::Relaxed) > 0
+}
+
+/// Interrupts a blocked [`netpoll`] (Go's netpollBreak).
+pub(crate) fn netpoll_break() {
+    let Some(p) = POLLER.get() else { return };
+    if WAKE_SIG
+        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok()
+    {
+        if let Err(e) = p.waker.wake() {
+            WAKE_SIG.store(false, Ordering::Release);
+            eprintln!("goroutine: netpoll break failed: {e}");
+        }
+    }
+}
+
+/// Polls for ready descriptors and returns the goroutines they ready, each
+/// already `Runnable` (Go's netpoll). `delay_ns < 0` blocks until an event
+/// or a break, `0` does not block, `> 0` blocks at most that long.
+pub(crate) fn netpoll(delay_ns: i64) -> Vec<&'static G> {
+    let mut out = Vec::new();
+    let Some(p) = POLLER.get() else {
+        return out;
+    };
+    let mut guard = if delay_ns == 0 {
+        match p.poll.try_lock() {
+            Ok(g) => g,
+            Err(_) => return out,
+        }
+    } else {
+        match p.poll.lock() {
+            Ok(g) => g,
+            Err(e) => e.into_inner(),
+        }
+    };
+    let (poll, events) = &mut *guard;
+    let timeout = match delay_ns {
+        d if d < 0 => None,
+        0 => Some(Duration::ZERO),
+        d => Some(Duration::from_nanos(d as u64)),
+    };
+    loop {
+        match poll.poll(events, timeout) {
+            Ok(()) => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                if delay_ns > 0 {
+                    // Return so the caller recomputes its deadline.
+                    return out;
+                }
+            }
+            Err(e) => crate::runtime::throw(&format!("netpoll: poll failed: {e}")),
+        }
+    }
+    for ev in events.iter() {
+        let token = ev.token();
+        if token == WAKER_TOKEN {
+            if delay_ns != 0 {
+                WAKE_SIG.store(false, Ordering::Release);
+            }
+            continue;
+        }
+        let ptr = token.0 & ((1usize << SEQ_SHIFT) - 1);
+        let tag = (token.0 >> SEQ_SHIFT) as u64;
+        // SAFETY: tokens are addresses of leaked, never-freed PollDescs.
+        let pd = unsafe { &*(ptr as *const PollDesc) };
+        if pd.seq.load(Ordering::Acquire) & 0x7fff != tag {
+            continue; // the fd was closed (and maybe reused) since
+        }
+        let r = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+        let w = ev.is_writable() || ev.is_write_closed() || ev.is_error();
+        if r {
+            if let Some(g) = unblock(&pd.rg, true) {
+                out.push(g);
+            }
+        }
+        if w {
+            if let Some(g) = unblock(&pd.wg, true) {
+                out.push(g);
+            }
+        }
+    }
+    for g in &out {
+        g.cas_waiting_to_runnable();
+    }
+    out
+}
+
+/// One descriptor's poll state (module note).
+struct PollDesc {
+    rg: AtomicUsize,
+    wg: AtomicUsize,
+    /// Bumped on every close: stale events carry an older value.
+    seq: AtomicU64,
+    fd: AtomicI32,
+}
+
+/// Turns a wait slot to READY (`ioready`) or NIL (timeout), returning the
+/// parked G found in it, if any (Go's netpollunblock).
+fn unblock(slot: &AtomicUsize, ioready: bool) -> Option<&'static G> {
+    let new = if ioready { READY } else { NIL };
+    let mut old = slot.load(Ordering::Acquire);
+    loop {
+        if old == READY || (old == NIL && !ioready) {
+            return None;
+        }
+        match slot.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {
+                if old > WAIT {
+                    WAITERS.fetch_sub(1, Ordering::Relaxed);
+                    // SAFETY: a slot above WAIT holds the address of a parked
+                    // G (G records are never freed).
+                    return Some(unsafe { &*(old as *const G) });
+                }
+                return None;
+            }
+            Err(cur) => old = cur,
+        }
+    }
+}
+
+/// A descriptor registered with the netpoller. Drop it before closing its
+/// fd: dropping deregisters the fd.
+pub(crate) struct PollFd {
+    pd: &'static PollDesc,
+}
+
+impl std::fmt::Debug for PollFd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PollFd")
+            .field("fd", &self.pd.fd.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl PollFd {
+    /// Registers `fd` (already non-blocking), edge-triggered, read + write.
+    pub(crate) fn new(fd: RawFd) -> io::Result<PollFd> {
+        crate::runtime::start();
+        let p = POLLER
+            .get()
+            .ok_or_else(|| io::Error::other("the netpoller is not available"))?;
+        let pd: &'static PollDesc = match CACHE.lock().ok().and_then(|mut c| c.pop()) {
+            Some(pd) => pd,
+            None => Box::leak(Box::new(PollDesc {
+                rg: AtomicUsize::new(NIL),
+                wg: AtomicUsize::new(NIL),
+                seq: AtomicU64::new(0),
+                fd: AtomicI32::new(-1),
+            })),
+        };
+        pd.rg.store(NIL, Ordering::Relaxed);
+        pd.wg.store(NIL, Ordering::Relaxed);
+        pd.fd.store(fd, Ordering::Relaxed);
+        let seq = pd.seq.load(Ordering::Relaxed) & 0x7fff;
+        let token = Token(pd as *const PollDesc as usize | ((seq as usize) << SEQ_SHIFT));
+        if let Err(e) = p.registry.register(
+            &mut SourceFd(&fd),
+            token,
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            pd.seq.fetch_add(1, Ordering::AcqRel);
+            if let Ok(mut c) = CACHE.lock() {
+                c.push(pd);
+            }
+            return Err(e);
+        }
+        Ok(PollFd { pd })
+    }
+
+    /// Waits until the fd may be readable; `Err(TimedOut)` once `deadline`
+    /// has passed. A goroutine parks; a plain thread blocks in poll(2).
+    pub(crate) fn wait_read(&self, deadline: Option<Instant>) -> io::Result<()> {
+        self.wait(true, deadline)
+    }
+
+    /// Waits until the fd may be writable; see [`PollFd::wait_read`].
+    pub(crate) fn wait_write(&self, deadline: Option<Instant>) -> io::Result<()> {
+        self.wait(false, deadline)
+    }
+
+    fn wait(&self, read: bool, deadline: Option<Instant>) -> io::Result<()> {
+        if let Some(d) = deadline {
+            if Instant::now() >= d {
+                return Err(timed_out());
+            }
+        }
+        if m::current_g().is_none() {
+            return self.wait_thread(read, deadline);
+        }
+        let pd = self.pd;
+        let slot: &'static AtomicUsize = if read { &pd.rg } else { &pd.wg };
+        // An unconsumed edge: retry at once.
+        if slot
+            .compare_exchange(READY, NIL, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            return Ok(());
+        }
+        if slot
+            .compare_exchange(NIL, WAIT, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // READY arrived in between (WAIT or a G would mean two waiters
+            // in one direction, which the net types never do).
+            let cur = slot.swap(NIL, Ordering::AcqRel);
+            if cur != READY {
+                crate::runtime::throw("netpoll: two goroutines wait on one fd direction");
+            }
+            return Ok(());
+        }
+        let timer = deadline.map(|d| {
+            let t = Timer::new(TimerFn::Call(Box::new(move || {
+                if let Some(g) = unblock(slot, false) {
+                    park::ready(g);
+                }
+            })));
+            t.start(crate::sys::time::to_nanotime(d), 0);
+            t
+        });
+        park::park(WaitReason::IoWait, &mut |g| {
+            // Counted before the commit publishes the G: whoever swaps it
+            // out decrements.
+            WAITERS.fetch_add(1, Ordering::Relaxed);
+            let ok = slot
+                .compare_exchange(
+                    WAIT,
+                    g as *const G as usize,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok();
+            if !ok {
+                WAITERS.fetch_sub(1, Ordering::Relaxed);
+            }
+            ok
+        });
+        // Woken by an edge (READY), a deadline (NIL), or the commit failed.
+        let old = slot.swap(NIL, Ordering::AcqRel);
+        if old > WAIT {
+            crate::runtime::throw("netpoll: woken while still parked");
+        }
+        if let Some(t) = timer {
+            t.stop();
+        }
+        match deadline {
+            Some(d) if old != READY && Instant::now() >= d => Err(timed_out()),
+            _ => Ok(()),
+        }
+    }
+
+    fn wait_thread(&self, read: bool, deadline: Option<Instant>) -> io::Result<()> {
+        let mut pfd = libc::pollfd {
+            fd: self.pd.fd.load(Ordering::Relaxed),
+            events: if read { libc::POLLIN } else { libc::POLLOUT },
+            revents: 0,
+        };
+        let timeout = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(timed_out());
+                }
+                left.as_millis().clamp(1, i32::MAX as u128) as i32
+            }
+        };
+        // SAFETY: `pfd` is a valid pollfd for the duration of the call.
+        let r = unsafe { libc::poll(&mut pfd, 1, timeout) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(());
+            }
+            return Err(e);
+        }
+        if r == 0 {
+            if let Some(d) = deadline {
+                if Instant::now() >= d {
+                    return Err(timed_out());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PollFd {
+    fn drop(&mut self) {
+        let pd = self.pd;
+        let fd = pd.fd.swap(-1, Ordering::Relaxed);
+        if let Some(p) = POLLER.get() {
+            let _ = p.registry.deregister(&mut SourceFd(&fd));
+        }
+        pd.seq.fetch_add(1, Ordering::AcqRel);
+        // Nobody can be waiting: waiting borrows the owner of this PollFd.
+        pd.rg.store(NIL, Ordering::Relaxed);
+        pd.wg.store(NIL, Ordering::Relaxed);
+        if let Ok(mut c) = CACHE.lock() {
+            c.push(pd);
+        }
+    }
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "i/o timeout")
+}

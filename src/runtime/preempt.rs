@@ -1,0 +1,39 @@
+//! Cooperative preemption (Go's `g.preempt` checked in function prologues).
+//!
+//! sysmon sets `P::preempt` when the goroutine on that P has run for 10 ms
+//! without a scheduling point (`sysmon.rs`). The running goroutine checks the
+//! flag at runtime calls (spawning, channel and mutex operations, sleeps,
+//! system-call exits, socket I/O) and at `goroutine::preempt_point()`, and if
+//! set, yields to the global queue (`Action::Preempt`). The flag is cleared
+//! when a G starts a new time slice, so a request aimed at one goroutine is
+//! not served by the next.
+//!
+//! A loop that never makes a runtime call cannot be stopped this way; that
+//! is what asynchronous preemption is for.
+
+use std::sync::atomic::Ordering;
+
+use crate::g::context::{self, Action};
+use crate::m;
+
+/// Yields if sysmon asked the running goroutine to; a no-op outside one.
+#[inline]
+pub(crate) fn check() {
+    let Some(m) = m::current() else { return };
+    // SAFETY: m is the calling thread's own M.
+    let Some(pp) = (unsafe { m.p() }) else { return };
+    if pp.preempt.load(Ordering::Relaxed) {
+        preempt(m);
+    }
+}
+
+#[cold]
+fn preempt(m: &'static m::M) {
+    let Some(g) = m.curg() else { return };
+    // SAFETY: m is the calling thread's own M, holding a P.
+    if let Some(pp) = unsafe { m.p() } {
+        pp.preempt.store(false, Ordering::Relaxed);
+    }
+    // SAFETY: g is the goroutine running on this thread, on its own stack.
+    unsafe { context::switch_to_scheduler(g, Action::Preempt) };
+}

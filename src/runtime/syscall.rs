@@ -1,0 +1,193 @@
+//! Blocking system calls (Go's entersyscall / exitsyscall / entersyscallblock
+//! and handoffp).
+//!
+//! # Protocol
+//! - **Enter** (cheap, nothing handed off): the G becomes `Syscall`; its M
+//!   bumps the P's `syscalltick`, dissolves its handle and leaves the P in
+//!   `Syscall` state, owned by nobody, remembered as the M's `oldp`.
+//! - **sysmon** (`sysmon.rs`, `retake`) takes a P that has stayed in the
+//!   same syscall for a whole sysmon tick (>= 20 us) by CASing it
+//!   `Syscall -> Idle`, and hands it off ([`handoffp`]) so the P's other
+//!   goroutines keep running on another M. A stop-the-world CASes it to
+//!   `GcStop` instead.
+//! - **Exit**: fast path 1, CAS the old P `Syscall -> Running` (nobody took
+//!   it); fast path 2, any idle P; slow path, switch to the M's scheduler,
+//!   which puts the G on the global queue and parks the M (`stopm`).
+//! - `syscall_blocking` (Go's entersyscallblock) hands the P off at once.
+//!
+//! The exactly-one-owner rule of `PHandle` holds throughout: the only ways
+//! out of `Syscall` state are CASes, and each winner gets the one handle.
+//! Code inside the closure runs without a P: it may spawn goroutines and
+//! send on channels with room, but must not block on runtime objects
+//! (that would block the thread; `park` reports it).
+
+use std::sync::atomic::Ordering;
+
+use super::{globrunq, idle, sched, throw};
+use crate::g::context::{self, Action};
+use crate::g::Status;
+use crate::m::{self, M};
+use crate::p::{PHandle, PStatus};
+
+/// Runs `f` as a blocking system call (see `crate::syscall`).
+pub(crate) fn syscall<R>(block: bool, f: impl FnOnce() -> R) -> R {
+    let Some(m) = m::current() else {
+        return f();
+    };
+    if m.curg().is_none() {
+        return f();
+    }
+    // SAFETY: m is the calling thread's own M.
+    if unsafe { m.p() }.is_none() {
+        // Already without a P (a nested call): nothing to hand off.
+        return f();
+    }
+    entersyscall(m, block);
+    struct Exit;
+    impl Drop for Exit {
+        fn drop(&mut self) {
+            exitsyscall();
+        }
+    }
+    let guard = Exit;
+    let r = f();
+    drop(guard);
+    r
+}
+
+fn entersyscall(m: &'static M, block: bool) {
+    let s = sched();
+    let g = m.curg().expect("entersyscall outside a goroutine");
+    // SAFETY: own thread, holding a P (checked by the caller).
+    let pp = unsafe { m.releasep() };
+    pp.bump_syscalltick();
+    g.set_status(Status::Syscall);
+    if block {
+        m.set_oldp(Some(pp.get()));
+        handoffp(pp);
+    } else {
+        let p = pp.enter_syscall();
+        m.set_oldp(Some(p));
+        if s.gcwaiting.load(Ordering::SeqCst) {
+            // A stop-the-world is waiting for this P: stop it now (Go's
+            // entersyscall_gcwait).
+            if let Some(pp) = p.cas_from_syscall(PStatus::GcStop) {
+                stop_for_gc(pp);
+            }
+        }
+    }
+    super::sysmon::wake_if_waiting();
+}
+
+/// Puts `pp` (owned, status being changed) on the stop-the-world list.
+pub(crate) fn stop_for_gc(pp: PHandle) {
+    let s = sched();
+    pp.set_status(PStatus::GcStop);
+    let mut l = s.lock();
+    globrunq::flush_yields_locked(&mut l, &pp);
+    l.stopped.push(pp);
+    l.stopwait -= 1;
+    if l.stopwait == 0 {
+        s.stopnote.wakeup();
+    }
+}
+
+fn exitsyscall() {
+    let m = m::current().expect("exitsyscall off an M");
+    let g = m.curg().expect("exitsyscall outside a goroutine");
+    let oldp = m.take_oldp();
+    if let Some(p) = oldp {
+        if let Some(pp) = p.cas_from_syscall(PStatus::Running) {
+            // SAFETY: own thread, holding no P (released at entry).
+            unsafe { m.acquirep(pp) };
+            g.set_status(Status::Running);
+            super::sysmon::wake_if_waiting();
+            return;
+        }
+    }
+    if let Some(pp) = {
+        let mut l = sched().lock();
+        idle::pidleget(&mut l)
+    } {
+        // SAFETY: own thread, holding no P.
+        unsafe { m.acquirep(pp) };
+        g.set_status(Status::Running);
+        super::sysmon::wake_if_waiting();
+        return;
+    }
+    // Slow path: no P. The scheduler queues this G and parks the M.
+    // SAFETY: g runs on this thread, on its own stack.
+    unsafe { context::switch_to_scheduler(g, Action::ExitSyscall) };
+}
+
+/// The scheduler side of the slow path (Go's exitsyscall0): on g0, no P.
+pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
+    g.set_status(Status::Runnable);
+    let mut l = sched().lock();
+    if let Some(pp) = idle::pidleget(&mut l) {
+        drop(l);
+        // SAFETY: own thread, holding no P.
+        unsafe { m.acquirep(pp) };
+        globrunq::runqput(
+            // SAFETY: own thread, holding the P we just acquired.
+            unsafe { m.p() }.expect("just acquired"),
+            g,
+            true,
+        );
+        return;
+    }
+    l.runq.push_back(g);
+    sched()
+        .runqsize
+        .store(l.runq.len() as u32, Ordering::SeqCst);
+    drop(l);
+    idle::stopm(m);
+}
+
+/// Hands off a P that lost its M to a system call (Go's handoffp): start
+/// an M for it if it has work or nobody is looking for work, else idle it.
+pub(crate) fn handoffp(pp: PHandle) {
+    let s = sched();
+    // Local or global work: run it.
+    if !pp.runq.is_empty() || s.runqsize.load(Ordering::SeqCst) != 0 {
+        idle::startm(Some(pp), false);
+        return;
+    }
+    // No spinning or idle M-with-P: this one searches.
+    if s.spin.nmspinning() + s.spin.npidle() == 0 && s.spin.try_claim_spin() {
+        idle::startm(Some(pp), true);
+        return;
+    }
+    let mut l = s.lock();
+    if s.gcwaiting.load(Ordering::SeqCst) {
+        drop(l);
+        stop_for_gc(pp);
+        return;
+    }
+    if s.runqsize.load(Ordering::SeqCst) != 0 {
+        drop(l);
+        idle::startm(Some(pp), false);
+        return;
+    }
+    // The last running P, and nobody polls the network: someone must.
+    if s.spin.npidle() + 1 == s.gomaxprocs() && s.lastpoll.load(Ordering::SeqCst) != 0 {
+        drop(l);
+        idle::startm(Some(pp), false);
+        return;
+    }
+    let when = pp.timers.next();
+    idle::pidleput(&mut l, pp);
+    drop(l);
+    if when != 0 {
+        super::timers::wake_netpoller(when);
+    }
+}
+
+/// Checks the thread cap before creating an M.
+pub(crate) fn check_thread_limit(nthreads: usize) {
+    let max = super::MAX_THREADS.load(Ordering::Relaxed);
+    if nthreads >= max {
+        eprintln!("runtime: program exceeds {max}-thread limit");
+        throw("thread exhaustion");
+    }
+}
