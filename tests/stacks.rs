@@ -16,28 +16,43 @@ fn rss_bytes() -> u64 {
 
 // 1,000,000 goroutines spawned before any of them runs cost only their G
 // record and task cell: no stack until first run (Go needs ~2,700 B each).
+// The only P is held by a goroutine spinning without runtime calls (so
+// cooperative preemption cannot move it), while a plain thread spawns.
 isolated_test! {
     fn million_unstarted_goroutines_under_512_bytes_each() ["GOMAXPROCS" = "1"] {
+        use std::sync::atomic::AtomicBool;
         const N: usize = 1_000_000;
-        let (per_g, sum) = run(|| {
-            let counter = Arc::new(AtomicU64::new(0));
-            let mut hs = Vec::with_capacity(N);
-            let before = rss_bytes();
-            for i in 0..N as u64 {
-                let c = counter.clone();
-                // With one P and no yield, none of these runs yet.
-                hs.push(go(move || {
-                    c.fetch_add(i, Ordering::Relaxed);
-                }));
+        let counter = Arc::new(AtomicU64::new(0));
+        let release = Arc::new(AtomicBool::new(false));
+        let holding = Arc::new(AtomicBool::new(false));
+        let (r, h) = (release.clone(), holding.clone());
+        let hog = go(move || {
+            h.store(true, Ordering::SeqCst);
+            while !r.load(Ordering::SeqCst) {
+                std::hint::spin_loop();
             }
-            let after = rss_bytes();
-            assert_eq!(counter.load(Ordering::Relaxed), 0, "a goroutine ran early");
-            assert!(goroutine::num_goroutine() > N);
-            for h in hs {
-                h.join().unwrap();
-            }
-            ((after - before) / N as u64, counter.load(Ordering::Relaxed))
         });
+        while !holding.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let mut hs = Vec::with_capacity(N);
+        let before = rss_bytes();
+        for i in 0..N as u64 {
+            let c = counter.clone();
+            hs.push(go(move || {
+                c.fetch_add(i, Ordering::Relaxed);
+            }));
+        }
+        let after = rss_bytes();
+        assert_eq!(counter.load(Ordering::Relaxed), 0, "a goroutine ran early");
+        assert!(goroutine::num_goroutine() > N);
+        release.store(true, Ordering::SeqCst);
+        hog.join().unwrap();
+        for h in hs {
+            h.join().unwrap();
+        }
+        let per_g = (after - before) / N as u64;
+        let sum = counter.load(Ordering::Relaxed);
         println!("RSS per unstarted goroutine: {per_g} bytes");
         assert_eq!(sum, (N as u64 - 1) * N as u64 / 2);
         assert!(per_g < 512, "{per_g} bytes of RSS per unstarted goroutine");
