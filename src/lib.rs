@@ -95,8 +95,8 @@ mod sync {
 
 #[cfg(not(loom))]
 pub use chan::{
-    chan, CloseError, IntoIter, Iter, Receiver, RecvError, SendError, Sender, TryIter,
-    TryRecvError, TrySendError,
+    chan, CloseError, IntoIter, Iter, Receiver, RecvError, RecvTimeoutError, SendError,
+    SendTimeoutError, Sender, TryIter, TryRecvError, TrySendError,
 };
 #[cfg(not(loom))]
 pub use spawn::{go, run, Builder, JoinError, JoinHandle};

@@ -141,3 +141,79 @@ impl fmt::Display for CloseError {
 }
 
 impl Error for CloseError {}
+
+/// Why `send_timeout` did not send. The value comes back.
+#[derive(PartialEq, Eq, Clone, Copy)]
+pub enum SendTimeoutError<T> {
+    /// The time ran out first.
+    Timeout(T),
+    /// The channel is closed, or every receiver is gone.
+    Closed(T),
+}
+
+impl<T> SendTimeoutError<T> {
+    /// The value that was not sent.
+    pub fn into_inner(self) -> T {
+        match self {
+            SendTimeoutError::Timeout(v) | SendTimeoutError::Closed(v) => v,
+        }
+    }
+
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, SendTimeoutError::Timeout(_))
+    }
+
+    pub fn is_closed(&self) -> bool {
+        matches!(self, SendTimeoutError::Closed(_))
+    }
+}
+
+impl<T> fmt::Debug for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendTimeoutError::Timeout(_) => f.write_str("Timeout(..)"),
+            SendTimeoutError::Closed(_) => f.write_str("Closed(..)"),
+        }
+    }
+}
+
+impl<T> fmt::Display for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendTimeoutError::Timeout(_) => f.write_str("timed out sending on a channel"),
+            SendTimeoutError::Closed(_) => f.write_str("sending on a closed channel"),
+        }
+    }
+}
+
+impl<T> Error for SendTimeoutError<T> {}
+
+/// Why `recv_timeout` returned no value.
+#[derive(PartialEq, Eq, Clone, Copy, Debug)]
+pub enum RecvTimeoutError {
+    /// The time ran out first.
+    Timeout,
+    /// The channel is closed and its buffer is drained.
+    Closed,
+}
+
+impl RecvTimeoutError {
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, RecvTimeoutError::Timeout)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        matches!(self, RecvTimeoutError::Closed)
+    }
+}
+
+impl fmt::Display for RecvTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecvTimeoutError::Timeout => f.write_str("timed out receiving on a channel"),
+            RecvTimeoutError::Closed => f.write_str("receiving on a closed and empty channel"),
+        }
+    }
+}
+
+impl Error for RecvTimeoutError {}

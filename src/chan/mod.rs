@@ -36,7 +36,10 @@ mod wait;
 use std::fmt;
 use std::sync::Arc;
 
-pub use self::error::{CloseError, RecvError, SendError, TryRecvError, TrySendError};
+pub use self::error::{
+    CloseError, RecvError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError,
+    TrySendError,
+};
 use self::hchan::Chan;
 
 /// Creates a channel of `T` with a buffer of `cap` values (Go's
@@ -88,6 +91,35 @@ impl<T> Sender<T> {
         self.chan.send(v)
     }
 
+    /// Sends `v`, waiting at most `timeout`; on failure the value comes
+    /// back in the error.
+    pub fn send_timeout(
+        &self,
+        v: T,
+        timeout: std::time::Duration,
+    ) -> Result<(), SendTimeoutError<T>> {
+        let v = match self.try_send(v) {
+            Ok(()) => return Ok(()),
+            Err(TrySendError::Closed(v)) => return Err(SendTimeoutError::Closed(v)),
+            Err(TrySendError::Full(v)) if timeout.is_zero() => {
+                return Err(SendTimeoutError::Timeout(v))
+            }
+            Err(TrySendError::Full(v)) => v,
+        };
+        let timer = crate::time::Timer::new(timeout);
+        let mut arm = select::SendArm::new(Some(self), v);
+        let mut tarm = select::RecvArm::new(Some(timer.c()));
+        select::select([arm.case(), tarm.case()], true);
+        match arm.take() {
+            Some(Ok(())) => Ok(()),
+            Some(Err(SendError(v))) => Err(SendTimeoutError::Closed(v)),
+            None => match arm.into_value() {
+                Some(v) => Err(SendTimeoutError::Timeout(v)),
+                None => crate::runtime::throw("send_timeout: value lost"),
+            },
+        }
+    }
+
     /// Sends `v` if that needs no waiting: buffer room, or (unbuffered) a
     /// receiver already blocked.
     pub fn try_send(&self, v: T) -> Result<(), TrySendError<T>> {
@@ -130,6 +162,25 @@ impl<T> Receiver<T> {
     pub fn recv(&self) -> Result<T, RecvError> {
         crate::runtime::preempt::check();
         self.chan.recv()
+    }
+
+    /// Receives a value, waiting at most `timeout`.
+    pub fn recv_timeout(&self, timeout: std::time::Duration) -> Result<T, RecvTimeoutError> {
+        match self.try_recv() {
+            Ok(v) => return Ok(v),
+            Err(TryRecvError::Closed) => return Err(RecvTimeoutError::Closed),
+            Err(TryRecvError::Empty) if timeout.is_zero() => return Err(RecvTimeoutError::Timeout),
+            Err(TryRecvError::Empty) => {}
+        }
+        let timer = crate::time::Timer::new(timeout);
+        let mut arm = select::RecvArm::new(Some(self));
+        let mut tarm = select::RecvArm::new(Some(timer.c()));
+        select::select([arm.case(), tarm.case()], true);
+        match arm.take() {
+            Some(Ok(v)) => Ok(v),
+            Some(Err(RecvError)) => Err(RecvTimeoutError::Closed),
+            None => Err(RecvTimeoutError::Timeout),
+        }
     }
 
     /// Receives a value if one is ready: buffered, or (unbuffered) offered

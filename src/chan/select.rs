@@ -129,6 +129,24 @@ impl<R: RecvOperand> RecvOperand for Option<R> {
     }
 }
 
+/// A [`Timer`](crate::time::Timer) or [`Ticker`](crate::time::Ticker) is
+/// a receive operand too: `recv(timer) -> at => ...`.
+impl RecvOperand for crate::time::Timer {
+    type Item = std::time::Instant;
+    #[inline]
+    fn recv_operand(&self) -> Option<&Receiver<std::time::Instant>> {
+        Some(self.c())
+    }
+}
+
+impl RecvOperand for crate::time::Ticker {
+    type Item = std::time::Instant;
+    #[inline]
+    fn recv_operand(&self) -> Option<&Receiver<std::time::Instant>> {
+        Some(self.c())
+    }
+}
+
 /// Anything `send(..)` accepts: a `Sender`, a reference to one, or an
 /// `Option` of those (`None`: the arm never fires).
 pub trait SendOperand {
@@ -273,6 +291,11 @@ impl<'a, T> SendArm<'a, T> {
     #[inline]
     pub fn take(&mut self) -> Option<Result<(), SendError<T>>> {
         self.result.take()
+    }
+
+    /// The value, if this arm did not fire.
+    pub(crate) fn into_value(mut self) -> Option<T> {
+        self.value.take()
     }
 }
 
@@ -559,7 +582,10 @@ fn thread_rand() -> u64 {
 ///   (an error, with the value, if the channel is closed or has no
 ///   receivers);
 /// - `default => body`: runs when no other arm is ready right now; without
-///   it, `select!` blocks until one is.
+///   it, `select!` blocks until one is;
+/// - `default(timeout) => body`: runs if no other arm fired within
+///   `timeout` (a `Duration`; Go's `case <-time.After(d)`, but the timer is
+///   stopped when the select returns).
 ///
 /// `rx` / `tx` may be a `Receiver` / `Sender`, a reference to one, or an
 /// `Option` of either: an arm whose channel is `None` never fires (Go's nil
@@ -636,6 +662,16 @@ macro_rules! __select_parse {
     };
     (($($cases:tt)*) $default:tt send($s:expr, $v:expr) -> $p:pat => $body:expr) => {
         $crate::__select_parse!(($($cases)* (send ($s) ($v) ($p) ($body))) $default)
+    };
+
+    (($($cases:tt)*) $default:tt default($t:expr) => $body:expr, $($rest:tt)*) => {
+        $crate::__select_parse!(($($cases)* (recv ($crate::time::Timer::new($t)) (_) ($body))) $default $($rest)*)
+    };
+    (($($cases:tt)*) $default:tt default($t:expr) => $body:block $($rest:tt)*) => {
+        $crate::__select_parse!(($($cases)* (recv ($crate::time::Timer::new($t)) (_) ($body))) $default $($rest)*)
+    };
+    (($($cases:tt)*) $default:tt default($t:expr) => $body:expr) => {
+        $crate::__select_parse!(($($cases)* (recv ($crate::time::Timer::new($t)) (_) ($body))) $default)
     };
 
     ($cases:tt () default => $body:expr, $($rest:tt)*) => {

@@ -1,0 +1,375 @@
+//! Timers: sleep, after, Timer, Ticker, after_func, channel timeouts and the
+//! select timeout arm (ports of Go's time tests where they apply).
+//!
+//! Bounds are generous (the suite must pass on a loaded 2-core box): they
+//! check that things happen, in order, and not absurdly late.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use goroutine::time::{self, Ticker, Timer};
+use goroutine::{chan, go, run, select, RecvTimeoutError, SendTimeoutError};
+
+/// Runs `f` on the runtime and fails (instead of hanging) if it does not
+/// finish within `limit`.
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(run(f));
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("did not finish within {limit:?}"))
+}
+
+#[test]
+fn sleep_waits_at_least_the_duration() {
+    within(Duration::from_secs(30), || {
+        for ms in [0u64, 1, 5, 20] {
+            let t0 = Instant::now();
+            time::sleep(Duration::from_millis(ms));
+            assert!(t0.elapsed() >= Duration::from_millis(ms));
+        }
+    });
+}
+
+#[test]
+fn sleep_outside_the_runtime_sleeps_the_thread() {
+    let t0 = Instant::now();
+    time::sleep(Duration::from_millis(10));
+    assert!(t0.elapsed() >= Duration::from_millis(10));
+}
+
+// Sleeping parks the goroutine, not its thread: at GOMAXPROCS=1, 200
+// goroutines sleeping 50 ms each finish together, not one after another
+// (10 s).
+isolated_test! {
+    fn sleepers_share_one_p() ["GOMAXPROCS" = "1"] {
+        let t0 = Instant::now();
+        within(Duration::from_secs(30), || {
+            let hs: Vec<_> = (0..200)
+                .map(|_| {
+                    go(|| {
+                        let t = Instant::now();
+                        time::sleep(Duration::from_millis(50));
+                        t.elapsed()
+                    })
+                })
+                .collect();
+            for h in hs {
+                assert!(h.join().unwrap() >= Duration::from_millis(50));
+            }
+        });
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    }
+}
+
+#[test]
+fn hundred_thousand_sleepers() {
+    within(Duration::from_secs(120), || {
+        let woke = Arc::new(AtomicUsize::new(0));
+        let hs: Vec<_> = (0..100_000u64)
+            .map(|i| {
+                let woke = woke.clone();
+                go(move || {
+                    let d = Duration::from_millis(50 + i % 100);
+                    let t = Instant::now();
+                    time::sleep(d);
+                    assert!(t.elapsed() >= d);
+                    woke.fetch_add(1, Ordering::Relaxed);
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(woke.load(Ordering::Relaxed), 100_000);
+    });
+}
+
+// Go's TestAfterQueuing: timers started out of order fire in order of
+// their deadlines, each not before its time and not absurdly after.
+#[test]
+fn after_queuing() {
+    within(Duration::from_secs(60), || {
+        const SLOTS: [u64; 13] = [5, 3, 6, 6, 6, 1, 1, 2, 7, 9, 4, 8, 0];
+        let delta = Duration::from_millis(20);
+        let mut last_err = String::new();
+        // Go retries too: a loaded machine can reorder timers that are
+        // close together.
+        for _attempt in 0..3 {
+            let (tx, rx) = chan::<(u64, Instant)>(SLOTS.len());
+            let t0 = Instant::now();
+            for &slot in &SLOTS {
+                let tx = tx.clone();
+                go(move || {
+                    let at = time::after(delta * slot as u32).recv().unwrap();
+                    tx.send((slot, at)).unwrap();
+                });
+            }
+            let mut sorted = SLOTS;
+            sorted.sort();
+            let mut ok = true;
+            for &want in &sorted {
+                let (slot, at) = rx.recv().unwrap();
+                let dt = at.duration_since(t0);
+                let target = delta * want as u32;
+                if slot != want {
+                    last_err = format!("slot {slot} fired where {want} was due");
+                    ok = false;
+                }
+                if dt < target.saturating_sub(delta / 2) || dt > target + delta * 10 {
+                    last_err = format!("slot {slot} fired at {dt:?}, target {target:?}");
+                    ok = false;
+                }
+            }
+            if ok {
+                return;
+            }
+        }
+        panic!("{last_err}");
+    });
+}
+
+// Go's TestTimerFairness: goroutines flooding a channel cannot keep a timer
+// from firing in a select.
+#[test]
+fn timer_fairness() {
+    within(Duration::from_secs(30), || {
+        let (c_tx, c_rx) = chan::<bool>(0);
+        let (done_tx, done_rx) = chan::<()>(0);
+        for _ in 0..2 {
+            let (c_tx, done_rx) = (c_tx.clone(), done_rx.clone());
+            go(move || loop {
+                select! {
+                    send(c_tx, true) -> _ => {},
+                    recv(done_rx) -> _ => return,
+                }
+            });
+        }
+        let timer = Timer::new(Duration::from_millis(20));
+        loop {
+            select! {
+                recv(c_rx) -> _ => {},
+                recv(timer) -> _ => break,
+            }
+        }
+        drop(done_tx);
+    });
+}
+
+#[test]
+fn timer_stop_and_reset() {
+    within(Duration::from_secs(30), || {
+        // Stopped before it fires: nothing is delivered.
+        let t = Timer::new(Duration::from_millis(30));
+        assert!(t.stop());
+        assert!(!t.stop());
+        assert_eq!(
+            t.c().recv_timeout(Duration::from_millis(80)),
+            Err(RecvTimeoutError::Timeout)
+        );
+        // Reset of a stopped timer: delivered once, not before the new time.
+        let t0 = Instant::now();
+        assert!(!t.reset(Duration::from_millis(10)));
+        let at = t.c().recv().unwrap();
+        assert!(at.duration_since(t0) >= Duration::from_millis(10));
+        assert_eq!(
+            t.c().recv_timeout(Duration::from_millis(50)),
+            Err(RecvTimeoutError::Timeout)
+        );
+        // Reset of a pending timer moves it.
+        let t = Timer::new(Duration::from_secs(3600));
+        let t0 = Instant::now();
+        assert!(t.reset(Duration::from_millis(5)));
+        t.c().recv().unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(60));
+    });
+}
+
+// Many goroutines start, stop and reset timers at random: a timer whose
+// stop() returned true never delivers; every other one delivers exactly
+// once.
+#[test]
+fn timer_stop_reset_stress() {
+    within(Duration::from_secs(120), || {
+        let delivered = Arc::new(AtomicU64::new(0));
+        let expected = Arc::new(AtomicU64::new(0));
+        let hs: Vec<_> = (0..64u64)
+            .map(|w| {
+                let (delivered, expected) = (delivered.clone(), expected.clone());
+                go(move || {
+                    let mut x = w.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                    for _ in 0..100 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let t = Timer::new(Duration::from_micros(x % 2000));
+                        if x % 3 == 0 {
+                            t.reset(Duration::from_micros((x >> 8) % 2000));
+                        }
+                        let stopped = x % 2 == 0 && t.stop();
+                        if !stopped {
+                            expected.fetch_add(1, Ordering::Relaxed);
+                            t.c().recv().unwrap();
+                            delivered.fetch_add(1, Ordering::Relaxed);
+                        }
+                        if t.c().recv_timeout(Duration::from_millis(3)).is_ok() {
+                            panic!("a stopped or already-received timer delivered again");
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(
+            delivered.load(Ordering::Relaxed),
+            expected.load(Ordering::Relaxed)
+        );
+    });
+}
+
+#[test]
+fn ticker_ticks_until_stopped() {
+    within(Duration::from_secs(30), || {
+        let tk = Ticker::new(Duration::from_millis(5));
+        let t0 = Instant::now();
+        for _ in 0..5 {
+            tk.c().recv().unwrap();
+        }
+        assert!(t0.elapsed() >= Duration::from_millis(20));
+        tk.stop();
+        // At most one tick was already buffered.
+        let _ = tk.c().try_recv();
+        assert_eq!(
+            tk.c().recv_timeout(Duration::from_millis(50)),
+            Err(RecvTimeoutError::Timeout)
+        );
+        tk.reset(Duration::from_millis(2));
+        tk.c().recv().unwrap();
+    });
+}
+
+#[test]
+fn after_func_runs_in_a_goroutine_unless_stopped() {
+    within(Duration::from_secs(30), || {
+        let (tx, rx) = chan::<u64>(1);
+        let _t = time::after_func(Duration::from_millis(5), move || {
+            let _ = tx.try_send(goroutine::current_id());
+        });
+        let id = rx.recv().unwrap();
+        assert_ne!(id, 0, "after_func must run f in a goroutine");
+
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        let t = time::after_func(Duration::from_millis(20), move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(t.stop());
+        time::sleep(Duration::from_millis(60));
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+
+        // Dropping the handle does not cancel it (Go's AfterFunc).
+        let r = ran.clone();
+        drop(time::after_func(Duration::from_millis(1), move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        }));
+        let t0 = Instant::now();
+        while ran.load(Ordering::SeqCst) == 0 {
+            assert!(t0.elapsed() < Duration::from_secs(20));
+            time::sleep(Duration::from_millis(1));
+        }
+    });
+}
+
+#[test]
+fn channel_timeouts() {
+    within(Duration::from_secs(30), || {
+        let (tx, rx) = chan::<i32>(0);
+        let t0 = Instant::now();
+        assert_eq!(
+            rx.recv_timeout(Duration::from_millis(20)),
+            Err(RecvTimeoutError::Timeout)
+        );
+        assert!(t0.elapsed() >= Duration::from_millis(20));
+        match tx.send_timeout(7, Duration::from_millis(20)) {
+            Err(SendTimeoutError::Timeout(v)) => assert_eq!(v, 7),
+            other => panic!("{other:?}"),
+        }
+        let tx2 = tx.clone();
+        go(move || {
+            time::sleep(Duration::from_millis(5));
+            tx2.send(9).unwrap();
+        });
+        assert_eq!(rx.recv_timeout(Duration::from_secs(20)), Ok(9));
+        let rx2 = rx.clone();
+        let h = go(move || rx2.recv().unwrap());
+        tx.send_timeout(11, Duration::from_secs(20)).unwrap();
+        assert_eq!(h.join().unwrap(), 11);
+        drop(tx);
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(1)),
+            Err(RecvTimeoutError::Closed)
+        );
+    });
+    // From a plain thread too.
+    let (_tx, rx) = chan::<i32>(0);
+    assert_eq!(
+        rx.recv_timeout(Duration::from_millis(10)),
+        Err(RecvTimeoutError::Timeout)
+    );
+}
+
+#[test]
+fn select_timeout_arm() {
+    within(Duration::from_secs(30), || {
+        let (tx, rx) = chan::<i32>(1);
+        let t0 = Instant::now();
+        let r = select! {
+            recv(rx) -> v => v.unwrap(),
+            default(Duration::from_millis(15)) => -1,
+        };
+        assert_eq!(r, -1);
+        assert!(t0.elapsed() >= Duration::from_millis(15));
+        tx.send(3).unwrap();
+        let r = select! {
+            recv(rx) -> v => v.unwrap(),
+            default(Duration::from_secs(20)) => -1,
+        };
+        assert_eq!(r, 3);
+    });
+}
+
+// A timer wakes a runtime whose Ms are all parked (the poller sleeps until
+// the timer), also when armed from a plain thread.
+#[test]
+fn timer_wakes_an_idle_runtime() {
+    goroutine::max_procs();
+    std::thread::sleep(Duration::from_millis(20));
+    let t0 = Instant::now();
+    let at = time::after(Duration::from_millis(30)).recv().unwrap();
+    assert!(at.duration_since(t0) >= Duration::from_millis(30));
+}
+
+// Shrinking GOMAXPROCS moves the timers of removed Ps.
+isolated_test! {
+    fn timers_survive_set_max_procs() ["GOMAXPROCS" = "4"] {
+        within(Duration::from_secs(60), || {
+            let hs: Vec<_> = (0..400u64)
+                .map(|i| go(move || time::sleep(Duration::from_millis(30 + i % 50))))
+                .collect();
+            time::sleep(Duration::from_millis(5));
+            goroutine::set_max_procs(1);
+            for h in hs {
+                h.join().unwrap();
+            }
+            goroutine::set_max_procs(3);
+            let t = Timer::new(Duration::from_millis(5));
+            t.c().recv().unwrap();
+        });
+    }
+}
