@@ -146,8 +146,9 @@ pub fn preempt_point() {
 /// other goroutines keep running; on return the goroutine takes its P back,
 /// or another idle one, or waits on the global queue.
 ///
-/// `f` runs without a P: it must not block on goroutine primitives
-/// (channels, mutexes, joins); that panics. Outside a goroutine, just runs `f`.
+/// `f` runs without a P; if it blocks on a goroutine primitive (a channel,
+/// a mutex, a join), the goroutine leaves the system call state while it is
+/// parked. Outside a goroutine, just runs `f`.
 #[cfg(not(loom))]
 pub fn syscall<R>(f: impl FnOnce() -> R) -> R {
     runtime::syscall::syscall(false, f)

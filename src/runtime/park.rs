@@ -53,11 +53,12 @@ pub(crate) fn park(reason: WaitReason, unlock: &mut dyn FnMut(&'static G) -> boo
     let g = m.curg().expect("park called outside a goroutine");
     // SAFETY: m is the calling thread's own M.
     if unsafe { m.p() }.is_none() {
-        panic!(
-            "goroutine {}: blocking on a runtime object ({}) inside goroutine::syscall, which runs without a P",
-            g.id(),
-            reason.as_str()
-        );
+        // Blocking on a runtime object inside `goroutine::syscall`: leave the
+        // system call for the duration of the park, then re-enter it.
+        super::syscall::exitsyscall();
+        park(reason, unlock);
+        super::syscall::reentersyscall();
+        return;
     }
     g.set_wait_reason(reason);
     // SAFETY: erasing the lifetime is sound because the closure lives on this

@@ -21,8 +21,12 @@
 //! - Starting: clear `gcwaiting`, put Ps without work on the idle list, start
 //!   an M for each P with local work, then `wakep`.
 //!
+//! - Ps in a system call are stopped by CASing them `Syscall -> GcStop`;
+//!   running Ps get their `preempt` flag set, so their goroutines yield at
+//!   their next runtime call (Go's preemptall).
+//!
 //! Like Go before asynchronous preemption, a stop-the-world waits for each
-//! running goroutine to reach a scheduling point; a goroutine spinning in a
+//! running goroutine to reach a runtime call; a goroutine spinning in a
 //! loop that never calls into the runtime delays it.
 
 use std::sync::atomic::Ordering;
@@ -86,12 +90,15 @@ fn stop_the_world() {
         l.stopwait -= 1;
     }
     // Ps whose M is in a system call: take them (their M will find no P
-    // when it returns and queue its goroutine).
+    // when it returns and queue its goroutine). Running Ps: ask their
+    // goroutines to yield at their next runtime call (Go's preemptall).
     for id in 0..s.gomaxprocs() as usize {
         if let Some(p) = s.allp(id) {
             if let Some(pp) = p.cas_from_syscall(PStatus::GcStop) {
                 l.stopped.push(pp);
                 l.stopwait -= 1;
+            } else if p.status() == PStatus::Running {
+                p.preempt.store(true, Ordering::Release);
             }
         }
     }

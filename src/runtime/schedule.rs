@@ -246,7 +246,11 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
         let pp = unsafe { m.p() }.expect("execute without a P");
         if !inherit {
             pp.bump_schedtick();
-            pp.preempt.store(false, Ordering::Relaxed);
+            // A new slice: sysmon's request was for the previous G; a
+            // stop-the-world's request stands.
+            if pp.preempt.load(Ordering::Relaxed) && !sched().gcwaiting.load(Ordering::Acquire) {
+                pp.preempt.store(false, Ordering::Relaxed);
+            }
         }
         debug_assert_eq!(g.status(), Status::Runnable);
         g.set_status(Status::Running);

@@ -17,9 +17,10 @@
 //!
 //! The exactly-one-owner rule of `PHandle` holds throughout: the only ways
 //! out of `Syscall` state are CASes, and each winner gets the one handle.
-//! Code inside the closure runs without a P: it may spawn goroutines and
-//! send on channels with room, but must not block on runtime objects
-//! (that would block the thread; `park` reports it).
+//! Code inside the closure runs without a P. If it blocks on a runtime
+//! object (a channel, a mutex, a join), `park` leaves the system call first
+//! (re-acquiring a P as on exit), parks normally, and re-enters the call
+//! once woken.
 
 use std::sync::atomic::Ordering;
 
@@ -92,12 +93,22 @@ pub(crate) fn stop_for_gc(pp: PHandle) {
     }
 }
 
-fn exitsyscall() {
+/// Re-enters a system call after a park inside one (see `park`).
+pub(crate) fn reentersyscall() {
+    let m = m::current().expect("reentersyscall off an M");
+    entersyscall(m, false);
+}
+
+pub(crate) fn exitsyscall() {
     let m = m::current().expect("exitsyscall off an M");
     let g = m.curg().expect("exitsyscall outside a goroutine");
     let oldp = m.take_oldp();
     if let Some(p) = oldp {
         if let Some(pp) = p.cas_from_syscall(PStatus::Running) {
+            if sched().gcwaiting.load(Ordering::SeqCst) {
+                // A stop-the-world counted this P as running: stop soon.
+                pp.preempt.store(true, Ordering::Release);
+            }
             // SAFETY: own thread, holding no P (released at entry).
             unsafe { m.acquirep(pp) };
             g.set_status(Status::Running);

@@ -1,0 +1,256 @@
+//! Blocking system calls (entersyscall/exitsyscall, handoff by sysmon),
+//! cooperative preemption, and the thread cap.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use goroutine::{go, run};
+
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(run(f));
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("did not finish within {limit:?}"))
+}
+
+fn spin(d: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+// A goroutine in a blocking system call does not stall the others at
+// GOMAXPROCS=1: sysmon hands its P to another M. Without the handoff the
+// counter could not move while the call sleeps.
+isolated_test! {
+    fn blocking_syscall_does_not_stall_others() ["GOMAXPROCS" = "1"] {
+        within(Duration::from_secs(60), || {
+            let counter = Arc::new(AtomicU64::new(0));
+            let stop = Arc::new(AtomicBool::new(false));
+            let (c, s) = (counter.clone(), stop.clone());
+            let ticker = go(move || {
+                while !s.load(Ordering::Relaxed) {
+                    c.fetch_add(1, Ordering::Relaxed);
+                    goroutine::yield_now();
+                }
+            });
+            let mut advanced = 0;
+            for _ in 0..5 {
+                let before = counter.load(Ordering::Relaxed);
+                goroutine::syscall(|| std::thread::sleep(Duration::from_millis(30)));
+                if counter.load(Ordering::Relaxed) > before {
+                    advanced += 1;
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+            ticker.join().unwrap();
+            assert!(advanced >= 4, "others ran during only {advanced} of 5 syscalls");
+        });
+    }
+}
+
+// syscall_blocking hands the P off at once.
+isolated_test! {
+    fn syscall_blocking_hands_off_at_once() ["GOMAXPROCS" = "1"] {
+        within(Duration::from_secs(60), || {
+            let counter = Arc::new(AtomicU64::new(0));
+            let stop = Arc::new(AtomicBool::new(false));
+            let (c, s) = (counter.clone(), stop.clone());
+            let ticker = go(move || {
+                while !s.load(Ordering::Relaxed) {
+                    c.fetch_add(1, Ordering::Relaxed);
+                    goroutine::yield_now();
+                }
+            });
+            goroutine::yield_now();
+            let before = counter.load(Ordering::Relaxed);
+            let v = goroutine::syscall_blocking(|| {
+                std::thread::sleep(Duration::from_millis(30));
+                42
+            });
+            assert_eq!(v, 42);
+            assert!(counter.load(Ordering::Relaxed) > before);
+            stop.store(true, Ordering::Relaxed);
+            ticker.join().unwrap();
+        });
+    }
+}
+
+// Go's TestPreemptionAfterSyscall: goroutines looping enter/exit syscall
+// around short spins all finish, at 1, 2, 4 and 8 Ps.
+#[test]
+fn preemption_after_syscall() {
+    within(Duration::from_secs(120), || {
+        for procs in [1usize, 2, 4, 8] {
+            let prev = goroutine::set_max_procs(procs);
+            let hs: Vec<_> = (0..8)
+                .map(|_| {
+                    go(|| {
+                        for _ in 0..100 {
+                            // SAFETY: getpid has no preconditions.
+                            let pid = goroutine::syscall(|| unsafe { libc::getpid() });
+                            assert!(pid > 0);
+                            spin(Duration::from_micros(20));
+                            goroutine::preempt_point();
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            goroutine::set_max_procs(prev);
+        }
+    });
+}
+
+// A CPU-bound goroutine that reaches runtime calls (here preempt_point) is
+// preempted after its 10 ms slice at GOMAXPROCS=1, so a sleeper gets to
+// run. Without preemption the hog would spin forever.
+isolated_test! {
+    fn cpu_bound_goroutine_is_preempted_at_runtime_calls() ["GOMAXPROCS" = "1"] {
+        within(Duration::from_secs(60), || {
+            let flag = Arc::new(AtomicBool::new(false));
+            let f = flag.clone();
+            let hog = go(move || {
+                let mut n = 0u64;
+                while !f.load(Ordering::Relaxed) {
+                    n = n.wrapping_add(1);
+                    goroutine::preempt_point();
+                }
+                n
+            });
+            let f = flag.clone();
+            let setter = go(move || {
+                goroutine::time::sleep(Duration::from_millis(5));
+                f.store(true, Ordering::Relaxed);
+            });
+            setter.join().unwrap();
+            assert!(hog.join().unwrap() > 0);
+        });
+    }
+}
+
+// The same with a channel operation as the runtime call in the hot loop.
+isolated_test! {
+    fn hog_with_channel_ops_lets_others_run() ["GOMAXPROCS" = "1"] {
+        within(Duration::from_secs(60), || {
+            let flag = Arc::new(AtomicBool::new(false));
+            let f = flag.clone();
+            let (tx, rx) = goroutine::chan::<u64>(1);
+            let started = Arc::new(AtomicBool::new(false));
+            let st = started.clone();
+            let hog = go(move || {
+                st.store(true, Ordering::Relaxed);
+                let mut n = 0u64;
+                while !f.load(Ordering::Relaxed) {
+                    tx.send(n).unwrap();
+                    n += rx.recv().unwrap() + 1;
+                }
+                n
+            });
+            // The hog runs first and keeps the only P until preempted.
+            while !started.load(Ordering::Relaxed) {
+                goroutine::yield_now();
+            }
+            let f = flag.clone();
+            go(move || f.store(true, Ordering::Relaxed)).join().unwrap();
+            assert!(hog.join().unwrap() > 0);
+        });
+    }
+}
+
+#[test]
+fn syscall_result_and_panic() {
+    within(Duration::from_secs(30), || {
+        assert_eq!(goroutine::syscall(|| 7), 7);
+        let h = go(|| {
+            goroutine::syscall(|| panic!("inside the syscall"));
+        });
+        let e = h.join().unwrap_err();
+        assert!(e.message().contains("inside the syscall"));
+        // The runtime keeps working after the panic unwound out of a syscall.
+        assert_eq!(go(|| 5).join().unwrap(), 5);
+        // Outside the runtime, syscall just runs the closure.
+    });
+    assert_eq!(goroutine::syscall(|| 3), 3);
+    assert_eq!(goroutine::syscall_blocking(|| 4), 4);
+}
+
+// Blocking on a channel inside syscall() leaves the system call while
+// parked, and comes back into it.
+#[test]
+fn blocking_on_a_channel_inside_syscall() {
+    within(Duration::from_secs(30), || {
+        let (tx, rx) = goroutine::chan::<i32>(0);
+        let h = go(move || {
+            goroutine::syscall(|| {
+                let v = rx.recv().unwrap();
+                // SAFETY: getpid has no preconditions.
+                let pid = unsafe { libc::getpid() };
+                (v, pid > 0)
+            })
+        });
+        goroutine::time::sleep(Duration::from_millis(5));
+        tx.send(9).unwrap();
+        assert_eq!(h.join().unwrap(), (9, true));
+    });
+}
+
+/// Child of `thread_cap_is_a_clear_fatal_error`.
+#[test]
+fn thread_cap_child() {
+    if !common::is_child("thread_cap_child") {
+        return;
+    }
+    run(|| {
+        let hs: Vec<_> = (0..16)
+            .map(|_| {
+                go(|| goroutine::syscall_blocking(|| std::thread::sleep(Duration::from_secs(2))))
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+    });
+    println!("all joined: the cap did not trigger");
+}
+
+#[test]
+fn thread_cap_is_a_clear_fatal_error() {
+    let out = common::spawn(
+        "thread_cap_child",
+        &[("GOROUTINE_MAX_THREADS", "6"), ("GOMAXPROCS", "2")],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "stderr: {stderr}");
+    assert!(
+        stderr.contains("runtime: program exceeds 6-thread limit"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("fatal error: thread exhaustion"), "{stderr}");
+}
+
+#[test]
+fn bad_max_threads_is_reported_and_ignored() {
+    let out = common::spawn("max_threads_child", &[("GOROUTINE_MAX_THREADS", "lots")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("GOROUTINE_MAX_THREADS=\"lots\""), "{stderr}");
+}
+
+/// Child of `bad_max_threads_is_reported_and_ignored`.
+#[test]
+fn max_threads_child() {
+    if !common::is_child("max_threads_child") {
+        return;
+    }
+    assert_eq!(run(|| go(|| 1).join().unwrap()), 1);
+    assert_eq!(goroutine::set_max_threads(100), 10_000);
+}
