@@ -54,6 +54,7 @@ pub fn ours(c: Cfg, workers: usize) -> Figure {
             value: per(took, n),
             unit: "ns/item",
             answer: format!("sum {sum}"),
+            extra: Vec::new(),
         }
     })
 }
@@ -111,6 +112,7 @@ pub fn tokio(c: Cfg, workers: usize) -> Figure {
             value: per(took, n),
             unit: "ns/item",
             answer: format!("sum {sum}"),
+            extra: Vec::new(),
         }
     })
 }
