@@ -1,7 +1,8 @@
 // The parked workload in Go: N goroutines (default 100,000) block on a
 // receive from one channel; prints the growth of resident memory per
 // goroutine (from /proc/self/statm), then closes the channel and waits for
-// all of them.
+// all of them; also prints spawn+park (ns per goroutine) and the time to
+// wake all (ms) on lines of their own.
 // Usage: parked [N]
 package main
 
@@ -54,6 +55,9 @@ func main() {
 	close(ch)
 	wg.Wait()
 	wake := time.Since(start)
-	fmt.Printf("parked procs=%d: %.0f B/parked (spawn+park %.0f ns, wake %.0f ns per goroutine)\n", runtime.GOMAXPROCS(0),
-		float64(grew)/float64(n), float64(park.Nanoseconds())/float64(n), float64(wake.Nanoseconds())/float64(n))
+	procs := runtime.GOMAXPROCS(0)
+	fmt.Printf("parked procs=%d: %.0f B/parked (%d goroutines; wake %.0f ns per goroutine)\n", procs,
+		float64(grew)/float64(n), n, float64(wake.Nanoseconds())/float64(n))
+	fmt.Printf("parked procs=%d spawn_park: %.0f ns/goroutine\n", procs, float64(park.Nanoseconds())/float64(n))
+	fmt.Printf("parked procs=%d wake_all: %.3f ms\n", procs, float64(wake.Nanoseconds())/1e6)
 }

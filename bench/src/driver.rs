@@ -87,7 +87,8 @@ impl Options {
 }
 
 /// `bench __worker <runtime> <workload> <procs> <quick>`: one measurement,
-/// one line `RESULT\t<value>\t<unit>\t<answer>` on stdout.
+/// one line `RESULT\t<value>\t<unit>\t<answer>` on stdout, then one line
+/// `EXTRA\t<name>\t<value>\t<unit>` per secondary figure.
 pub fn worker(args: &[String]) -> ExitCode {
     let [rt, name, procs, quick] = args else {
         eprintln!("usage: bench __worker <runtime> <workload> <procs> <0|1>");
@@ -112,6 +113,9 @@ pub fn worker(args: &[String]) -> ExitCode {
         Ok(f) => {
             let fig = f(cfg);
             println!("RESULT\t{}\t{}\t{}", fig.value, fig.unit, fig.answer);
+            for e in &fig.extra {
+                println!("EXTRA\t{}\t{}\t{}", e.name, e.value, e.unit);
+            }
             ExitCode::SUCCESS
         }
         Err(why) => {
@@ -122,11 +126,14 @@ pub fn worker(args: &[String]) -> ExitCode {
 }
 
 /// What one run of one runtime gave.
+#[derive(Debug, PartialEq)]
 struct Run {
     value: f64,
     unit: String,
     answer: String,
     rss_kb: u64,
+    /// Secondary figures: name, value, unit.
+    extra: Vec<(String, f64, String)>,
 }
 
 /// A table cell: the runs of one runtime for one workload and worker count.
@@ -138,9 +145,41 @@ struct Cell {
     answer: String,
     error: Option<String>,
     not_applicable: Option<String>,
+    /// Secondary figures of the same runs: name, values, unit.
+    extra: Vec<(String, Vec<f64>, String)>,
 }
 
 impl Cell {
+    fn push(&mut self, r: Run) {
+        self.values.push(r.value);
+        self.rss_kb.push(r.rss_kb);
+        self.unit = r.unit;
+        self.answer = r.answer;
+        for (name, v, unit) in r.extra {
+            match self.extra.iter_mut().find(|e| e.0 == name) {
+                Some(e) => e.1.push(v),
+                None => self.extra.push((name, vec![v], unit)),
+            }
+        }
+    }
+
+    /// The cell of secondary figure `name` (same runs, RSS and errors).
+    fn extra_cell(&self, name: &str) -> Cell {
+        let (values, unit) = match self.extra.iter().find(|e| e.0 == name) {
+            Some((_, v, u)) => (v.clone(), u.clone()),
+            None => (Vec::new(), String::new()),
+        };
+        Cell {
+            values,
+            rss_kb: self.rss_kb.clone(),
+            unit,
+            answer: self.answer.clone(),
+            error: self.error.clone(),
+            not_applicable: self.not_applicable.clone(),
+            extra: Vec::new(),
+        }
+    }
+
     fn stats(&self) -> Option<(f64, f64, f64)> {
         if self.values.is_empty() || self.error.is_some() {
             return None;
@@ -317,23 +356,7 @@ fn run_once(w: &Workload, rt: &str, procs: usize, quick: bool) -> Result<Run, St
         let mut cmd = Command::new(bin);
         cmd.args(args).env("GOMAXPROCS", procs.to_string());
         let (out, rss) = run_child(cmd, limit)?;
-        // Go's lines: "<name> procs=P: <value> <unit>"; a wrong answer panics.
-        let line = out
-            .lines()
-            .find(|l| l.contains(" procs=") && l.contains(": "))
-            .ok_or_else(|| format!("no figure in Go's output: {}", out.trim()))?;
-        let fig = line.split_once(": ").unwrap().1;
-        let (v, unit) = fig.split_once(' ').unwrap_or((fig, ""));
-        let value = v
-            .parse()
-            .map_err(|_| format!("bad figure in Go's output: {line}"))?;
-        let unit = unit.split(" (").next().unwrap_or(unit).trim().to_string();
-        return Ok(Run {
-            value,
-            unit,
-            answer: "checked by the Go program".into(),
-            rss_kb: rss,
-        });
+        return parse_go(&out, rss);
     }
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let mut cmd = Command::new(exe);
@@ -346,6 +369,11 @@ fn run_once(w: &Workload, rt: &str, procs: usize, quick: bool) -> Result<Run, St
     ])
     .env("GOMAXPROCS", procs.to_string());
     let (out, rss_kb) = run_child(cmd, limit)?;
+    parse_worker(&out, rss_kb)
+}
+
+/// A worker's output: its `RESULT` line and any `EXTRA` lines.
+fn parse_worker(out: &str, rss_kb: u64) -> Result<Run, String> {
     let line = out
         .lines()
         .find(|l| l.starts_with("RESULT\t"))
@@ -355,15 +383,66 @@ fn run_once(w: &Workload, rt: &str, procs: usize, quick: bool) -> Result<Run, St
         return Err(format!("bad RESULT line: {line}"));
     }
     let value = f[1].parse().map_err(|_| format!("bad figure: {line}"))?;
+    let mut extra = Vec::new();
+    for line in out.lines().filter(|l| l.starts_with("EXTRA\t")) {
+        let e: Vec<&str> = line.split('\t').collect();
+        match e[..] {
+            [_, name, v, unit] => {
+                let v = v.parse().map_err(|_| format!("bad figure: {line}"))?;
+                extra.push((name.to_string(), v, unit.to_string()));
+            }
+            _ => return Err(format!("bad EXTRA line: {line}")),
+        }
+    }
     Ok(Run {
         value,
         unit: f[2].into(),
         answer: f[3].into(),
         rss_kb,
+        extra,
     })
 }
 
-fn not_applicable(w: &Workload, rt: &str) -> Option<String> {
+/// A Go peer's output: the figure on the first line `<name> procs=P
+/// [<param>=<v>...]: <value> <unit> [(comment)]`, secondary figures on
+/// lines `<name> procs=P <metric>: <value> <unit>` (a word without `=`
+/// names the metric). A wrong answer panics the Go program.
+fn parse_go(out: &str, rss_kb: u64) -> Result<Run, String> {
+    let mut main = None;
+    let mut extra = Vec::new();
+    for line in out.lines() {
+        let Some((head, fig)) = line.split_once(": ") else {
+            continue;
+        };
+        let head: Vec<&str> = head.split_whitespace().collect();
+        if head.len() < 2 || !head[1].starts_with("procs=") {
+            continue;
+        }
+        let (v, unit) = fig.trim().split_once(' ').unwrap_or((fig.trim(), ""));
+        let value: f64 = v
+            .parse()
+            .map_err(|_| format!("bad figure in Go's output: {line}"))?;
+        let unit = unit.split(" (").next().unwrap_or(unit).trim().to_string();
+        match head[2..].iter().find(|w| !w.contains('=')) {
+            Some(name) => extra.push((name.to_string(), value, unit)),
+            None if main.is_none() => main = Some((value, unit)),
+            None => {}
+        }
+    }
+    let (value, unit) = main.ok_or_else(|| format!("no figure in Go's output: {}", out.trim()))?;
+    Ok(Run {
+        value,
+        unit,
+        answer: "checked by the Go program".into(),
+        rss_kb,
+        extra,
+    })
+}
+
+fn not_applicable(w: &Workload, rt: &str, procs: usize) -> Option<String> {
+    if procs < w.min_procs {
+        return Some(format!("needs {} workers", w.min_procs));
+    }
     let why = match rt {
         "tokio" => w.tokio.err(),
         "may" => w.may.err(),
@@ -375,7 +454,8 @@ fn not_applicable(w: &Workload, rt: &str) -> Option<String> {
 }
 
 struct Row {
-    workload: &'static str,
+    /// The workload's name, or `<workload>.<metric>` for a secondary figure.
+    workload: String,
     what: &'static str,
     procs: usize,
     cells: Vec<(&'static str, Cell)>,
@@ -442,11 +522,12 @@ pub fn main(o: Options) -> ExitCode {
     let start = Instant::now();
     for name in &o.workloads {
         let w = all.iter().find(|w| w.name == name).unwrap();
+        let mut extra_rows = Vec::new();
         for &procs in &o.procs {
             let mut cells: Vec<(&'static str, Cell)> =
                 RUNTIMES.iter().map(|r| (*r, Cell::default())).collect();
             for (rt, c) in cells.iter_mut() {
-                c.not_applicable = not_applicable(w, rt);
+                c.not_applicable = not_applicable(w, rt, procs);
             }
             for k in 1..=o.runs {
                 for (rt, c) in cells.iter_mut() {
@@ -458,12 +539,7 @@ pub fn main(o: Options) -> ExitCode {
                         w.name, o.runs
                     );
                     match run_once(w, rt, procs, o.quick) {
-                        Ok(r) => {
-                            c.values.push(r.value);
-                            c.rss_kb.push(r.rss_kb);
-                            c.unit = r.unit;
-                            c.answer = r.answer;
-                        }
+                        Ok(r) => c.push(r),
                         Err(e) => {
                             eprintln!("bench: {} procs={procs}: {rt} failed: {e}", w.name);
                             c.error = Some(e);
@@ -471,13 +547,36 @@ pub fn main(o: Options) -> ExitCode {
                     }
                 }
             }
+            let mut names: Vec<String> = Vec::new();
+            for (_, c) in &cells {
+                for (name, _, _) in &c.extra {
+                    if !names.contains(name) {
+                        names.push(name.clone());
+                    }
+                }
+            }
+            for name in names {
+                let cells = cells
+                    .iter()
+                    .map(|(rt, c)| (*rt, c.extra_cell(&name)))
+                    .collect();
+                extra_rows.push(Row {
+                    workload: format!("{}.{name}", w.name),
+                    what: w.what,
+                    procs,
+                    cells,
+                });
+            }
             rows.push(Row {
-                workload: w.name,
+                workload: w.name.to_string(),
                 what: w.what,
                 procs,
                 cells,
             });
         }
+        // Secondary figures after the workload's rows, grouped by metric.
+        extra_rows.sort_by(|a, b| a.workload.cmp(&b.workload).then(a.procs.cmp(&b.procs)));
+        rows.append(&mut extra_rows);
     }
     print_table(&rows, &o);
     eprintln!("bench: done in {:.1} s", start.elapsed().as_secs_f64());
@@ -510,7 +609,7 @@ fn print_table(rows: &[Row], o: &Options) {
     head.push("ours/best".into());
     let mut table = vec![head];
     for r in rows {
-        let mut line = vec![r.workload.to_string(), r.procs.to_string(), r.unit()];
+        let mut line = vec![r.workload.clone(), r.procs.to_string(), r.unit()];
         line.extend(r.cells.iter().map(|(_, c)| cell_text(c)));
         line.push(match r.ratio() {
             Some((x, best)) if x >= 1.0 => format!("{x:.2} ({best}) <- not ahead"),
@@ -588,7 +687,7 @@ fn to_json(rows: &[Row], o: &Options) -> Json {
                 None => (Json::Null, Json::Null),
             };
             Json::Obj(vec![
-                ("workload".into(), Json::Str(r.workload.into())),
+                ("workload".into(), Json::Str(r.workload.clone())),
                 ("what".into(), Json::Str(r.what.into())),
                 ("procs".into(), Json::Num(r.procs as f64)),
                 ("unit".into(), Json::Str(r.unit())),
@@ -669,7 +768,7 @@ mod tests {
             ..Cell::default()
         };
         let row = Row {
-            workload: "w",
+            workload: "w".into(),
             what: "",
             procs: 1,
             cells: vec![
@@ -681,6 +780,105 @@ mod tests {
         };
         assert_eq!(row.ratio(), Some((1.25, "tokio")));
         assert_eq!(cell_text(&row.cells[3].1), "FAIL: boom");
+    }
+
+    #[test]
+    fn new_workloads_parse() {
+        let o = Options::parse(&args("pingpong_cross,parked_1m,fib,parked")).unwrap();
+        assert_eq!(
+            o.workloads,
+            ["pingpong_cross", "parked_1m", "fib", "parked"]
+        );
+        for name in ["hog_fairness", "syscalls", "timers", "echo", "http"] {
+            assert!(Options::parse(&args(name))
+                .unwrap_err()
+                .contains("not yet available"));
+        }
+    }
+
+    #[test]
+    fn min_procs() {
+        let all = workloads::all();
+        let cross = all.iter().find(|w| w.name == "pingpong_cross").unwrap();
+        for rt in RUNTIMES {
+            assert_eq!(
+                not_applicable(cross, rt, 1).as_deref(),
+                Some("needs 2 workers")
+            );
+            assert_eq!(not_applicable(cross, rt, 2), None, "{rt}");
+        }
+        let fib = all.iter().find(|w| w.name == "fib").unwrap();
+        assert_eq!(not_applicable(fib, "ours", 1), None);
+        assert!(not_applicable(fib, "threads", 1).is_some());
+    }
+
+    #[test]
+    fn go_output() {
+        let out = "parked procs=2: 2722 B/parked (100000 goroutines; wake 439 ns per goroutine)\n\
+                   parked procs=2 spawn_park: 1779 ns/goroutine\n\
+                   parked procs=2 wake_all: 43.895 ms\n";
+        let r = parse_go(out, 7).unwrap();
+        assert_eq!(
+            (r.value, r.unit.as_str(), r.rss_kb),
+            (2722.0, "B/parked", 7)
+        );
+        assert_eq!(
+            r.extra,
+            [
+                ("spawn_park".to_string(), 1779.0, "ns/goroutine".to_string()),
+                ("wake_all".to_string(), 43.895, "ms".to_string())
+            ]
+        );
+        let r = parse_go("yield procs=2 goroutines=100: 130.9 ns/yield\n", 0).unwrap();
+        assert_eq!((r.value, r.unit.as_str()), (130.9, "ns/yield"));
+        assert!(r.extra.is_empty());
+        let r = parse_go("building\nfib procs=1: 4.734 ms (fib(30) = 832040)\n", 0).unwrap();
+        assert_eq!((r.value, r.unit.as_str()), (4.734, "ms"));
+        assert!(r.extra.is_empty());
+        assert!(parse_go("panic: wrong\n", 0).is_err());
+        assert!(parse_go("x procs=1: fast ms\n", 0).is_err());
+    }
+
+    #[test]
+    fn worker_output() {
+        let out = "noise\nRESULT\t4763.5\tB/parked\t100 woke\nEXTRA\tspawn_park\t2141.6\tns/goroutine\nEXTRA\twake_all\t317.6\tms\n";
+        let r = parse_worker(out, 3).unwrap();
+        assert_eq!(
+            (r.value, r.unit.as_str(), r.answer.as_str()),
+            (4763.5, "B/parked", "100 woke")
+        );
+        assert_eq!(r.extra.len(), 2);
+        assert_eq!(
+            r.extra[1],
+            ("wake_all".to_string(), 317.6, "ms".to_string())
+        );
+        assert!(parse_worker("RESULT\t1\tms\n", 0).is_err());
+        assert!(parse_worker("nothing\n", 0).is_err());
+        assert!(parse_worker("RESULT\t1\tms\tok\nEXTRA\tx\t1\n", 0).is_err());
+    }
+
+    #[test]
+    fn extra_cells() {
+        let run = |v: f64, wake: f64| Run {
+            value: v,
+            unit: "B/parked".into(),
+            answer: "ok".into(),
+            rss_kb: 10,
+            extra: vec![("wake_all".into(), wake, "ms".into())],
+        };
+        let mut c = Cell::default();
+        c.push(run(1.0, 5.0));
+        c.push(run(3.0, 7.0));
+        assert_eq!(c.stats(), Some((2.0, 1.0, 3.0)));
+        let w = c.extra_cell("wake_all");
+        assert_eq!(w.stats(), Some((6.0, 5.0, 7.0)));
+        assert_eq!((w.unit.as_str(), w.rss_kb.len()), ("ms", 2));
+        assert_eq!(c.extra_cell("nope").stats(), None);
+        let failed = Cell {
+            error: Some("boom".into()),
+            ..Cell::default()
+        };
+        assert_eq!(cell_text(&failed.extra_cell("wake_all")), "FAIL: boom");
     }
 
     #[test]

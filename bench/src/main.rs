@@ -19,7 +19,8 @@ Runs each workload on this runtime (ours), Go (bench/go/*.go, built on first
 use into target/go-peers), tokio, may and OS threads, each run in its own
 process, interleaved; prints median (min-max) over the runs, peak RSS and
 ours / best peer. `prodcons` means prodcons0,prodcons10,prodcons100;
-`fanout` means fanout4,fanout64,fanout1024.
+`fanout` means fanout4,fanout64,fanout1024. Secondary figures of a run
+(parked's spawn+park and wake-all times) get rows <workload>.<metric>.
 --quick: small sizes (a few seconds in all), for CI.";
 
 fn main() -> ExitCode {
@@ -28,12 +29,7 @@ fn main() -> ExitCode {
         Some("__worker") => driver::worker(&args[1..]),
         Some("plot") => plot::main(&args[1..]),
         Some("list") => {
-            for w in workloads::all() {
-                println!("{:<12} {}", w.name, w.what);
-            }
-            for (name, why) in workloads::NOT_YET {
-                println!("{name:<12} {why}");
-            }
+            print!("{}", workloads::list());
             ExitCode::SUCCESS
         }
         None | Some("-h" | "--help" | "help") => {

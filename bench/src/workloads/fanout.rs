@@ -54,6 +54,7 @@ pub fn ours(c: Cfg, workers: usize) -> Figure {
             value: per(took, n),
             unit: "ns/item",
             answer: format!("sum {sum}"),
+            extra: Vec::new(),
         }
     })
 }
@@ -101,7 +102,9 @@ pub fn tokio(c: Cfg, workers: usize) -> Figure {
             sum += out_rx.recv().await.expect("fanout: item lost");
         }
         let took = start.elapsed();
-        quit_tx.send(true).expect("fanout: workers gone");
+        // The workers may all have left already (the producer's end closed
+        // the data channel), so the quit signal must not need a receiver.
+        quit_tx.send_replace(true);
         producer.await.unwrap();
         for h in hs {
             h.await.unwrap();
@@ -111,6 +114,7 @@ pub fn tokio(c: Cfg, workers: usize) -> Figure {
             value: per(took, n),
             unit: "ns/item",
             answer: format!("sum {sum}"),
+            extra: Vec::new(),
         }
     })
 }

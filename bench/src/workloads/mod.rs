@@ -5,8 +5,10 @@
 use std::time::Duration;
 
 pub mod fanout;
+pub mod fib;
 pub mod parked;
 pub mod pingpong;
+pub mod pingpong_cross;
 pub mod prodcons;
 pub mod select_prodcons;
 pub mod skynet;
@@ -17,12 +19,23 @@ pub mod steal_skew;
 pub mod thread_ring;
 pub mod yields;
 
-/// One measurement: the figure (lower is better), its unit, and the answer
-/// the workload computed (already checked).
+/// One measurement: the figure (lower is better), its unit, the answer the
+/// workload computed (already checked), and secondary figures of the same
+/// run (each gets its own table row, `<workload>.<name>`).
 pub struct Figure {
     pub value: f64,
     pub unit: &'static str,
     pub answer: String,
+    pub extra: Vec<Extra>,
+}
+
+/// A secondary figure of a run (lower is better), e.g. `parked`'s wake-all
+/// time beside its bytes per goroutine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Extra {
+    pub name: &'static str,
+    pub value: f64,
+    pub unit: &'static str,
 }
 
 /// What a worker process was asked to do.
@@ -62,6 +75,9 @@ type GoImpl = fn(Cfg) -> (&'static str, Vec<String>);
 pub struct Workload {
     pub name: &'static str,
     pub what: &'static str,
+    /// Fewest workers the workload makes sense at; below it every runtime
+    /// is shown as "n/a (needs N workers)".
+    pub min_procs: usize,
     pub ours: Impl,
     pub tokio: Result<Impl, &'static str>,
     pub may: Result<Impl, &'static str>,
@@ -75,6 +91,7 @@ pub fn all() -> Vec<Workload> {
         Workload {
             name: "spawn",
             what: "1M goroutines each count down, spawned from one (ns per goroutine)",
+            min_procs: 1,
             ours: spawn::ours,
             tokio: Ok(spawn::tokio),
             may: Ok(spawn::may),
@@ -84,6 +101,7 @@ pub fn all() -> Vec<Workload> {
         Workload {
             name: "spawn_chain",
             what: "each goroutine spawns the next, 1M deep (ns per goroutine)",
+            min_procs: 1,
             ours: spawn_chain::ours,
             tokio: Ok(spawn_chain::tokio),
             may: Ok(spawn_chain::may),
@@ -93,6 +111,7 @@ pub fn all() -> Vec<Workload> {
         Workload {
             name: "spawn_remote",
             what: "1M goroutines spawned from a thread outside the runtime (ns per goroutine)",
+            min_procs: 1,
             ours: spawn_remote::ours,
             tokio: Ok(spawn_remote::tokio),
             may: Ok(spawn_remote::may),
@@ -102,6 +121,7 @@ pub fn all() -> Vec<Workload> {
         Workload {
             name: "yield",
             what: "1000 goroutines x 1000 yields (ns per yield)",
+            min_procs: 1,
             ours: yields::ours,
             tokio: Ok(yields::tokio),
             may: Ok(yields::may),
@@ -111,6 +131,7 @@ pub fn all() -> Vec<Workload> {
         Workload {
             name: "skynet",
             what: "10-ary tree, 1M leaves, unbuffered channels (ms)",
+            min_procs: 1,
             ours: skynet::ours,
             tokio: Ok(skynet::tokio),
             may: Ok(skynet::may),
@@ -119,7 +140,8 @@ pub fn all() -> Vec<Workload> {
         },
         Workload {
             name: "pingpong",
-            what: "two goroutines, unbuffered channel, 2M round trips (ns per round trip)",
+            what: "two goroutines, unbuffered channel, 2M round trips, scheduled as the runtime likes (ns per round trip)",
+            min_procs: 1,
             ours: pingpong::ours,
             tokio: Ok(pingpong::tokio),
             may: Ok(pingpong::may),
@@ -127,8 +149,19 @@ pub fn all() -> Vec<Workload> {
             go: Ok(pingpong::go),
         },
         Workload {
+            name: "pingpong_cross",
+            what: "forced cross-P: two goroutines busy-poll try_send/try_recv on two cap-1 channels, never blocking or yielding, so each holds its own worker; 2M round trips (ns per round trip; needs 2 workers)",
+            min_procs: 2,
+            ours: pingpong_cross::ours,
+            tokio: Ok(pingpong_cross::tokio),
+            may: Ok(pingpong_cross::may),
+            threads: Ok(pingpong_cross::threads),
+            go: Ok(pingpong_cross::go),
+        },
+        Workload {
             name: "thread_ring",
             what: "503 goroutines in a ring, 5M hops (ns per hop)",
+            min_procs: 1,
             ours: thread_ring::ours,
             tokio: Ok(thread_ring::tokio),
             may: Ok(thread_ring::may),
@@ -138,6 +171,7 @@ pub fn all() -> Vec<Workload> {
         Workload {
             name: "prodcons0",
             what: "GOMAXPROCS producers + consumers, chan cap 0 (ns per item)",
+            min_procs: 1,
             ours: |c| prodcons::ours(c, 0),
             tokio: Ok(|c| prodcons::tokio(c, 0)),
             may: Err(prodcons::MAY_NA),
@@ -147,6 +181,7 @@ pub fn all() -> Vec<Workload> {
         Workload {
             name: "prodcons10",
             what: "the same, chan cap 10 (ns per item)",
+            min_procs: 1,
             ours: |c| prodcons::ours(c, 10),
             tokio: Ok(|c| prodcons::tokio(c, 10)),
             may: Err(prodcons::MAY_NA),
@@ -156,6 +191,7 @@ pub fn all() -> Vec<Workload> {
         Workload {
             name: "prodcons100",
             what: "the same, chan cap 100 (ns per item)",
+            min_procs: 1,
             ours: |c| prodcons::ours(c, 100),
             tokio: Ok(|c| prodcons::tokio(c, 100)),
             may: Err(prodcons::MAY_NA),
@@ -165,6 +201,7 @@ pub fn all() -> Vec<Workload> {
         Workload {
             name: "select_prodcons",
             what: "prodcons through select, cap 128, 100 units of work per item (ns per item)",
+            min_procs: 1,
             ours: select_prodcons::ours,
             tokio: Ok(select_prodcons::tokio),
             may: Err("not written yet"),
@@ -173,16 +210,28 @@ pub fn all() -> Vec<Workload> {
         },
         Workload {
             name: "parked",
-            what: "100K goroutines blocked on a channel receive (bytes of RSS per goroutine)",
-            ours: parked::ours,
-            tokio: Ok(parked::tokio),
-            may: Ok(parked::may),
+            what: "100K goroutines blocked on a channel receive (bytes of RSS per goroutine; rows .spawn_park: ns per goroutine, .wake_all: ms)",
+            min_procs: 1,
+            ours: |c| parked::ours(c, parked::SMALL),
+            tokio: Ok(|c| parked::tokio(c, parked::SMALL)),
+            may: Ok(|c| parked::may(c, parked::SMALL)),
             threads: Err("100K OS threads: not sensible"),
-            go: Ok(parked::go),
+            go: Ok(|c| parked::go(c, parked::SMALL)),
+        },
+        Workload {
+            name: "parked_1m",
+            what: "the same with 1M goroutines (quick: 100K)",
+            min_procs: 1,
+            ours: |c| parked::ours(c, parked::BIG),
+            tokio: Ok(|c| parked::tokio(c, parked::BIG)),
+            may: Ok(|c| parked::may(c, parked::BIG)),
+            threads: Err("1M OS threads: not sensible"),
+            go: Ok(|c| parked::go(c, parked::BIG)),
         },
         Workload {
             name: "fanout4",
             what: "1 producer -> chan(1024) -> 4 workers selecting on data and quit -> 1 collector (ns per item)",
+            min_procs: 1,
             ours: |c| fanout::ours(c, 4),
             tokio: Ok(|c| fanout::tokio(c, 4)),
             may: Err("not written yet"),
@@ -192,6 +241,7 @@ pub fn all() -> Vec<Workload> {
         Workload {
             name: "fanout64",
             what: "1 producer -> chan(1024) -> 64 workers selecting on data and quit -> 1 collector (ns per item)",
+            min_procs: 1,
             ours: |c| fanout::ours(c, 64),
             tokio: Ok(|c| fanout::tokio(c, 64)),
             may: Err("not written yet"),
@@ -201,6 +251,7 @@ pub fn all() -> Vec<Workload> {
         Workload {
             name: "fanout1024",
             what: "1 producer -> chan(1024) -> 1024 workers selecting on data and quit -> 1 collector (ns per item)",
+            min_procs: 1,
             ours: |c| fanout::ours(c, 1024),
             tokio: Ok(|c| fanout::tokio(c, 1024)),
             may: Err("not written yet"),
@@ -210,13 +261,37 @@ pub fn all() -> Vec<Workload> {
         Workload {
             name: "steal_skew",
             what: "100K tasks from one spawner, 10% spin 1 ms, 90% 1 us (makespan / ideal)",
+            min_procs: 1,
             ours: steal_skew::ours,
             tokio: Ok(steal_skew::tokio),
             may: Ok(steal_skew::may),
             threads: Err("100K OS threads: not sensible"),
             go: Ok(steal_skew::go),
         },
+        Workload {
+            name: "fib",
+            what: "fib(30) spawn tree, cutoff 15: spawn fib(n-1), compute fib(n-2), join; answer 832040 (ms)",
+            min_procs: 1,
+            ours: fib::ours,
+            tokio: Ok(fib::tokio),
+            may: Ok(fib::may),
+            threads: Err("an OS thread per spawn (2,583 per tree): not sensible"),
+            go: Ok(fib::go),
+        },
     ]
+}
+
+/// `bench list`: every workload with its description, then those not
+/// available yet, names aligned.
+pub fn list() -> String {
+    let all = all();
+    let rows = all
+        .iter()
+        .map(|w| (w.name, w.what))
+        .chain(NOT_YET.iter().copied());
+    let width = rows.clone().map(|(n, _)| n.len()).max().unwrap_or(0);
+    rows.map(|(name, what)| format!("{name:<width$} {what}\n"))
+        .collect()
 }
 
 /// Workloads of benchmarks.md that the tool does not run yet.
@@ -294,5 +369,88 @@ pub fn pin_threads(procs: usize) {
             }
         }
         libc::sched_setaffinity(0, std::mem::size_of_val(&want), &want);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        let all = all();
+        let mut names: Vec<&str> = all.iter().map(|w| w.name).collect();
+        names.extend(NOT_YET.iter().map(|(n, _)| *n));
+        let count = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), count, "duplicate workload names");
+        for n in &names {
+            // Names become file names (`bench plot`) and `.` separates a
+            // secondary figure's name.
+            assert!(
+                n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "{n}"
+            );
+        }
+        for w in &all {
+            assert!(w.min_procs >= 1, "{}", w.name);
+        }
+    }
+
+    #[test]
+    fn listed() {
+        let list = list();
+        for w in all() {
+            let line = list
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(w.name))
+                .unwrap_or_else(|| panic!("{} not listed", w.name));
+            assert!(line.ends_with(w.what), "{line}");
+        }
+        for want in [
+            "pingpong",
+            "pingpong_cross",
+            "parked",
+            "parked_1m",
+            "fib",
+            "steal_skew",
+        ] {
+            assert!(all().iter().any(|w| w.name == want), "{want}");
+        }
+        for name in ["timers", "echo", "http", "hog_fairness", "syscalls"] {
+            let line = list
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(name))
+                .unwrap_or_else(|| panic!("{name} not listed"));
+            assert!(line.contains("not yet available"), "{line}");
+            assert!(all().iter().all(|w| w.name != name), "{name}");
+        }
+        // Descriptions start in one column.
+        let cols: Vec<usize> = list
+            .lines()
+            .map(|l| {
+                let name = l.split(' ').next().unwrap();
+                l.len() - l[name.len()..].trim_start().len()
+            })
+            .collect();
+        assert!(cols.windows(2).all(|w| w[0] == w[1]), "{list}");
+    }
+
+    #[test]
+    fn sizes() {
+        let full = Cfg {
+            procs: 1,
+            quick: false,
+        };
+        let quick = Cfg {
+            procs: 1,
+            quick: true,
+        };
+        assert_eq!(full.size(10, 1), 10);
+        assert_eq!(quick.size(10, 1), 1);
+        assert_eq!(per(Duration::from_micros(3), 1000), 3.0);
+        assert_eq!(per(Duration::from_micros(3), 0), 3000.0);
+        assert_eq!(ms(Duration::from_micros(1500)), 1.5);
     }
 }

@@ -1,27 +1,32 @@
 //! `pingpong`: two goroutines bounce a value over a pair of unbuffered
 //! channels, 2M round trips (quick 20,000; OS threads at most 100,000) after
-//! 10,000 warm-up trips (quick: 1,000); ns per round trip. tokio: bounded(1); may: its
-//! only channel, unbounded.
+//! 10,000 warm-up trips (quick: 1,000); ns per round trip. tokio:
+//! bounded(1); may: its only channel, unbounded. The pair runs where the
+//! scheduler puts it (at 2 workers usually the same one, as each side
+//! blocks while the other runs); `pingpong_cross` forces the sides apart.
 
 use std::time::Instant;
 
 use super::{ours_run, per, tokio_run, Cfg, Figure};
 
-fn trips(c: Cfg) -> u64 {
+pub(super) fn trips(c: Cfg) -> u64 {
     c.size(2_000_000, 20_000)
 }
 
 /// Warm-up round trips (stacks, the second worker).
-fn warm(c: Cfg) -> u64 {
+pub(super) fn warm(c: Cfg) -> u64 {
     c.size(10_000, 1_000)
 }
 
-fn figure(took: std::time::Duration, n: u64, last: u64) -> Figure {
+/// The figure of `n` timed round trips whose last value was `last` (also
+/// used by `pingpong_cross`).
+pub(super) fn figure(took: std::time::Duration, n: u64, last: u64) -> Figure {
     assert_eq!(last, n - 1, "pingpong: wrong last value");
     Figure {
         value: per(took, n),
         unit: "ns/round trip",
         answer: format!("{n} round trips"),
+        extra: Vec::new(),
     }
 }
 

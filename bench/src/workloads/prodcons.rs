@@ -25,6 +25,7 @@ fn figure(took: std::time::Duration, items: i64, got: u64) -> Figure {
         value: per(took, items as u64),
         unit: "ns/item",
         answer: format!("{got} items"),
+        extra: Vec::new(),
     }
 }
 

@@ -85,6 +85,7 @@ pub fn ours(c: Cfg) -> Figure {
             value: per(start.elapsed(), items as u64),
             unit: "ns/item",
             answer: format!("{got} items"),
+            extra: Vec::new(),
         }
     })
 }
@@ -164,6 +165,7 @@ pub fn tokio(c: Cfg) -> Figure {
             value: per(start.elapsed(), items as u64),
             unit: "ns/item",
             answer: format!("{got} items"),
+            extra: Vec::new(),
         }
     })
 }

@@ -19,6 +19,7 @@ fn figure(took: std::time::Duration, leaves: u64, sum: u64) -> Figure {
         value: ms(took),
         unit: "ms",
         answer: format!("sum {sum}"),
+        extra: Vec::new(),
     }
 }
 

@@ -25,6 +25,7 @@ pub(super) fn counted_down(
         value: per(took, n),
         unit: "ns/task",
         answer: format!("{n} counted down"),
+        extra: Vec::new(),
     }
 }
 

@@ -46,6 +46,7 @@ fn figure(took: Duration, plan: &[u64], procs: usize, done: u64) -> Figure {
         value: took.as_secs_f64() * 1e6 / ideal,
         unit: "x ideal",
         answer: format!("{done} tasks, {work_us} us of spin"),
+        extra: Vec::new(),
     }
 }
 

@@ -20,6 +20,7 @@ fn figure(took: std::time::Duration, n: u64, winner: usize) -> Figure {
         value: per(took, n),
         unit: "ns/hop",
         answer: format!("holder {winner}"),
+        extra: Vec::new(),
     }
 }
 

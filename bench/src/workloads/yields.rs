@@ -19,6 +19,7 @@ fn figure(took: std::time::Duration, g: u64, k: u64, done: u64) -> Figure {
         value: per(took, g * k),
         unit: "ns/yield",
         answer: format!("{done} yields"),
+        extra: Vec::new(),
     }
 }
 
