@@ -115,6 +115,7 @@ impl WaitReason {
         WaitReason::IoWait,
     ];
 
+    #[allow(dead_code)] // read by dumps and traces
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             WaitReason::None => "",

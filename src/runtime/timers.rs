@@ -177,6 +177,7 @@ impl Timers {
         self.timer0.load(Ordering::Acquire)
     }
 
+    #[allow(dead_code)] // read by schedtrace and stats
     pub(crate) fn len(&self) -> usize {
         lock(&self.heap).len()
     }

@@ -27,6 +27,7 @@ pub(crate) fn to_nanotime(t: Instant) -> i64 {
 }
 
 /// The `Instant` of a nanotime.
+#[allow(dead_code)] // used by traces and dumps
 pub(crate) fn from_nanotime(n: i64) -> Instant {
     base() + Duration::from_nanos(n.saturating_sub(1).max(0) as u64)
 }
