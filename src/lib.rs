@@ -161,6 +161,23 @@ pub fn syscall_blocking<R>(f: impl FnOnce() -> R) -> R {
     runtime::syscall::syscall(true, f)
 }
 
+/// Wires the calling goroutine to its current OS thread (Go's
+/// `runtime.LockOSThread`): until as many `unlock_os_thread` calls as lock
+/// calls, it runs only on this thread and no other goroutine runs there.
+/// Use it for thread-affine state (thread-locals held across runtime calls,
+/// OpenGL contexts, `setns`). A goroutine that exits while locked ends the
+/// thread with it. A no-op outside a goroutine.
+#[cfg(not(loom))]
+pub fn lock_os_thread() {
+    runtime::lockosthread::lock_os_thread()
+}
+
+/// Undoes one `lock_os_thread` (a no-op when not locked).
+#[cfg(not(loom))]
+pub fn unlock_os_thread() {
+    runtime::lockosthread::unlock_os_thread()
+}
+
 /// Sets the most OS threads the runtime may create (default 10,000, or
 /// `GOROUTINE_MAX_THREADS`) and returns the previous limit (Go's
 /// `debug.SetMaxThreads`). Going past it is fatal: `runtime: program

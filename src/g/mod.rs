@@ -147,6 +147,9 @@ pub(crate) struct Inner {
     pub(crate) stack_size: usize,
     /// The name given through `Builder::name`.
     pub(crate) name: Option<Arc<str>>,
+    /// `lock_os_thread` nesting depth, and the M it is wired to.
+    pub(crate) locked: u32,
+    pub(crate) lockedm: Option<&'static crate::m::M>,
 }
 
 /// The G record. Two cache lines: the first holds everything a context
@@ -200,6 +203,8 @@ impl G {
                 task: None,
                 stack_size: 0,
                 name: None,
+                locked: 0,
+                lockedm: None,
             }),
         }
     }

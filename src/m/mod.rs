@@ -37,6 +37,10 @@ pub(crate) struct M {
     tid: AtomicI32,
     /// The P this M left in `Syscall` state (own thread only).
     oldp: Cell<Option<&'static crate::p::P>>,
+    /// The goroutine wired to this thread by `lock_os_thread` (own thread).
+    lockedg: Cell<Option<&'static G>>,
+    /// The thread ended (a goroutine exited while locked to it).
+    dead: AtomicBool,
 }
 
 // SAFETY: `p`, `nextp` and `rand` follow the ownership rules in the module
@@ -103,6 +107,8 @@ impl M {
             rand: Cell::new(0x9E37_79B9_7F4A_7C15 ^ id.wrapping_mul(0xA24B_AED4_963E_E407)),
             tid: AtomicI32::new(0),
             oldp: Cell::new(None),
+            lockedg: Cell::new(None),
+            dead: AtomicBool::new(false),
         }))
     }
 
@@ -185,6 +191,24 @@ impl M {
         unsafe { (*self.nextp.get()).take() }
     }
 
+    /// The goroutine locked to this M (own thread only).
+    pub(crate) fn lockedg(&self) -> Option<&'static G> {
+        self.lockedg.get()
+    }
+
+    pub(crate) fn set_lockedg(&self, g: Option<&'static G>) {
+        self.lockedg.set(g);
+    }
+
+    /// Whether this M's thread has ended.
+    pub(crate) fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_dead(&self) {
+        self.dead.store(true, Ordering::Relaxed);
+    }
+
     /// Remembers the P left behind by a system call (own thread only).
     pub(crate) fn set_oldp(&self, p: Option<&'static crate::p::P>) {
         self.oldp.set(p);
@@ -252,5 +276,7 @@ fn mstart(m: &'static M) {
         let pp = m.take_nextp().expect("mstart without a P");
         m.acquirep(pp);
     }
-    crate::runtime::schedule::schedule(m)
+    crate::runtime::schedule::schedule(m);
+    // A goroutine exited while locked to this thread: the thread ends.
+    CURRENT.with(|c| c.set(ptr::null()));
 }

@@ -194,7 +194,9 @@ impl PHandle {
     #[inline]
     pub(crate) fn bump_syscalltick(&self) {
         let t = self.0.syscalltick.load(Ordering::Relaxed);
-        self.0.syscalltick.store(t.wrapping_add(1), Ordering::Relaxed);
+        self.0
+            .syscalltick
+            .store(t.wrapping_add(1), Ordering::Relaxed);
     }
 
     /// Gives up ownership while the P waits in `Syscall` state: from now on

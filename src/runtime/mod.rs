@@ -20,6 +20,7 @@
 //! - `procresize.rs`: stop-the-world and `set_max_procs`.
 //! - `timers.rs`: the per-P timer heaps.
 //! - `syscall.rs`: entering and leaving blocking system calls, `handoffp`.
+//! - `lockosthread.rs`: wiring a goroutine to its thread.
 //! - `preempt.rs`: the cooperative preemption check.
 //! - `sysmon.rs`: the monitor thread: preemption, syscall retake, polling.
 //! - `env.rs`: GOMAXPROCS.
@@ -27,9 +28,10 @@
 pub(crate) mod env;
 pub(crate) mod globrunq;
 pub(crate) mod idle;
+pub(crate) mod lockosthread;
 pub(crate) mod park;
-pub(crate) mod proc;
 pub(crate) mod preempt;
+pub(crate) mod proc;
 pub(crate) mod procresize;
 pub(crate) mod schedule;
 pub(crate) mod spinning;
@@ -165,9 +167,7 @@ pub(crate) fn start() -> &'static Sched {
             .store(crate::sys::time::nanotime(), Ordering::SeqCst);
         env::max_threads_from_env();
         if let Err(e) = crate::netpoll::init() {
-            throw(&format!(
-                "cannot create the netpoller (epoll/eventfd): {e}"
-            ));
+            throw(&format!("cannot create the netpoller (epoll/eventfd): {e}"));
         }
         crate::sys::signal::install_overflow_handler(crate::m::overflow_lookup);
         sysmon::start();

@@ -83,6 +83,8 @@ pub(crate) fn gdestroy(pp: &PHandle, g: &'static G, stack: Option<Stack>) {
         let inner = unsafe { g.inner() };
         inner.task = None;
         inner.name = None;
+        inner.locked = 0;
+        inner.lockedm = None;
     }
     if let Some(stack) = stack {
         // SAFETY: short exclusive borrow of our own P's local state.

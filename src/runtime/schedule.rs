@@ -21,23 +21,41 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{globrunq, idle, proc, sched, steal, syscall, timers};
+use super::{globrunq, idle, lockosthread, proc, sched, steal, syscall, timers};
 use crate::g::context::{self, Action, Switch};
 use crate::g::{Status, G};
 use crate::m::{self, M};
 use crate::netpoll;
-use crate::sys::time::nanotime;
 use crate::p::PStatus;
 use crate::spawn::JoinError;
+use crate::sys::time::nanotime;
 
-/// The M loop. Entered by every M thread with a P; never returns.
-pub(crate) fn schedule(m: &'static M) -> ! {
+/// The M loop. Entered by every M thread with a P; returns only when a
+/// goroutine exited while locked to this thread (the thread then ends).
+pub(crate) fn schedule(m: &'static M) {
     loop {
+        if let Some(g) = m.lockedg() {
+            // Our locked G stopped running: wait until it is runnable and
+            // someone hands us a P (lockosthread.rs).
+            lockosthread::stoplockedm(m);
+            if !execute(m, g, false) {
+                return;
+            }
+            continue;
+        }
         let (g, inherit) = find_runnable(m);
         if m.is_spinning() {
             reset_spinning(m);
         }
-        execute(m, g, inherit);
+        if let Some(target) = lockosthread::lockedm(g) {
+            if !std::ptr::eq(target, m) {
+                lockosthread::startlockedm(m, target);
+                continue;
+            }
+        }
+        if !execute(m, g, inherit) {
+            return;
+        }
     }
 }
 
@@ -239,7 +257,8 @@ pub(crate) fn inject(mut list: Vec<&'static G>) {
 }
 
 /// Runs `g` on this M until it switches out, then carries out its action.
-fn execute(m: &'static M, g: &'static G, inherit: bool) {
+/// Returns false if the M must exit (its locked goroutine exited).
+fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
     let mut inherit = inherit;
     loop {
         // SAFETY: own thread, holding a P (find_runnable returned with one).
@@ -276,7 +295,7 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
                         task.fail(JoinError::start_failed(g.id(), e));
                     }
                     proc::gdestroy(pp, g, None);
-                    return;
+                    return true;
                 }
             }
         }
@@ -285,7 +304,7 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
         if let Switch::Action(Action::ExitSyscall) = switch {
             // Back from a system call with no P to run on.
             syscall::exitsyscall0(m, g);
-            return;
+            return true;
         }
 
         // The G may have changed this M's P (set_max_procs); re-read it.
@@ -293,8 +312,13 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
         let pp = unsafe { m.p() }.expect("goroutine returned without a P");
         match switch {
             Switch::Exited(stack) => {
+                let locked = lockosthread::lockedm(g).is_some();
                 proc::gdestroy(pp, g, Some(stack));
-                return;
+                if locked {
+                    lockosthread::mexit(m);
+                    return false;
+                }
+                return true;
             }
             Switch::Action(Action::Yield) => {
                 // Go's Gosched puts the G at the global queue's tail: every
@@ -310,26 +334,26 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
                 } else {
                     globrunq::runqput(pp, g, false);
                 }
-                return;
+                return true;
             }
             Switch::Action(Action::Preempt) => {
                 // Go's gopreempt_m: a preempted G goes to the global queue.
                 g.set_status(Status::Runnable);
                 globrunq::put(g);
-                return;
+                return true;
             }
             Switch::Action(Action::ExitSyscall) => unreachable!("handled above"),
             Switch::Action(Action::YieldLocal) => {
                 g.set_status(Status::Runnable);
                 globrunq::runqput(pp, g, false);
-                return;
+                return true;
             }
             Switch::Action(Action::Park(unlock)) => {
                 g.set_status(Status::Waiting);
                 // SAFETY: `unlock` points to a closure on the G's stack, which
                 // is intact: the G cannot run until `unlock` made it findable.
                 if unsafe { (*unlock)(g) } {
-                    return;
+                    return true;
                 }
                 // Park cancelled: run it again at once, same time slice.
                 g.set_status(Status::Runnable);

@@ -103,8 +103,7 @@ fn sysmon() {
         let lastpoll = s.lastpoll.load(Ordering::SeqCst);
         if lastpoll != 0
             && lastpoll + 10_000_000 < now
-            && s
-                .lastpoll
+            && s.lastpoll
                 .compare_exchange(lastpoll, now, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
         {

@@ -221,9 +221,11 @@ impl Timers {
                 let mut st = lock(&e.timer.state);
                 if st.seq != e.seq {
                     drop(st);
-                    let _ = self.zombies.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |z| {
-                        Some(z.saturating_sub(1))
-                    });
+                    let _ = self
+                        .zombies
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |z| {
+                            Some(z.saturating_sub(1))
+                        });
                     publish_top(&self.timer0, &h);
                     continue;
                 }
