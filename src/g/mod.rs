@@ -143,8 +143,8 @@ impl WaitReason {
 pub(crate) struct Inner {
     /// The closure and result cell; taken when the G first runs.
     pub(crate) task: Option<TaskRef>,
-    /// Usable stack bytes this G asked for.
-    pub(crate) stack_size: usize,
+    /// Usable stack bytes this G asked for (at most 1 GiB).
+    pub(crate) stack_size: u32,
     /// The name given through `Builder::name`.
     pub(crate) name: Option<Arc<str>>,
     /// `lock_os_thread` nesting depth, and the M it is wired to.

@@ -56,7 +56,8 @@ fn init(g: &'static G, id: u64, task: TaskRef, stack_size: usize, name: Option<A
     // published on a run queue below.
     let inner = unsafe { g.inner() };
     inner.task = Some(task);
-    inner.stack_size = stack_size;
+    // validate_stack_size caps stacks at 1 GiB.
+    inner.stack_size = u32::try_from(stack_size).unwrap_or(u32::MAX);
     inner.name = name;
     g.set_status(Status::Runnable);
 }

@@ -281,7 +281,7 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
         if co.is_none() {
             // First run: only now does the G get a stack.
             // SAFETY: the G is ours and not running: a short borrow.
-            let size = unsafe { g.inner() }.stack_size;
+            let size = unsafe { g.inner() }.stack_size as usize;
             // SAFETY: short exclusive borrow of our own P's local state.
             match unsafe { pp.local() }.stacks.get(size) {
                 Ok(stack) => {
