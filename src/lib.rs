@@ -53,6 +53,10 @@ mod loom;
 #[cfg(not(loom))]
 mod m;
 #[cfg(not(loom))]
+pub mod net;
+#[cfg(not(loom))]
+mod netpoll;
+#[cfg(not(loom))]
 mod p;
 #[cfg(not(loom))]
 mod runtime;
@@ -125,6 +129,17 @@ pub fn yield_now() {
 #[cfg(not(loom))]
 pub fn current_id() -> u64 {
     m::current_g().map_or(0, |g| g.id())
+}
+
+/// Runs blocking work `f` (a system call that may sleep, such as DNS
+/// resolution) without holding up the other goroutines, and returns its
+/// result.
+///
+/// SHIM: replaced by main's netpoller on merge. (This stand-in just calls
+/// `f`.)
+#[cfg(not(loom))]
+pub fn syscall_blocking<R>(f: impl FnOnce() -> R) -> R {
+    f()
 }
 
 /// The number of goroutines that exist (spawned and not yet finished).
