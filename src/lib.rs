@@ -8,7 +8,8 @@
 //!
 //! Goroutines talk through Go's channels ([`chan`], [`select!`]) and
 //! [`sync`] primitives, all of which park the goroutine, not the thread, and
-//! also work from plain threads outside the runtime.
+//! also work from plain threads outside the runtime. Sockets ([`net`]) are
+//! std's, with blocking calls that park the goroutine as well.
 //!
 //! ```
 //! let sum: u64 = goroutine::run(|| {

@@ -42,6 +42,20 @@ fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) 
     }
 }
 
+/// Runs `f` on a plain thread, outside the runtime, under the same limit.
+fn within_thread<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        assert_eq!(goroutine::current_id(), 0);
+        let _ = tx.send(catch_unwind(AssertUnwindSafe(f)));
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(panic)) => resume_unwind(panic),
+        Err(_) => panic!("test still running after {secs} s"),
+    }
+}
+
 /// A listener on a free loopback port, and its address.
 fn listener() -> (TcpListener, std::net::SocketAddr) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -89,39 +103,48 @@ fn raise_nofile() {
 // ---------------------------------------------------------------------------
 // Echo server, 1,000 clients
 
-isolated_test! {
-    /// 1,000 client goroutines connect at once to an echo server (one
-    /// goroutine per connection); each sends its own data (4 to 8 KiB),
-    /// shuts down its write side and checks every byte that comes back.
-    fn echo_1000_clients() {
-        const N: usize = 1000;
-        raise_nofile();
-        within(240, || {
-            let (l, addr) = listener();
-            let server = go(move || {
-                for conn in l.incoming().take(N) {
-                    let conn = conn.expect("accept");
-                    go(move || echo_server::echo(&conn).expect("echo"));
-                }
-            });
-            let clients: Vec<_> = (0..N)
-                .map(|i| {
-                    go(move || {
-                        let data = pattern(i, 4096 + (i * 37) % 4096);
-                        let mut s = TcpStream::connect(addr).expect("connect");
-                        s.write_all(&data).expect("write");
-                        s.shutdown(Shutdown::Write).expect("shutdown");
-                        let mut back = Vec::with_capacity(data.len());
-                        s.read_to_end(&mut back).expect("read");
-                        assert!(back == data, "client {i}: echoed data differs");
-                        back.len()
-                    })
-                })
-                .collect();
-            let total: usize = clients.into_iter().map(|h| h.join().unwrap()).sum();
-            server.join().unwrap();
-            assert!(total >= N * 4096);
+/// 1,000 client goroutines connect at once to an echo server (one goroutine
+/// per connection); each sends its own data (4 to 8 KiB), shuts down its
+/// write side and checks every byte that comes back.
+fn echo_clients(n: usize) {
+    raise_nofile();
+    within(240, move || {
+        let (l, addr) = listener();
+        let server = go(move || {
+            for conn in l.incoming().take(n) {
+                let conn = conn.expect("accept");
+                go(move || echo_server::echo(&conn).expect("echo"));
+            }
         });
+        let clients: Vec<_> = (0..n)
+            .map(|i| {
+                go(move || {
+                    let data = pattern(i, 4096 + (i * 37) % 4096);
+                    let mut s = TcpStream::connect(addr).expect("connect");
+                    s.write_all(&data).expect("write");
+                    s.shutdown(Shutdown::Write).expect("shutdown");
+                    let mut back = Vec::with_capacity(data.len());
+                    s.read_to_end(&mut back).expect("read");
+                    assert!(back == data, "client {i}: echoed data differs");
+                    back.len()
+                })
+            })
+            .collect();
+        let total: usize = clients.into_iter().map(|h| h.join().unwrap()).sum();
+        server.join().unwrap();
+        assert!(total >= n * 4096);
+    });
+}
+
+isolated_test! {
+    fn echo_1000_clients() ["GOMAXPROCS" = "4"] {
+        echo_clients(1000);
+    }
+}
+
+isolated_test! {
+    fn echo_1000_clients_one_proc() ["GOMAXPROCS" = "1"] {
+        echo_clients(1000);
     }
 }
 
@@ -497,34 +520,41 @@ fn unix_stream_round_trip() {
 
 #[test]
 fn plain_threads_behave_like_std() {
-    assert_eq!(goroutine::current_id(), 0);
-    let (l, addr) = listener();
-    let server = thread::spawn(move || {
-        let (mut s, _) = l.accept().unwrap();
+    within_thread(60, || {
+        let (l, addr) = listener();
+        let server = thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = [0; 5];
+            s.read_exact(&mut buf).unwrap();
+            s.write_all(&buf).unwrap();
+            // Read until the client hangs up.
+            let mut rest = Vec::new();
+            s.read_to_end(&mut rest).unwrap();
+        });
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"hello").unwrap();
         let mut buf = [0; 5];
-        s.read_exact(&mut buf).unwrap();
-        s.write_all(&buf).unwrap();
-        // Read until the client hangs up.
-        let mut rest = Vec::new();
-        s.read_to_end(&mut rest).unwrap();
-    });
-    let mut c = TcpStream::connect(addr).unwrap();
-    c.write_all(b"hello").unwrap();
-    let mut buf = [0; 5];
-    c.read_exact(&mut buf).unwrap();
-    assert_eq!(&buf, b"hello");
-    let d = Duration::from_millis(100);
-    c.set_read_timeout(Some(d)).unwrap();
-    let t = Instant::now();
-    assert_eq!(c.read(&mut buf).unwrap_err().kind(), ErrorKind::TimedOut);
-    assert_waited(t.elapsed(), d);
-    drop(c);
-    server.join().unwrap();
+        c.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"hello");
+        let d = Duration::from_millis(100);
+        c.set_read_timeout(Some(d)).unwrap();
+        let t = Instant::now();
+        assert_eq!(c.read(&mut buf).unwrap_err().kind(), ErrorKind::TimedOut);
+        assert_waited(t.elapsed(), d);
+        drop(c);
+        server.join().unwrap();
 
-    let u = UdpSocket::bind("127.0.0.1:0").unwrap();
-    u.send_to(b"self", u.local_addr().unwrap()).unwrap();
-    let mut buf = [0; 8];
-    assert_eq!(u.recv_from(&mut buf).unwrap().0, 4);
+        let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+        u.send_to(b"self", u.local_addr().unwrap()).unwrap();
+        let mut buf = [0; 8];
+        assert_eq!(u.recv_from(&mut buf).unwrap().0, 4);
+
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let t = thread::spawn(move || (&a).write_all(b"unix"));
+        b.read_exact(&mut buf[..4]).unwrap();
+        assert_eq!(&buf[..4], b"unix");
+        t.join().unwrap().unwrap();
+    });
 }
 
 // ---------------------------------------------------------------------------

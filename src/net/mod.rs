@@ -27,7 +27,7 @@
 //! ```
 //!
 //! # Design
-//! Each type is a std socket in non-blocking mode plus a [`fd::NetFd`]: the
+//! Each type is a std socket in non-blocking mode plus a `NetFd` (`fd.rs`): the
 //! netpoller registration, the timeouts and deadlines, and the I/O loop
 //! (try the system call; on `WouldBlock`, park until the netpoller reports
 //! the descriptor ready, then try again). Go's `net` is built the same way
@@ -68,6 +68,9 @@
 //!   (`net.core.somaxconn`, as Go; std uses 128). An `accept` that fails
 //!   with `EMFILE`/`ENFILE` returns the error and the listener keeps
 //!   working.
+//! - **Socket options** start at std's (and the kernel's) defaults: Nagle
+//!   is on until `set_nodelay(true)`, no keep-alive (Go turns on
+//!   `TCP_NODELAY` and 15 s keep-alives for every TCP connection).
 //! - **Errors** are std's `io::Error`s with std's kinds
 //!   (`ConnectionRefused`, `AddrInUse`, `TimedOut`, ...); nothing panics.
 
