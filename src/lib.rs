@@ -8,7 +8,8 @@
 //!
 //! Goroutines talk through Go's channels ([`chan`], [`select!`]) and
 //! [`sync`] primitives, all of which park the goroutine, not the thread, and
-//! also work from plain threads outside the runtime.
+//! also work from plain threads outside the runtime. Sockets ([`net`]) are
+//! std's, with blocking calls that park the goroutine as well.
 //!
 //! ```
 //! let sum: u64 = goroutine::run(|| {
@@ -52,6 +53,8 @@ mod g;
 mod loom;
 #[cfg(not(loom))]
 mod m;
+#[cfg(not(loom))]
+pub mod net;
 #[cfg(not(loom))]
 mod netpoll;
 #[cfg(not(loom))]
