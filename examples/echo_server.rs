@@ -49,10 +49,9 @@ fn main() {
                 }
                 Err(e) => {
                     // Out of descriptors, for example: back off a little and
-                    // keep serving, as Go's net/http does. (This sleep holds
-                    // the thread: the runtime has no timers yet.)
+                    // keep serving, as Go's net/http does.
                     eprintln!("echo_server: accept: {e}");
-                    std::thread::sleep(Duration::from_millis(5));
+                    goroutine::time::sleep(Duration::from_millis(5));
                 }
             }
         }

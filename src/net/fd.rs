@@ -109,6 +109,9 @@ impl NetFd {
     /// note. Fails with `TimedOut` when the direction's deadline or timeout
     /// passes first.
     pub(crate) fn io<R>(&self, dir: Dir, mut op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        // Socket I/O is a preemption point (a server loop that never blocks
+        // still yields after its 10 ms slice).
+        crate::runtime::preempt::check();
         let absolute = decode(self.shared.deadlines[dir as usize].load(Relaxed));
         if absolute.is_some_and(|d| Instant::now() >= d) {
             return Err(timed_out());
