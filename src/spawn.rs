@@ -144,6 +144,7 @@ impl<T> JoinHandle<T> {
             } else {
                 // SAFETY: as above.
                 if unsafe { header.register(Waiter::Thread(std::thread::current())) } {
+                    let _blocked = crate::runtime::checkdead::thread_blocked();
                     while !header.is_complete() {
                         std::thread::park();
                     }

@@ -115,7 +115,6 @@ impl WaitReason {
         WaitReason::IoWait,
     ];
 
-    #[allow(dead_code)] // read by dumps and traces
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             WaitReason::None => "",
@@ -182,6 +181,9 @@ const G_CHUNK: usize = 64;
 /// The chunk fresh Gs come from (rarely used: dead Gs are recycled).
 static G_ARENA: std::sync::Mutex<&'static [G]> = std::sync::Mutex::new(&[]);
 
+/// Every chunk ever allocated: every G record is in one of them.
+static G_CHUNKS: std::sync::Mutex<Vec<&'static [G]>> = std::sync::Mutex::new(Vec::new());
+
 // SAFETY: all cross-thread fields are atomics; `inner` is only accessed by the
 // G's current owner per the status protocol in the module note, and ownership
 // moves through release/acquire edges (run queues, wait lists, the sched lock).
@@ -214,11 +216,28 @@ impl G {
         let mut arena = G_ARENA.lock().unwrap_or_else(|e| e.into_inner());
         if arena.is_empty() {
             let chunk: Box<[G]> = (0..G_CHUNK).map(|_| G::new()).collect();
-            *arena = Box::leak(chunk);
+            let chunk: &'static [G] = Box::leak(chunk);
+            G_CHUNKS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(chunk);
+            *arena = chunk;
         }
         let (g, rest) = arena.split_first().expect("G chunk is not empty");
         *arena = rest;
         g
+    }
+
+    /// Calls `f` on every G record ever allocated (idle and dead ones too:
+    /// callers filter by status). Statuses read this way are a snapshot.
+    pub(crate) fn for_each(mut f: impl FnMut(&'static G)) {
+        let chunks: Vec<&'static [G]> = G_CHUNKS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for chunk in chunks {
+            chunk.iter().for_each(&mut f);
+        }
     }
 
     #[inline]

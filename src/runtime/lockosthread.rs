@@ -69,7 +69,9 @@ pub(crate) fn stoplockedm(m: &'static M) {
     if let Some(pp) = unsafe { m.p() }.is_some().then(|| unsafe { m.releasep() }) {
         syscall::handoffp(pp);
     }
+    super::checkdead::IDLE_LOCKED_MS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     m.park.sleep();
+    super::checkdead::IDLE_LOCKED_MS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     m.park.clear();
     // SAFETY: own thread, after the wakeup that published nextp.
     unsafe {

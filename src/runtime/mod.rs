@@ -23,8 +23,10 @@
 //! - `lockosthread.rs`: wiring a goroutine to its thread.
 //! - `preempt.rs`: the cooperative preemption check.
 //! - `sysmon.rs`: the monitor thread: preemption, syscall retake, polling.
+//! - `checkdead.rs`: deadlock detection.
 //! - `env.rs`: GOMAXPROCS.
 
+pub(crate) mod checkdead;
 pub(crate) mod env;
 pub(crate) mod globrunq;
 pub(crate) mod idle;

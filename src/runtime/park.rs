@@ -38,7 +38,10 @@ impl Waiter {
     pub(crate) fn wake(self) {
         match self {
             Waiter::Goroutine(g) => ready(g),
-            Waiter::Thread(t) => t.unpark(),
+            Waiter::Thread(t) => {
+                super::checkdead::progress();
+                t.unpark()
+            }
         }
     }
 }
@@ -86,6 +89,7 @@ pub(crate) fn goyield() {
 /// runnext when called on an M, else onto the global queue.
 pub(crate) fn ready(g: &'static G) {
     g.cas_waiting_to_runnable();
+    super::checkdead::progress();
     match m::current() {
         // SAFETY: m is the calling thread's own M.
         Some(m) => match unsafe { m.p() } {

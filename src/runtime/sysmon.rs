@@ -42,6 +42,9 @@ pub(crate) fn start() {
         .name("goroutine-sysmon".into())
         .stack_size(128 * 1024)
         .spawn(sysmon);
+    if r.is_ok() {
+        super::checkdead::internal_thread_started();
+    }
     if let Err(e) = r {
         eprintln!("goroutine: cannot start sysmon ({e}): no preemption or syscall handoff");
     }
@@ -78,8 +81,15 @@ fn sysmon() {
         if s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
             let l = s.lock();
             if s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
+                drop(l);
+                // Every P is idle: maybe nothing can ever run again.
+                super::checkdead::check();
+                now = nanotime();
+                let l = s.lock();
+                let still_idle =
+                    s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs();
                 let next = timers::next_when();
-                if next == 0 || next > now {
+                if still_idle && (next == 0 || next > now) {
                     s.sysmonnote.clear();
                     s.sysmonwait.store(true, Ordering::SeqCst);
                     drop(l);
