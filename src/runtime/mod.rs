@@ -24,6 +24,7 @@
 //! - `preempt.rs`: the cooperative preemption check.
 //! - `sysmon.rs`: the monitor thread: preemption, syscall retake, polling.
 //! - `checkdead.rs`: deadlock detection.
+//! - `panics.rs`: reporting goroutine panics nobody joins.
 //! - `env.rs`: GOMAXPROCS.
 
 pub(crate) mod checkdead;
@@ -31,6 +32,7 @@ pub(crate) mod env;
 pub(crate) mod globrunq;
 pub(crate) mod idle;
 pub(crate) mod lockosthread;
+pub(crate) mod panics;
 pub(crate) mod park;
 pub(crate) mod preempt;
 pub(crate) mod proc;
@@ -172,6 +174,7 @@ pub(crate) fn start() -> &'static Sched {
             throw(&format!("cannot create the netpoller (epoll/eventfd): {e}"));
         }
         crate::sys::signal::install_overflow_handler(crate::m::overflow_lookup);
+        panics::install_hook();
         sysmon::start();
     });
     &SCHED
