@@ -95,7 +95,12 @@ fn spawn(name: &str) -> std::process::Child {
 fn expect_deadlock(name: &str, reasons: &[&str]) {
     let out = spawn(name).wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{name}: {}\n{stderr}", out.status);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{name}: {}\n{stderr}",
+        out.status
+    );
     assert!(
         stderr.starts_with("fatal error: all goroutines are asleep - deadlock!"),
         "{name}: {stderr}"
@@ -138,9 +143,15 @@ fn main() {
     expect_deadlock("chan_nobody_sends", &["goroutine 1 [chan receive]:"]);
     expect_deadlock(
         "locked_blocked_forever",
-        &["goroutine 1 [chan receive]:", "[chan receive, locked to thread]:"],
+        &[
+            "goroutine 1 [chan receive]:",
+            "[chan receive, locked to thread]:",
+        ],
     );
-    expect_deadlock("many_blocked", &["goroutine 1 [chan receive]:", "[chan send]:"]);
+    expect_deadlock(
+        "many_blocked",
+        &["goroutine 1 [chan receive]:", "[chan send]:"],
+    );
     expect_success("timer_pending");
     expect_success("accept_pending");
     expect_success("thread_sends_later");

@@ -44,7 +44,11 @@ fn ten_percent_panic_child() {
                 Err(e) => {
                     assert!(e.is_panic());
                     assert_eq!(e.message(), format!("goroutine task {i} failed"));
-                    assert!(e.location().unwrap().contains("panics.rs"), "{:?}", e.location());
+                    assert!(
+                        e.location().unwrap().contains("panics.rs"),
+                        "{:?}",
+                        e.location()
+                    );
                     failed += 1;
                 }
             }
@@ -100,8 +104,14 @@ fn unjoined_panic_aborts_in_abort_mode() {
     let out = common::spawn("unjoined_child", &[("GOROUTINE_PANIC", "abort")]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("panic: boom-detached\n\ngoroutine "), "{stderr}");
-    assert!(stderr.contains(" [running]:\n\ttests/panics.rs:"), "{stderr}");
+    assert!(
+        stderr.contains("panic: boom-detached\n\ngoroutine "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(" [running]:\n\ttests/panics.rs:"),
+        "{stderr}"
+    );
     assert!(!String::from_utf8_lossy(&out.stdout).contains("done"));
 }
 

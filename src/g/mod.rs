@@ -231,10 +231,7 @@ impl G {
     /// Calls `f` on every G record ever allocated (idle and dead ones too:
     /// callers filter by status). Statuses read this way are a snapshot.
     pub(crate) fn for_each(mut f: impl FnMut(&'static G)) {
-        let chunks: Vec<&'static [G]> = G_CHUNKS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let chunks: Vec<&'static [G]> = G_CHUNKS.lock().unwrap_or_else(|e| e.into_inner()).clone();
         for chunk in chunks {
             chunk.iter().for_each(&mut f);
         }

@@ -114,9 +114,8 @@ fn looks_dead() -> Option<u64> {
     if idle_ms < live_ms {
         return None;
     }
-    let accounted = live_ms
-        + INTERNAL_THREADS.load(Ordering::SeqCst)
-        + THREADS_BLOCKED.load(Ordering::SeqCst);
+    let accounted =
+        live_ms + INTERNAL_THREADS.load(Ordering::SeqCst) + THREADS_BLOCKED.load(Ordering::SeqCst);
     if process_threads()? != accounted {
         return None;
     }

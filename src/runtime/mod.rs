@@ -25,6 +25,8 @@
 //! - `sysmon.rs`: the monitor thread: preemption, syscall retake, polling.
 //! - `checkdead.rs`: deadlock detection.
 //! - `panics.rs`: reporting goroutine panics nobody joins.
+//! - `randomize.rs`: the randomized-scheduling test mode
+//!   (`--cfg goroutine_randomize`).
 //! - `env.rs`: GOMAXPROCS.
 
 pub(crate) mod checkdead;
@@ -37,6 +39,8 @@ pub(crate) mod park;
 pub(crate) mod preempt;
 pub(crate) mod proc;
 pub(crate) mod procresize;
+#[cfg(goroutine_randomize)]
+pub(crate) mod randomize;
 pub(crate) mod schedule;
 pub(crate) mod spinning;
 pub(crate) mod steal;

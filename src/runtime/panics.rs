@@ -52,18 +52,16 @@ fn abort_mode() -> bool {
 pub(crate) fn install_hook() {
     abort_mode();
     let prev = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        match m::current_g() {
-            Some(g) => {
-                let loc = info
-                    .location()
-                    .map(|l| l.to_string())
-                    .unwrap_or_else(|| "<unknown>".into());
-                let mut map = LOCATIONS.lock().unwrap_or_else(|e| e.into_inner());
-                map.get_or_insert_with(HashMap::new).insert(g.id(), loc);
-            }
-            None => prev(info),
+    std::panic::set_hook(Box::new(move |info| match m::current_g() {
+        Some(g) => {
+            let loc = info
+                .location()
+                .map(|l| l.to_string())
+                .unwrap_or_else(|| "<unknown>".into());
+            let mut map = LOCATIONS.lock().unwrap_or_else(|e| e.into_inner());
+            map.get_or_insert_with(HashMap::new).insert(g.id(), loc);
         }
+        None => prev(info),
     }));
 }
 
@@ -80,7 +78,10 @@ pub(crate) fn unjoined(id: u64, name: Option<&str>, message: &str, location: Opt
     let mut out = stderr.lock();
     let loc = location.unwrap_or("<unknown>");
     if abort_mode() {
-        let _ = writeln!(out, "panic: {message}\n\ngoroutine {id} [running]:\n\t{loc}");
+        let _ = writeln!(
+            out,
+            "panic: {message}\n\ngoroutine {id} [running]:\n\t{loc}"
+        );
         let _ = out.flush();
         std::process::exit(2);
     }

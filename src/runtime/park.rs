@@ -90,6 +90,14 @@ pub(crate) fn goyield() {
 pub(crate) fn ready(g: &'static G) {
     g.cas_waiting_to_runnable();
     super::checkdead::progress();
+    // Randomized scheduling (tests only): sometimes make a woken goroutine
+    // wait behind the global queue, as if readied from another thread.
+    #[cfg(goroutine_randomize)]
+    if super::randomize::one_in(4) {
+        globrunq::put(g);
+        idle::wakep();
+        return;
+    }
     match m::current() {
         // SAFETY: m is the calling thread's own M.
         Some(m) => match unsafe { m.p() } {

@@ -329,7 +329,11 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
                 // would be served only every 61st tick), so the G goes to the
                 // global tail through the P's yield buffer (globrunq's note).
                 g.set_status(Status::Runnable);
-                if sched().runqsize.load(Ordering::Relaxed) != 0 {
+                #[cfg(goroutine_randomize)]
+                let to_global = super::randomize::coin();
+                #[cfg(not(goroutine_randomize))]
+                let to_global = false;
+                if to_global || sched().runqsize.load(Ordering::Relaxed) != 0 {
                     globrunq::put_yield(pp, g);
                 } else {
                     globrunq::runqput(pp, g, false);
