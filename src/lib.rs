@@ -78,6 +78,8 @@ mod p {
 #[cfg(loom)]
 mod runtime {
     pub(crate) mod spinning;
+    #[allow(dead_code)] // the models use the protocol, not the glue
+    pub(crate) mod timerheap;
 }
 #[cfg(loom)]
 mod chan {
