@@ -24,7 +24,9 @@ window.addEventListener('error', function (ev) {
 (function () {
   'use strict';
 
+  const loadStart = performance.now();
   const D = JSON.parse(document.getElementById('trace-data').textContent);
+  const parsed = performance.now();
   const META = D.meta;
   const DUR = Math.max(1, META.duration);
 
@@ -371,28 +373,41 @@ window.addEventListener('error', function (ev) {
     }
   }
 
+  // Adds the glyph of a mark to the current path (one fill per group).
   function glyph(kind, x, y, h) {
-    ctx.fillStyle = MARK_COLORS[kind];
-    ctx.beginPath();
     switch (kind) {
       case 0: // steal: triangle pointing down at the top
-        ctx.moveTo(x - 4, y); ctx.lineTo(x + 4, y); ctx.lineTo(x, y + 6); break;
+        ctx.moveTo(x - 4, y); ctx.lineTo(x + 4, y); ctx.lineTo(x, y + 6); ctx.closePath(); break;
       case 1: // preempt: red bar through the lane top
         ctx.rect(x - 1, y, 2, 9); break;
       case 2: // syscall enter: up tick at the bottom
-        ctx.moveTo(x - 3, y + h); ctx.lineTo(x + 3, y + h); ctx.lineTo(x, y + h - 6); break;
+        ctx.moveTo(x - 3, y + h); ctx.lineTo(x + 3, y + h); ctx.lineTo(x, y + h - 6); ctx.closePath(); break;
       case 3: case 4: // syscall exit
-        ctx.moveTo(x - 3, y + h - 6); ctx.lineTo(x + 3, y + h - 6); ctx.lineTo(x, y + h); break;
+        ctx.moveTo(x - 3, y + h - 6); ctx.lineTo(x + 3, y + h - 6); ctx.lineTo(x, y + h); ctx.closePath(); break;
       case 5: // handoff: diamond in the middle
-        ctx.moveTo(x, y + h / 2 - 5); ctx.lineTo(x + 5, y + h / 2); ctx.lineTo(x, y + h / 2 + 5); ctx.lineTo(x - 5, y + h / 2); break;
+        ctx.moveTo(x, y + h / 2 - 5); ctx.lineTo(x + 5, y + h / 2); ctx.lineTo(x, y + h / 2 + 5); ctx.lineTo(x - 5, y + h / 2);
+        ctx.closePath(); break;
       case 6: // timer: circle at the top
-        ctx.arc(x, y + 4, 3, 0, 2 * Math.PI); break;
+        ctx.moveTo(x + 3, y + 4); ctx.arc(x, y + 4, 3, 0, 2 * Math.PI); break;
       default: // netpoll: square at the top
         ctx.rect(x - 3, y + 1, 6, 6); break;
     }
-    ctx.fill();
   }
 
+  // The rectangle version of glyph(), for crowded views.
+  function glyphRect(kind, x, y, h) {
+    switch (kind) {
+      case 0: ctx.fillRect(x - 3, y, 6, 4); break;
+      case 1: ctx.fillRect(x - 1, y, 2, 9); break;
+      case 2: ctx.fillRect(x - 2, y + h - 5, 4, 5); break;
+      case 3: case 4: ctx.fillRect(x - 2, y + h - 5, 4, 5); break;
+      case 5: ctx.fillRect(x - 3, y + h / 2 - 3, 6, 6); break;
+      default: ctx.fillRect(x - 2.5, y + 1, 5, 5); break;
+    }
+  }
+
+  // Marks of one (lane, kind) closer than this many pixels are drawn once.
+  const MARK_GAP = 3;
   function drawMarks() {
     const sc = scale();
     const x1 = W - RIGHT_PAD;
@@ -400,28 +415,39 @@ window.addEventListener('error', function (ev) {
       if (!markOn(grp.kind)) continue;
       if (grp.lane >= NL) continue;
       const y = laneY(grp.lane), h = laneH(grp.lane);
-      let i = lower(grp.t, view.t0);
       const n = grp.t.length;
-      let drawn = 0;
+      const xs = [];
+      let i = lower(grp.t, view.t0);
       while (i < n && grp.t[i] <= view.t1) {
         const x = LABEL_W + (grp.t[i] - view.t0) * sc;
         if (x > x1) break;
-        const gi = grp.idx[i];
-        if (grp.kind === 0 && marks.a[gi] >= 0 && marks.a[gi] < NL && grp.lane >= 0) {
-          // Steal: a line from the victim lane to the thief lane.
-          const vy = laneY(marks.a[gi]) + LANE_H / 2 - 2;
-          const ty = y + 3;
-          ctx.strokeStyle = 'rgba(124,58,237,0.55)';
-          ctx.lineWidth = 1;
-          ctx.beginPath(); ctx.moveTo(x, vy); ctx.lineTo(x, ty); ctx.stroke();
-          ctx.beginPath(); ctx.arc(x, vy, 2, 0, 2 * Math.PI); ctx.fillStyle = 'rgba(124,58,237,0.7)'; ctx.fill();
-        }
-        glyph(grp.kind, x, y, h);
-        drawn++;
-        // Next mark in a later pixel column.
-        i = Math.max(i + 1, lower(grp.t, view.t0 + (Math.floor(x) + 1 - LABEL_W) / sc, i + 1));
+        xs.push(x, grp.idx[i]);
+        // Next mark at least MARK_GAP pixels further.
+        i = Math.max(i + 1, lower(grp.t, view.t0 + (x + MARK_GAP - LABEL_W) / sc, i + 1));
       }
-      stats.marks += drawn;
+      if (!xs.length) continue;
+      // Many marks: plain rectangles (paths are slow to fill in bulk).
+      const many = xs.length > 600;
+      if (grp.kind === 0 && grp.lane >= 0) {
+        // Steals: a line from the victim lane (dot) to the thief lane.
+        ctx.fillStyle = 'rgba(124,58,237,0.5)';
+        for (let k = 0; k < xs.length; k += 2) {
+          const v = marks.a[xs[k + 1]];
+          if (v < 0 || v >= NL) continue;
+          const vy = laneY(v) + LANE_H / 2 - 2, ty = y + 3;
+          ctx.fillRect(xs[k] - 0.5, Math.min(vy, ty), 1, Math.abs(vy - ty));
+          ctx.fillRect(xs[k] - 1.5, vy - 1.5, 3, 3);
+        }
+      }
+      ctx.fillStyle = MARK_COLORS[grp.kind];
+      if (many) {
+        for (let k = 0; k < xs.length; k += 2) glyphRect(grp.kind, xs[k], y, h);
+      } else {
+        ctx.beginPath();
+        for (let k = 0; k < xs.length; k += 2) glyph(grp.kind, xs[k], y, h);
+        ctx.fill();
+      }
+      stats.marks += xs.length / 2;
     }
   }
 
@@ -617,16 +643,23 @@ window.addEventListener('error', function (ev) {
     laneLabel(rows.rt, RT_H, 'runtime');
     ctx.save();
     ctx.beginPath(); ctx.rect(LABEL_W, 0, plotW(), H); ctx.clip();
+    const tick = function (name, since) { const now = performance.now(); prof[name] = (now - since).toFixed(1); return now; };
+    const prof = {};
+    let t = performance.now();
     for (let l = 0; l < NL; l++) {
       const y = rows.p[l];
       ctx.fillStyle = l % 2 ? '#f7f8fa' : '#fdfdfe';
       ctx.fillRect(LABEL_W, y, plotW(), LANE_H);
       drawSlices(lanes[l], y + 2, LANE_H - 4);
-      drawSys(sys[l], y + 2, LANE_H - 4);
     }
+    t = tick('slices', t);
+    for (let l = 0; l < NL; l++) drawSys(sys[l], rows.p[l] + 2, LANE_H - 4);
     drawMs();
+    t = tick('spans', t);
     drawMarks();
+    t = tick('marks', t);
     drawWakeups();
+    t = tick('wakeups', t);
     ctx.restore();
     for (let l = 0; l < NL; l++) {
       laneLabel(rows.p[l], LANE_H, 'P' + lanes[l].p, (lanes[l].util * 100).toFixed(1) + '% busy');
@@ -639,6 +672,7 @@ window.addEventListener('error', function (ev) {
     }
     drawCounts();
     drawRunq();
+    tick('charts', t);
     if (pendingSel) {
       const a = Math.min(pendingSel.x0, pendingSel.x1), b = Math.max(pendingSel.x0, pendingSel.x1);
       ctx.fillStyle = 'rgba(37,99,235,0.12)';
@@ -655,6 +689,7 @@ window.addEventListener('error', function (ev) {
     rs.dataset.arrows = String(stats.arrows);
     rs.dataset.frames = String(Number(rs.dataset.frames) + 1);
     rs.dataset.drawMs = (performance.now() - started).toFixed(1);
+    rs.dataset.profile = Object.keys(prof).map(function (k) { return k + ':' + prof[k]; }).join(' ');
     // Where the P lanes are on the page (CSS px), for pixel checks of screenshots.
     const box = canvas.getBoundingClientRect();
     const lanesTop = NL ? rows.p[0] : rows.rt + RT_H;
@@ -957,11 +992,22 @@ window.addEventListener('error', function (ev) {
     const v = (h.get('view') || '').split(',').map(Number);
     if (v.length === 2 && isFinite(v[0]) && isFinite(v[1]) && v[1] > v[0]) view = { t0: v[0], t1: v[1] };
     if (h.get('g') !== null && isFinite(Number(h.get('g')))) selected = Number(h.get('g'));
+    benchFrames = Math.min(100, Number(h.get('bench')) || 0);
   }
+  let benchFrames = 0;
 
   // ---- start ---------------------------------------------------------------------
   fromHash();
   renderTable();
   resize();
+  // Load timings: page start to script, JSON.parse, decoding into typed arrays.
+  $('render-stats').dataset.load = 'script-at:' + loadStart.toFixed(0) + ' parse:' + (parsed - loadStart).toFixed(0) +
+    ' decode:' + (performance.now() - parsed).toFixed(0);
   draw(); // synchronously, so the counters are set when the page has loaded
+  if (benchFrames > 0) {
+    // #bench=N: redraw N more times and report the mean (the first frame pays for JIT warm-up).
+    const t0 = performance.now();
+    for (let k = 0; k < benchFrames; k++) draw();
+    $('render-stats').dataset.benchMs = ((performance.now() - t0) / benchFrames).toFixed(2);
+  }
 })();

@@ -155,6 +155,8 @@ struct Sim {
     to_spawn: u32,
     alive: u32,
     slices: usize,
+    /// Goroutines runnable, running, waiting, in syscall.
+    counts: [u64; 4],
 }
 
 impl Sim {
@@ -165,6 +167,21 @@ impl Sim {
             m,
             ev,
         });
+    }
+
+    /// Changes g's state, keeping the GoCount tallies.
+    fn set_state(&mut self, g: u64, s: GState) {
+        let old = std::mem::replace(&mut self.gs[g as usize].state, s);
+        for (st, d) in [(old, -1i64), (s, 1)] {
+            let i = match st {
+                GState::Runnable => 0,
+                GState::Running => 1,
+                GState::Waiting => 2,
+                GState::Syscall => 3,
+                GState::Dead => continue,
+            };
+            self.counts[i] = self.counts[i].wrapping_add_signed(d);
+        }
     }
 
     fn at(&mut self, ts: u64, h: Happening) {
@@ -189,6 +206,7 @@ impl Sim {
             segments: self.rng.range(1, 9) as u32,
         });
         self.alive += 1;
+        self.counts[0] += 1;
         let m = self.pm(p);
         self.emit(
             m,
@@ -265,7 +283,7 @@ impl Sim {
         let m = self.pm(p);
         self.emit(m, Event::GoStart { g, p: p as u64 });
         self.slices += 1;
-        self.gs[g as usize].state = GState::Running;
+        self.set_state(g, GState::Running);
         let ps = &mut self.ps[p as usize];
         ps.cur = Some(g);
         ps.run_since = self.now;
@@ -328,7 +346,7 @@ impl Sim {
         let gs = &mut self.gs[g as usize];
         gs.segments = gs.segments.saturating_sub(1);
         if gs.segments == 0 && !(g == 1 && self.to_spawn > 0) {
-            gs.state = GState::Dead;
+            self.set_state(g, GState::Dead);
             self.alive -= 1;
             self.emit(m, Event::GoEnd { g, p: p as u64 });
             self.ps[pi].cur = None;
@@ -344,7 +362,7 @@ impl Sim {
                     reason: 0,
                 },
             );
-            self.gs[g as usize].state = GState::Runnable;
+            self.set_state(g, GState::Runnable);
             self.ps[pi].runq.push_back(g);
             self.ps[pi].cur = None;
             self.tick_in(p, US / 4);
@@ -357,7 +375,7 @@ impl Sim {
                     reason: 2,
                 },
             );
-            self.gs[g as usize].state = GState::Runnable;
+            self.set_state(g, GState::Runnable);
             self.ps[pi].runq.push_back(g);
             self.ps[pi].cur = None;
             self.tick_in(p, US / 4);
@@ -371,7 +389,7 @@ impl Sim {
                     wait_reason,
                 },
             );
-            self.gs[g as usize].state = GState::Waiting;
+            self.set_state(g, GState::Waiting);
             self.ps[pi].cur = None;
             let how = match wait_reason {
                 15 => Wake::Timer(p),
@@ -383,7 +401,7 @@ impl Sim {
             self.tick_in(p, US / 4);
         } else if r < 84 {
             self.emit(m, Event::SyscallEnter { g, p: p as u64 });
-            self.gs[g as usize].state = GState::Syscall;
+            self.set_state(g, GState::Syscall);
             self.ps[pi].cur = None;
             self.ps[pi].syscall = Some(g);
             self.ps[pi].gen += 1;
@@ -411,7 +429,7 @@ impl Sim {
         if self.gs[g as usize].state != GState::Waiting {
             return;
         }
-        self.gs[g as usize].state = GState::Runnable;
+        self.set_state(g, GState::Runnable);
         let with_m: Vec<u32> = (0..self.sc.procs)
             .filter(|&p| self.ps[p as usize].m.is_some())
             .collect();
@@ -524,7 +542,7 @@ impl Sim {
                 },
             );
             self.slices += 1;
-            self.gs[g as usize].state = GState::Running;
+            self.set_state(g, GState::Running);
             let ps = &mut self.ps[pi];
             ps.syscall = None;
             ps.cur = Some(g);
@@ -541,7 +559,7 @@ impl Sim {
                     fast: 0,
                 },
             );
-            self.gs[g as usize].state = GState::Runnable;
+            self.set_state(g, GState::Runnable);
             self.global.push_back(g);
             self.emit(m, Event::MPark);
             self.ms[m as usize].parked = true;
@@ -565,16 +583,7 @@ impl Sim {
     }
 
     fn sysmon(&mut self) {
-        let mut counts = [0u64; 4];
-        for g in &self.gs[1..] {
-            match g.state {
-                GState::Runnable => counts[0] += 1,
-                GState::Running => counts[1] += 1,
-                GState::Waiting => counts[2] += 1,
-                GState::Syscall => counts[3] += 1,
-                GState::Dead => {}
-            }
-        }
+        let counts = self.counts;
         for p in 0..self.sc.procs {
             let ev = Event::RunqSample {
                 p: p as u64,
@@ -606,7 +615,7 @@ impl Sim {
                             reason: 1,
                         },
                     );
-                    self.gs[g as usize].state = GState::Runnable;
+                    self.set_state(g, GState::Runnable);
                     self.global.push_back(g);
                     self.ps[pi].cur = None;
                     self.ps[pi].gen += 1;
@@ -648,6 +657,7 @@ pub fn generate(sc: &Scenario) -> Generated {
         to_spawn: sc.goroutines.max(1) - 1,
         alive: 0,
         slices: 0,
+        counts: [0; 4],
         sc,
     };
     // P0 runs on M1 with the main goroutine; the other Ps start idle.

@@ -75,3 +75,23 @@ pub fn write_inums<W: Write + ?Sized, I: IntoIterator<Item = i64>>(
 pub fn write_us<W: Write + ?Sized>(w: &mut W, ns: u64) -> io::Result<()> {
     write!(w, "{}.{:03}", ns / 1000, ns % 1000)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_escaped_for_json_and_script() {
+        assert_eq!(string("a\"b\\c"), r#""a\"b\\c""#);
+        assert_eq!(string("</script>"), r#""\u003c/script\u003e""#);
+        assert_eq!(string("x\u{1}\n&ü"), r#""x\u0001\n\u0026ü""#);
+    }
+
+    #[test]
+    fn microseconds_are_exact() {
+        let mut v = Vec::new();
+        write_us(&mut v, 1_234_567_891_234).unwrap();
+        write_us(&mut v, 5).unwrap();
+        assert_eq!(String::from_utf8(v).unwrap(), "1234567891.2340.005");
+    }
+}

@@ -252,6 +252,43 @@ struct GAcc {
     since: u64,
 }
 
+/// Sampled series longer than this are thinned (per time bucket, the sample
+/// with the highest value is kept, so spikes survive). Sysmon samples every
+/// 10 ms: a trace would have to be 8 minutes long to reach it.
+pub const MAX_SAMPLES: usize = 50_000;
+
+/// Keeps at most about `cap` of the time-sorted `v`: per bucket of
+/// `duration / cap`, the element with the largest `weight`.
+fn thin<T: Copy>(
+    v: Vec<T>,
+    cap: usize,
+    duration: u64,
+    ts: fn(&T) -> u64,
+    weight: fn(&T) -> u64,
+) -> Vec<T> {
+    if v.len() <= cap {
+        return v;
+    }
+    let width = duration / cap as u64 + 1;
+    let mut out: Vec<T> = Vec::with_capacity(cap + 1);
+    let mut bucket = u64::MAX;
+    for x in v {
+        let b = ts(&x) / width;
+        match out.last_mut() {
+            Some(last) if b == bucket => {
+                if weight(&x) > weight(last) {
+                    *last = x;
+                }
+            }
+            _ => {
+                bucket = b;
+                out.push(x);
+            }
+        }
+    }
+    out
+}
+
 /// More Ps than this in a (damaged) trace are not given lanes.
 const MAX_LANES: u64 = 4096;
 /// Points of the derived goroutine-count series.
@@ -398,7 +435,10 @@ impl Builder {
         if self.open.get(&p).is_some_and(|&(og, _)| og == g) {
             return;
         }
-        self.close_p(p, ts, EndReason::Replaced);
+        if let Some(old) = self.close_p(p, ts, EndReason::Replaced) {
+            // We do not know what happened to it; runnable is the least wrong guess.
+            self.transition(old, ts, GState::Runnable);
+        }
         if let Some(&other) = self.g_on.get(&g) {
             self.close_p(other, ts, EndReason::Replaced);
         }
@@ -708,6 +748,22 @@ pub fn build(trace: &Trace, progress: &mut dyn FnMut(u64, u64)) -> Model {
         m.spans.sort_by_key(|s| (s.start, s.end));
     }
     let counts_derived = counts.is_empty();
+    let counts = thin(
+        counts,
+        MAX_SAMPLES,
+        duration,
+        |c| c.ts,
+        |c| c.runnable + c.running + c.waiting + c.syscall,
+    );
+    let mut by_p: BTreeMap<u64, Vec<RunqSample>> = BTreeMap::new();
+    for r in runq {
+        by_p.entry(r.p).or_default().push(r);
+    }
+    let mut runq: Vec<RunqSample> = by_p
+        .into_values()
+        .flat_map(|v| thin(v, MAX_SAMPLES, duration, |r| r.ts, |r| r.local))
+        .collect();
+    runq.sort_by_key(|r| (r.ts, r.p));
     Model {
         duration,
         gomaxprocs: trace.header.gomaxprocs,

@@ -145,3 +145,19 @@ pub fn summary(trace: &Trace, model: &Model) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(fmt_ns(812), "812 ns");
+        assert_eq!(fmt_ns(12_345), "12.3 us");
+        assert_eq!(fmt_ns(4_560_000), "4.56 ms");
+        assert_eq!(fmt_ns(1_234_000_000), "1.234 s");
+        assert_eq!(fmt_unix(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(fmt_unix(1_700_000_000_000_000_000), "2023-11-14 22:13:20 UTC");
+        assert_eq!(fmt_unix(951_782_400_000_000_000), "2000-02-29 00:00:00 UTC");
+    }
+}
