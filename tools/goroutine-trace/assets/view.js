@@ -186,6 +186,7 @@ window.addEventListener('error', function (ev) {
     html += '<br>Counts:';
     for (const l of leg) html += '<i style="background:' + l[1] + '"></i>' + l[0];
     html += '<i style="background:#8b93a7"></i>syscall span (P held by a goroutine in a syscall)';
+    html += '<br>M lanes: the P an M holds (coloured as in the run-queue legend), light grey while parked.';
     $('legend').innerHTML = html;
   })();
 
@@ -993,8 +994,12 @@ window.addEventListener('error', function (ev) {
     if (v.length === 2 && isFinite(v[0]) && isFinite(v[1]) && v[1] > v[0]) view = { t0: v[0], t1: v[1] };
     if (h.get('g') !== null && isFinite(Number(h.get('g')))) selected = Number(h.get('g'));
     benchFrames = Math.min(100, Number(h.get('bench')) || 0);
+    const p = (h.get('probe') || '').split(',').map(Number);
+    if (p.length === 2 && isFinite(p[0]) && p[1] >= 0 && p[1] < NL) probeAt = { t: p[0], lane: p[1] };
   }
   let benchFrames = 0;
+  // #probe=T,LANE: hover at time T (ns) over P lane LANE once drawn (tests, screenshots).
+  let probeAt = null;
 
   // ---- start ---------------------------------------------------------------------
   fromHash();
@@ -1004,6 +1009,11 @@ window.addEventListener('error', function (ev) {
   $('render-stats').dataset.load = 'script-at:' + loadStart.toFixed(0) + ' parse:' + (parsed - loadStart).toFixed(0) +
     ' decode:' + (performance.now() - parsed).toFixed(0);
   draw(); // synchronously, so the counters are set when the page has loaded
+  if (probeAt) {
+    const r = canvas.getBoundingClientRect();
+    const x = X(probeAt.t), y = rows.p[probeAt.lane] + LANE_H / 2;
+    hover(x, y, r.left + x, r.top + y);
+  }
   if (benchFrames > 0) {
     // #bench=N: redraw N more times and report the mean (the first frame pays for JIT warm-up).
     const t0 = performance.now();

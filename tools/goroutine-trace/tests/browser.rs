@@ -201,6 +201,34 @@ fn html_page_draws_lanes_and_slices_in_chromium() {
     assert!(zs > 0.0 && zs < g.slices as f64 / 4.0, "zoomed slices {zs}");
     assert!(num(&z, "arrows") > 0.0, "wakeup arrows when zoomed in");
 
+    // Hovering the middle of the longest slice of P0 in view shows its details.
+    let (t0, t1) = (g.end_ns / 2, g.end_ns / 2 + g.end_ns / 40);
+    let tr = decode(&g.bytes, DecodeOptions::default(), &mut |_, _| {}).unwrap();
+    let m = model::build(&tr, &mut |_, _| {});
+    let s = m.lanes[0]
+        .slices
+        .iter()
+        .filter(|s| s.start >= t0 && s.end <= t1)
+        .max_by_key(|s| s.end - s.start)
+        .expect("a slice of P0 in view");
+    let dom = b.run(
+        &format!("{zoom}&probe={},0", (s.start + s.end) / 2),
+        &["--dump-dom", "--virtual-time-budget=5000"],
+    );
+    let tip = &dom[dom.find("<div id=\"tooltip\"").expect("tooltip")..];
+    let tip = &tip[..tip.find("</div>").unwrap()];
+    println!("tooltip: {tip}");
+    assert!(!tip.contains("hidden"), "the tooltip is shown: {tip}");
+    assert!(tip.contains(&format!("<b>G{}", s.g)), "{tip}");
+    assert!(
+        tip.contains("P0") && tip.contains("duration") && tip.contains("start"),
+        "{tip}"
+    );
+    assert!(
+        tip.contains(&s.reason.describe().replace('&', "&amp;")),
+        "{tip}"
+    );
+
     // 3. A screenshot: the lane area is full of coloured slices.
     let shot = dir.join("synthetic.png");
     b.run(&url, &[&format!("--screenshot={}", shot.display())]);
