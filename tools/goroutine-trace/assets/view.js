@@ -174,6 +174,10 @@ window.addEventListener('error', function (ev) {
       ['slices', META.slices], ['events', META.events], ['batches', META.batches],
       ['dropped events', META.dropped],
     ];
+    if (META.unixStart !== '0') {
+      const ms = Number(BigInt(META.unixStart) / BigInt(1000000));
+      parts.push(['started', new Date(ms).toISOString().replace('T', ' ').slice(0, 19) + ' UTC']);
+    }
     $('summary').innerHTML = parts.map(function (p) { return esc(p[0]) + ' <b>' + esc(p[1]) + '</b>'; }).join(' &middot; ');
     if (META.warning) {
       $('warning').hidden = false;
@@ -994,12 +998,83 @@ window.addEventListener('error', function (ev) {
     if (v.length === 2 && isFinite(v[0]) && isFinite(v[1]) && v[1] > v[0]) view = { t0: v[0], t1: v[1] };
     if (h.get('g') !== null && isFinite(Number(h.get('g')))) selected = Number(h.get('g'));
     benchFrames = Math.min(100, Number(h.get('bench')) || 0);
+    selfTest = h.get('selftest') === '1';
     const p = (h.get('probe') || '').split(',').map(Number);
     if (p.length === 2 && isFinite(p[0]) && p[1] >= 0 && p[1] < NL) probeAt = { t: p[0], lane: p[1] };
   }
   let benchFrames = 0;
+  let selfTest = false;
   // #probe=T,LANE: hover at time T (ns) over P lane LANE once drawn (tests, screenshots).
   let probeAt = null;
+
+  // #selftest=1: drive the page with synthetic input events (as a person
+  // would: wheel, drag, click, keys, buttons, table headers) and record in
+  // data-selftest whether each changed the view as it should.
+  function runSelfTest() {
+    const out = [];
+    const r = canvas.getBoundingClientRect();
+    const cx = r.left + LABEL_W + plotW() / 2;
+    const ly = NL ? r.top + rows.p[0] + LANE_H / 2 : r.top + rows.rt;
+    const span = function () { return view.t1 - view.t0; };
+    const check = function (name, ok) { out.push(name + ':' + (ok ? 'ok' : 'FAIL')); };
+    const mouse = function (type, x, y, shift) {
+      (type === 'mousedown' ? canvas : window).dispatchEvent(new MouseEvent(type, {
+        clientX: x, clientY: y, bubbles: true, cancelable: true, shiftKey: !!shift,
+      }));
+    };
+    reset();
+    let before = span();
+    canvas.dispatchEvent(new WheelEvent('wheel', { clientX: cx, clientY: ly, deltaY: -400, bubbles: true, cancelable: true }));
+    check('wheel-in', span() < before * 0.8);
+    before = span();
+    canvas.dispatchEvent(new WheelEvent('wheel', { clientX: cx, clientY: ly, deltaY: 200, bubbles: true, cancelable: true }));
+    check('wheel-out', span() > before * 1.1);
+    const t0 = view.t0;
+    before = span();
+    mouse('mousedown', cx, ly); mouse('mousemove', cx + 60, ly); mouse('mousemove', cx + 120, ly); mouse('mouseup', cx + 120, ly);
+    check('drag', view.t0 < t0 && Math.abs(span() - before) < before * 0.01 + 1);
+    mouse('mousedown', cx - 200, ly, true); mouse('mousemove', cx - 100, ly, true); mouse('mouseup', cx - 100, ly, true);
+    check('shift-drag', span() < before * 0.2);
+    $('b-reset').click();
+    check('reset', view.t0 === 0 && view.t1 === DUR);
+    $('b-in').click();
+    check('button-in', span() < DUR * 0.6);
+    $('b-right').click();
+    check('button-pan', view.t0 > 0);
+    window.dispatchEvent(new KeyboardEvent('keydown', { key: '0', bubbles: true }));
+    window.dispatchEvent(new KeyboardEvent('keydown', { key: 'w', bubbles: true }));
+    check('key-w', span() < DUR * 0.7);
+    reset();
+    // Click on the middle of the first slice of the busiest lane: selects its goroutine.
+    let best = -1;
+    for (let l = 0; l < NL; l++) if (lanes[l].n && (best < 0 || lanes[l].n > lanes[best].n)) best = l;
+    if (best >= 0) {
+      const L = lanes[best];
+      let k = 0;
+      for (let i = 1; i < L.n; i++) if (L.e[i] - L.s[i] > L.e[k] - L.s[k]) k = i;
+      setView(L.s[k] - (L.e[k] - L.s[k]), L.e[k] + (L.e[k] - L.s[k]));
+      const x = r.left + X((L.s[k] + L.e[k]) / 2), y = r.top + rows.p[best] + LANE_H / 2;
+      mouse('mousedown', x, y); mouse('mouseup', x, y);
+      check('click-select', selected === L.g[k]);
+      window.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true }));
+      check('esc-clear', selected === null);
+    }
+    if (tbody.rows.length > 1) {
+      thead.rows[0].cells[0].click(); // sort by G
+      const first = Number(tbody.rows[0].dataset.g);
+      thead.rows[0].cells[0].click(); // and the other way
+      check('sort', Number(tbody.rows[0].dataset.g) !== first && thead.rows[0].cells[0].textContent.indexOf('G') === 0);
+      tbody.rows[1].cells[0].click();
+      check('row-select', selected === Number(tbody.rows[1].dataset.g) && span() < DUR);
+    }
+    $('l-ms').click();
+    check('toggle-ms', !layers.ms && canvas.height > 0);
+    $('l-ms').click();
+    reset();
+    select(null);
+    draw();
+    $('render-stats').dataset.selftest = out.join(' ');
+  }
 
   // ---- start ---------------------------------------------------------------------
   fromHash();
@@ -1014,6 +1089,7 @@ window.addEventListener('error', function (ev) {
     const x = X(probeAt.t), y = rows.p[probeAt.lane] + LANE_H / 2;
     hover(x, y, r.left + x, r.top + y);
   }
+  if (selfTest) runSelfTest();
   if (benchFrames > 0) {
     // #bench=N: redraw N more times and report the mean (the first frame pays for JIT warm-up).
     const t0 = performance.now();

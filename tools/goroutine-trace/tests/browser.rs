@@ -229,6 +229,15 @@ fn html_page_draws_lanes_and_slices_in_chromium() {
         "{tip}"
     );
 
+    // The page driven by synthetic input events: wheel, drag, shift-drag,
+    // buttons, keys, click-to-select, table sorting and row selection.
+    let st = b.counters(&format!("{url}#selftest=1"));
+    let results = st.get("selftest").expect("the self test ran");
+    println!("self test: {results}");
+    assert_eq!(st.get("error"), None);
+    assert!(!results.contains("FAIL"), "{results}");
+    assert!(results.split(' ').count() >= 12, "{results}");
+
     // 3. A screenshot: the lane area is full of coloured slices.
     let shot = dir.join("synthetic.png");
     b.run(&url, &[&format!("--screenshot={}", shot.display())]);
