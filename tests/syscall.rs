@@ -247,9 +247,9 @@ fn thread_cap_child() {
         return;
     }
     run(|| {
-        let hs: Vec<_> = (0..16)
+        let hs: Vec<_> = (0..64)
             .map(|_| {
-                go(|| goroutine::syscall_blocking(|| std::thread::sleep(Duration::from_secs(2))))
+                go(|| goroutine::syscall_blocking(|| std::thread::sleep(Duration::from_secs(5))))
             })
             .collect();
         for h in hs {
