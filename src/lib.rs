@@ -21,14 +21,14 @@
 //!
 //! # Thread-locals and goroutines (read this)
 //! A goroutine can resume on a different OS thread after any runtime call
-//! (`yield_now`, `JoinHandle::join`, and later channel operations, mutexes,
+//! (`yield_now`, `JoinHandle::join`, channel operations, mutexes,
 //! sleeps and I/O). A reference into a `thread_local!` value, or a value
 //! cached from one, must therefore not be held across such a call: after it,
 //! the reference may point into another thread's storage. Re-read the
 //! thread-local after the call instead. The runtime itself follows this rule:
 //! its own current G/M/P are re-read after every switch, through an
-//! out-of-line accessor, never cached. (`lock_os_thread`, arriving with the
-//! edge-cases work, pins a goroutine to one thread for code that needs it.)
+//! out-of-line accessor, never cached. ([`lock_os_thread`] pins a goroutine
+//! to one thread for code that needs it.)
 //!
 //! # Stacks
 //! Each goroutine gets a 256 KiB stack (configurable per goroutine with
@@ -43,6 +43,8 @@
 //! - `GOMAXPROCS`: number of Ps; default = CPUs available to the process.
 //! - `GOROUTINE_STACK_SIZE`: default usable stack bytes (`256K`, `1M`, ...).
 //! - `GOROUTINE_STACK_GUARD=mprotect`: use the pre-6.13 guard page fallback.
+//! - `GOROUTINE_MAX_THREADS`: the OS thread cap (default 10,000).
+//! - `GOROUTINE_PANIC=abort`: an unjoined goroutine panic ends the process.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 

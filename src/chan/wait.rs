@@ -21,7 +21,7 @@
 //!    `runtime::park`; a thread: then it waits for `woken`).
 //! 3. **Claim.** A peer holding the channel's lock pops sudogs from the front
 //!    ([`WaitQueue::dequeue`]). A wait that more than one party may complete
-//!    (`shared`: a select, and later a wait with a timeout) is claimed by the
+//!    (`shared`: a select, including one with a timeout arm) is claimed by the
 //!    CAS `done: 0 -> 1` (Go's `selectDone`); the loser of that race only
 //!    unlinks the stale sudog and pops the next one. A wait with one sudog
 //!    and nothing else able to complete it belongs to whoever pops it.

@@ -1,5 +1,5 @@
 //! Parking and readying goroutines: the primitive under every blocking
-//! operation (join today; channels, mutexes, timers and I/O later).
+//! operation (join, channels, mutexes, sleeps, I/O).
 //!
 //! # Protocol (Go's gopark / goready)
 //! 1. The goroutine decides to wait while holding whatever protects the thing
