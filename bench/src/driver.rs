@@ -485,17 +485,24 @@ fn run_served(
         Ok(port) => run_client(w, procs, quick, port, limit),
         Err(_) => Err("the server announced no port".to_string()),
     };
-    // The server ends at end of file on its stdin.
+    // The server ends at end of file on its stdin: it gets 10 s for that
+    // (a load generator that timed out is the error to report then).
     drop(stdin);
-    let reaped = reap(child.id() as libc::pid_t, deadline)?;
+    let grace = Instant::now() + Duration::from_secs(10);
+    let reaped = reap(child.id() as libc::pid_t, deadline.max(grace))?;
     let _ = out_t.join();
     let stderr = err_t.join().unwrap_or_default();
-    reaped
-        .outcome(limit, &stderr)
-        .map_err(|e| format!("server: {e}"))?;
-    let mut run = load?;
-    run.rss_kb = reaped.rss_kb;
-    Ok(run)
+    match (reaped.outcome(limit, &stderr), load) {
+        // A server that failed explains a failed load, unless it only
+        // outlived a load generator that failed.
+        (Err(_), Err(e)) if reaped.killed => Err(e),
+        (Err(e), _) => Err(format!("server: {e}")),
+        (Ok(()), load) => {
+            let mut run = load?;
+            run.rss_kb = reaped.rss_kb;
+            Ok(run)
+        }
+    }
 }
 
 /// The load generator of a network workload against `port`; its RSS is
