@@ -10,11 +10,13 @@
 //!
 //! Load generator (`bench __client`, its own process, the same for every
 //! server): a tokio current-thread runtime (one thread, to leave the CPUs to
-//! the server) opens the connections (64 connects in flight at most, so the
-//! listen backlogs never overflow), makes one untimed round trip on each
-//! (warm-up: every connection accepted and served once), then runs one
-//! task per connection for a fixed time (5 s; quick 0.2 s): send a message,
-//! wait for the whole echo, check every byte, repeat. A message's bytes depend on the connection,
+//! the server) opens the connections, 64 at a time, each making one
+//! untimed round trip before it counts as open (warm-up: every connection
+//! accepted and served once; the server's accept queue never holds more
+//! than 64, so a small listen backlog such as tokio's 128 never overflows
+//! into SYN-ACK retransmits a second later), then runs one task per
+//! connection for a fixed time (5 s; quick 0.2 s): send a message, wait for
+//! the whole echo, check every byte, repeat. A message's bytes depend on the connection,
 //! its sequence number and the position. The figure is completed round
 //! trips per second (elapsed time up to the last reply, after the deadline
 //! stops new sends), with rows `.p50_us` and `.p99_us`: the round-trip
@@ -247,39 +249,34 @@ pub fn client(c: Cfg, port: u16, conns: usize, size: usize) -> Figure {
         .build()
         .expect("tokio runtime");
     let (count, secs, mut rtt) = rt.block_on(async move {
+        // Open the connections, at most CONNECTING at once, each making
+        // one untimed round trip (warm-up) before it counts as open: so
+        // every connection is accepted and served once before the clock
+        // starts, and at most CONNECTING wait in the server's accept queue
+        // (a connect completes before the server accepts it; tokio's
+        // listen backlog is 128).
         let mut streams = Vec::with_capacity(conns);
         let mut set = tokio::task::JoinSet::new();
-        for _ in 0..conns {
+        let mut joined = |r: Result<_, tokio::task::JoinError>| match r {
+            Ok(s) => streams.push(s),
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        };
+        for id in 0..conns {
             if set.len() >= CONNECTING {
-                streams.push(set.join_next().await.unwrap().unwrap());
+                joined(set.join_next().await.unwrap());
             }
             set.spawn(async move {
-                let s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
                     .await
                     .unwrap_or_else(|e| panic!("echo: connect to port {port}: {e}"));
                 s.set_nodelay(true).expect("set_nodelay");
-                s
-            });
-        }
-        while let Some(s) = set.join_next().await {
-            streams.push(s.expect("connect task"));
-        }
-        // Warm-up, not timed: one round trip on every connection, all at
-        // once, so the server has accepted them all before the clock starts.
-        let mut set = tokio::task::JoinSet::new();
-        for (id, mut s) in streams.into_iter().enumerate() {
-            set.spawn(async move {
                 let (mut msg, mut got) = (vec![0u8; size], vec![0u8; size]);
                 round_trip(&mut s, id, 0, &mut msg, &mut got).await;
                 (id, s)
             });
         }
-        let mut streams = Vec::with_capacity(conns);
         while let Some(r) = set.join_next().await {
-            match r {
-                Ok(s) => streams.push(s),
-                Err(e) => std::panic::resume_unwind(e.into_panic()),
-            }
+            joined(r);
         }
         let start = Instant::now();
         let deadline = start + run_for;
