@@ -1,13 +1,13 @@
 //! The driver (spawns one process per run, collects figures and peak RSS,
 //! prints the table) and the worker mode it spawns.
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::json::Json;
-use crate::workloads::{self, Cfg, Workload, RUNTIMES};
+use crate::workloads::{self, net, Cfg, Figure, Workload, RUNTIMES};
 
 #[derive(Debug)]
 pub struct Options {
@@ -64,6 +64,9 @@ impl Options {
                             "fanout" => o
                                 .workloads
                                 .extend(["fanout4", "fanout64", "fanout1024"].map(String::from)),
+                            "echo" => o.workloads.extend(
+                                ["echo_100", "echo_10k", "echo_100_512b"].map(String::from),
+                            ),
                             n if known.contains(&n) => o.workloads.push(n.to_string()),
                             n => match workloads::NOT_YET.iter().find(|(w, _)| *w == n) {
                                 Some((_, why)) => return Err(format!("{n}: {why}")),
@@ -111,11 +114,7 @@ pub fn worker(args: &[String]) -> ExitCode {
     };
     match f {
         Ok(f) => {
-            let fig = f(cfg);
-            println!("RESULT\t{}\t{}\t{}", fig.value, fig.unit, fig.answer);
-            for e in &fig.extra {
-                println!("EXTRA\t{}\t{}\t{}", e.name, e.value, e.unit);
-            }
+            print_figure(&f(cfg));
             ExitCode::SUCCESS
         }
         Err(why) => {
@@ -123,6 +122,41 @@ pub fn worker(args: &[String]) -> ExitCode {
             ExitCode::from(3)
         }
     }
+}
+
+fn print_figure(fig: &Figure) {
+    println!("RESULT\t{}\t{}\t{}", fig.value, fig.unit, fig.answer);
+    for e in &fig.extra {
+        println!("EXTRA\t{}\t{}\t{}", e.name, e.value, e.unit);
+    }
+}
+
+/// `bench __client <workload> <procs> <quick> <port>`: a network workload's
+/// load generator against the server at 127.0.0.1:port; prints the same
+/// lines as a worker.
+pub fn client(args: &[String]) -> ExitCode {
+    let [name, procs, quick, port] = args else {
+        eprintln!("usage: bench __client <workload> <procs> <0|1> <port>");
+        return ExitCode::from(2);
+    };
+    let Some(c) = workloads::all()
+        .into_iter()
+        .find(|w| w.name == name)
+        .and_then(|w| w.client)
+    else {
+        eprintln!("no network workload {name}");
+        return ExitCode::from(2);
+    };
+    let (Ok(procs), Ok(port)) = (procs.parse(), port.parse()) else {
+        eprintln!("bad procs or port");
+        return ExitCode::from(2);
+    };
+    let cfg = Cfg {
+        procs,
+        quick: quick == "1",
+    };
+    print_figure(&(c.run)(cfg, port));
+    ExitCode::SUCCESS
 }
 
 /// What one run of one runtime gave.
@@ -251,17 +285,55 @@ fn run_child(mut cmd: Command, limit: Duration) -> Result<(String, u64), String>
     let mut se = child.stderr.take().unwrap();
     let out_t = std::thread::spawn(move || read_capped(&mut so));
     let err_t = std::thread::spawn(move || read_capped(&mut se));
-    let pid = child.id() as libc::pid_t;
-    let deadline = Instant::now() + limit;
+    let reaped = reap(child.id() as libc::pid_t, Instant::now() + limit)?;
+    let stdout = out_t.join().unwrap_or_default();
+    let stderr = err_t.join().unwrap_or_default();
+    reaped.outcome(limit, &stderr)?;
+    Ok((stdout, reaped.rss_kb))
+}
+
+/// How a child ended.
+struct Reaped {
+    status: i32,
+    rss_kb: u64,
+    killed: bool,
+}
+
+impl Reaped {
+    /// Ok for a clean exit, else an error naming what went wrong.
+    fn outcome(&self, limit: Duration, stderr: &str) -> Result<(), String> {
+        let status = self.status;
+        if self.killed {
+            return Err(format!("timed out after {} s", limit.as_secs()));
+        }
+        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+            return Ok(());
+        }
+        let how = if libc::WIFSIGNALED(status) {
+            format!("killed by signal {}", libc::WTERMSIG(status))
+        } else {
+            format!("exit {}", libc::WEXITSTATUS(status))
+        };
+        Err(format!("{how}: {}", error_line(stderr)))
+    }
+}
+
+/// Waits for child `pid` (SIGKILL after `deadline`); its status and peak
+/// RSS from wait4.
+fn reap(pid: libc::pid_t, deadline: Instant) -> Result<Reaped, String> {
     let mut killed = false;
-    let (status, rss_kb) = loop {
+    loop {
         let mut status = 0;
         // SAFETY: an all-zero rusage is valid; wait4 writes into locals.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
         // SAFETY: `pid` is our child, not yet reaped (std never waits on it).
         let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
         if r == pid {
-            break (status, ru.ru_maxrss as u64);
+            return Ok(Reaped {
+                status,
+                rss_kb: ru.ru_maxrss as u64,
+                killed,
+            });
         }
         if r < 0 {
             return Err(format!("wait4: {}", std::io::Error::last_os_error()));
@@ -272,21 +344,7 @@ fn run_child(mut cmd: Command, limit: Duration) -> Result<(String, u64), String>
             killed = true;
         }
         std::thread::sleep(Duration::from_millis(5));
-    };
-    let stdout = out_t.join().unwrap_or_default();
-    let stderr = err_t.join().unwrap_or_default();
-    if killed {
-        return Err(format!("timed out after {} s", limit.as_secs()));
     }
-    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
-        return Ok((stdout, rss_kb));
-    }
-    let how = if libc::WIFSIGNALED(status) {
-        format!("killed by signal {}", libc::WTERMSIG(status))
-    } else {
-        format!("exit {}", libc::WEXITSTATUS(status))
-    };
-    Err(format!("{how}: {}", error_line(&stderr)))
 }
 
 /// Reads a child's pipe to the end, keeping only its first and last 32 KiB:
@@ -347,29 +405,126 @@ fn error_line(stderr: &str) -> String {
         .map_or_else(|| "no output".into(), |l| l.to_string())
 }
 
+/// The command of one run: the Go program, or this tool's worker mode.
+fn runtime_command(w: &Workload, rt: &str, procs: usize, quick: bool) -> Result<Command, String> {
+    let cfg = Cfg { procs, quick };
+    let mut cmd = if rt == "go" {
+        let (prog, args) = (w.go?)(cfg);
+        let mut cmd = Command::new(go_binary(prog)?);
+        cmd.args(args);
+        cmd
+    } else {
+        let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+        let mut cmd = Command::new(exe);
+        cmd.args([
+            "__worker",
+            rt,
+            w.name,
+            &procs.to_string(),
+            if quick { "1" } else { "0" },
+        ]);
+        cmd
+    };
+    cmd.env("GOMAXPROCS", procs.to_string());
+    Ok(cmd)
+}
+
 fn run_once(w: &Workload, rt: &str, procs: usize, quick: bool) -> Result<Run, String> {
     let limit = Duration::from_secs(if quick { 30 } else { 120 });
-    let cfg = Cfg { procs, quick };
-    if rt == "go" {
-        let (prog, args) = (w.go?)(cfg);
-        let bin = go_binary(prog)?;
-        let mut cmd = Command::new(bin);
-        cmd.args(args).env("GOMAXPROCS", procs.to_string());
-        let (out, rss) = run_child(cmd, limit)?;
-        return parse_go(&out, rss);
+    if w.client.is_some() {
+        return run_served(w, rt, procs, quick, limit);
     }
+    let cmd = runtime_command(w, rt, procs, quick)?;
+    let (out, rss) = run_child(cmd, limit)?;
+    if rt == "go" {
+        parse_go(&out, rss)
+    } else {
+        parse_worker(&out, rss)
+    }
+}
+
+/// One run of a network workload (see `workloads::net`): the runtime's
+/// server in one process, the load generator (`bench __client`) in another;
+/// the figures are the load generator's, the peak RSS the server's.
+fn run_served(
+    w: &Workload,
+    rt: &str,
+    procs: usize,
+    quick: bool,
+    limit: Duration,
+) -> Result<Run, String> {
+    let deadline = Instant::now() + limit;
+    let mut cmd = runtime_command(w, rt, procs, quick)?;
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| format!("spawn: {e}"))?;
+    let stdin = child.stdin.take();
+    let so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out_t = std::thread::spawn(move || {
+        let mut r = BufReader::new(so);
+        let mut head = String::new();
+        while head.len() < 4096 {
+            let mut line = String::new();
+            if !matches!(r.read_line(&mut line), Ok(1..)) {
+                break;
+            }
+            head.push_str(&line);
+            if let Some(port) = net::parse_port(&line) {
+                let _ = tx.send(port);
+                break;
+            }
+        }
+        drop(tx);
+        head + &read_capped(&mut r)
+    });
+    let err_t = std::thread::spawn(move || read_capped(&mut se));
+    let load = match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(port) => run_client(w, procs, quick, port, limit),
+        Err(_) => Err("the server announced no port".to_string()),
+    };
+    // The server ends at end of file on its stdin: it gets 10 s for that
+    // (a load generator that timed out is the error to report then).
+    drop(stdin);
+    let grace = Instant::now() + Duration::from_secs(10);
+    let reaped = reap(child.id() as libc::pid_t, deadline.max(grace))?;
+    let _ = out_t.join();
+    let stderr = err_t.join().unwrap_or_default();
+    match (reaped.outcome(limit, &stderr), load) {
+        // A server that failed explains a failed load, unless it only
+        // outlived a load generator that failed.
+        (Err(_), Err(e)) if reaped.killed => Err(e),
+        (Err(e), _) => Err(format!("server: {e}")),
+        (Ok(()), load) => {
+            let mut run = load?;
+            run.rss_kb = reaped.rss_kb;
+            Ok(run)
+        }
+    }
+}
+
+/// The load generator of a network workload against `port`; its RSS is
+/// not reported.
+fn run_client(
+    w: &Workload,
+    procs: usize,
+    quick: bool,
+    port: u16,
+    limit: Duration,
+) -> Result<Run, String> {
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let mut cmd = Command::new(exe);
     cmd.args([
-        "__worker",
-        rt,
+        "__client",
         w.name,
         &procs.to_string(),
         if quick { "1" } else { "0" },
-    ])
-    .env("GOMAXPROCS", procs.to_string());
-    let (out, rss_kb) = run_child(cmd, limit)?;
-    parse_worker(&out, rss_kb)
+        &port.to_string(),
+    ]);
+    let (out, _) = run_child(cmd, limit).map_err(|e| format!("load: {e}"))?;
+    parse_worker(&out, 0)
 }
 
 /// A worker's output: its `RESULT` line and any `EXTRA` lines.
@@ -443,6 +598,9 @@ fn not_applicable(w: &Workload, rt: &str, procs: usize) -> Option<String> {
     if procs < w.min_procs {
         return Some(format!("needs {} workers", w.min_procs));
     }
+    if let Some(why) = w.client.as_ref().and_then(|c| (c.missing)()) {
+        return Some(why.into());
+    }
     let why = match rt {
         "tokio" => w.tokio.err(),
         "may" => w.may.err(),
@@ -470,16 +628,34 @@ impl Row {
         c.map(|(_, c)| c.unit.clone()).unwrap_or_default()
     }
 
-    /// ours / best peer and the best peer's name.
+    fn higher_is_better(&self) -> bool {
+        workloads::higher_is_better(&self.unit())
+    }
+
+    /// ours / best peer and the best peer's name (best: the smallest
+    /// figure, or the biggest for a rate).
     fn ratio(&self) -> Option<(f64, &'static str)> {
         let ours = self.cells.iter().find(|(r, _)| *r == "ours")?.1.stats()?.0;
-        let best = self
+        let peers = self
             .cells
             .iter()
             .filter(|(r, _)| *r != "ours")
-            .filter_map(|(r, c)| c.stats().map(|s| (s.0, *r)))
-            .min_by(|a, b| a.0.total_cmp(&b.0))?;
+            .filter_map(|(r, c)| c.stats().map(|s| (s.0, *r)));
+        let best = if self.higher_is_better() {
+            peers.max_by(|a, b| a.0.total_cmp(&b.0))?
+        } else {
+            peers.min_by(|a, b| a.0.total_cmp(&b.0))?
+        };
         Some((ours / best.0, best.1))
+    }
+
+    /// Whether ratio `x` leaves ours level with or behind the best peer.
+    fn not_ahead(&self, x: f64) -> bool {
+        if self.higher_is_better() {
+            x <= 1.0
+        } else {
+            x >= 1.0
+        }
     }
 }
 
@@ -612,7 +788,7 @@ fn print_table(rows: &[Row], o: &Options) {
         let mut line = vec![r.workload.clone(), r.procs.to_string(), r.unit()];
         line.extend(r.cells.iter().map(|(_, c)| cell_text(c)));
         line.push(match r.ratio() {
-            Some((x, best)) if x >= 1.0 => format!("{x:.2} ({best}) <- not ahead"),
+            Some((x, best)) if r.not_ahead(x) => format!("{x:.2} ({best}) <- not ahead"),
             Some((x, best)) => format!("{x:.2} ({best})"),
             None => "-".into(),
         });
@@ -691,6 +867,7 @@ fn to_json(rows: &[Row], o: &Options) -> Json {
                 ("what".into(), Json::Str(r.what.into())),
                 ("procs".into(), Json::Num(r.procs as f64)),
                 ("unit".into(), Json::Str(r.unit())),
+                ("higher_is_better".into(), Json::Bool(r.higher_is_better())),
                 ("runtimes".into(), Json::Obj(rts)),
                 ("ours_over_best_peer".into(), ratio),
                 ("best_peer".into(), best),
@@ -734,9 +911,10 @@ mod tests {
         assert_eq!(all.workloads.len(), workloads::all().len());
         assert_eq!(all.procs, [1, 2]);
         assert!(Options::parse(&args("nope")).is_err());
-        assert!(Options::parse(&args("echo"))
-            .unwrap_err()
-            .contains("not yet available"));
+        assert_eq!(
+            Options::parse(&args("echo,http")).unwrap().workloads,
+            ["echo_100", "echo_10k", "echo_100_512b", "http"]
+        );
         assert!(Options::parse(&args("spawn --runs 0")).is_err());
         assert!(Options::parse(&args("spawn --procs 0")).is_err());
         assert!(Options::parse(&args("--quick")).is_err());
@@ -779,7 +957,33 @@ mod tests {
             ],
         };
         assert_eq!(row.ratio(), Some((1.25, "tokio")));
+        assert!(row.not_ahead(1.25) && row.not_ahead(1.0) && !row.not_ahead(0.8));
         assert_eq!(cell_text(&row.cells[3].1), "FAIL: boom");
+    }
+
+    #[test]
+    fn ratio_of_a_rate() {
+        let cell = |v: f64| Cell {
+            values: vec![v],
+            unit: "req/s".into(),
+            ..Cell::default()
+        };
+        let mut row = Row {
+            workload: "echo_100".into(),
+            what: "",
+            procs: 1,
+            cells: vec![
+                ("ours", cell(50.0)),
+                ("go", cell(100.0)),
+                ("tokio", cell(40.0)),
+            ],
+        };
+        assert!(row.higher_is_better());
+        // Best is the biggest rate; below 1 ours is behind.
+        assert_eq!(row.ratio(), Some((0.5, "go")));
+        assert!(row.not_ahead(0.5) && row.not_ahead(1.0) && !row.not_ahead(1.2));
+        row.cells[0].1.values = vec![120.0];
+        assert_eq!(row.ratio(), Some((1.2, "go")));
     }
 
     #[test]
@@ -794,11 +998,8 @@ mod tests {
             o.workloads,
             ["timers", "timers_churn", "syscalls", "hog_fairness"]
         );
-        for name in ["echo", "http"] {
-            assert!(Options::parse(&args(name))
-                .unwrap_err()
-                .contains("not yet available"));
-        }
+        let o = Options::parse(&args("echo_10k,http,echo_100_512b")).unwrap();
+        assert_eq!(o.workloads, ["echo_10k", "http", "echo_100_512b"]);
     }
 
     #[test]

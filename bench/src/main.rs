@@ -19,16 +19,21 @@ Runs each workload on this runtime (ours), Go (bench/go/*.go, built on first
 use into target/go-peers), tokio, may and OS threads, each run in its own
 process, interleaved; prints median (min-max) over the runs, peak RSS and
 ours / best peer. `prodcons` means prodcons0,prodcons10,prodcons100;
-`fanout` means fanout4,fanout64,fanout1024. Secondary figures of a run
+`fanout` means fanout4,fanout64,fanout1024; `echo` means
+echo_100,echo_10k,echo_100_512b. Secondary figures of a run
 (parked's spawn+park and wake-all times, timers' p50 and max oversleep,
-hog_fairness' probe lateness, syscalls' peak threads) get rows
-<workload>.<metric>.
+hog_fairness' probe lateness, syscalls' peak threads, echo's and http's
+p50/p99 latency) get rows <workload>.<metric>. Rates (req/s) are better
+higher, every other figure lower. echo and http run each server in its own
+process and the load generator (a one-thread tokio client; wrk) in another;
+their RSS is the server's.
 --quick: small sizes (a few seconds in all), for CI.";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("__worker") => driver::worker(&args[1..]),
+        Some("__client") => driver::client(&args[1..]),
         Some("plot") => plot::main(&args[1..]),
         Some("list") => {
             print!("{}", workloads::list());

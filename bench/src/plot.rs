@@ -102,9 +102,14 @@ fn svg(name: &str, rows: &[&Json]) -> String {
     let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
     let _ = writeln!(
         s,
-        r#"<text x="{left}" y="20" font-size="15" font-weight="bold">{}</text><text x="{left}" y="38">{} — lower is better ({})</text>"#,
+        r#"<text x="{left}" y="20" font-size="15" font-weight="bold">{}</text><text x="{left}" y="38">{} — {} is better ({})</text>"#,
         esc(name),
         esc(what),
+        if crate::workloads::higher_is_better(unit) {
+            "higher"
+        } else {
+            "lower"
+        },
         esc(unit)
     );
     let base = top + plot_h;

@@ -4,10 +4,13 @@
 
 use std::time::Duration;
 
+pub mod echo;
 pub mod fanout;
 pub mod fib;
 pub mod hog_fairness;
+pub mod http;
 pub mod latency;
+pub mod net;
 pub mod parked;
 pub mod pingpong;
 pub mod pingpong_cross;
@@ -23,9 +26,10 @@ pub mod thread_ring;
 pub mod timers;
 pub mod yields;
 
-/// One measurement: the figure (lower is better), its unit, the answer the
-/// workload computed (already checked), and secondary figures of the same
-/// run (each gets its own table row, `<workload>.<name>`).
+/// One measurement: the figure (lower is better, unless its unit is a rate:
+/// see [`higher_is_better`]), its unit, the answer the workload computed
+/// (already checked), and secondary figures of the same run (each gets its
+/// own table row, `<workload>.<name>`).
 pub struct Figure {
     pub value: f64,
     pub unit: &'static str,
@@ -33,7 +37,7 @@ pub struct Figure {
     pub extra: Vec<Extra>,
 }
 
-/// A secondary figure of a run (lower is better), e.g. `parked`'s wake-all
+/// A secondary figure of a run (lower is better unless a rate), e.g. `parked`'s wake-all
 /// time beside its bytes per goroutine.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Extra {
@@ -68,11 +72,29 @@ pub fn ms(took: Duration) -> f64 {
     took.as_secs_f64() * 1e3
 }
 
+/// Whether a bigger figure is the better one: rates (`req/s`), where ours /
+/// best peer is ahead above 1. Every other unit (times, bytes, ratios of
+/// times) is better smaller.
+pub fn higher_is_better(unit: &str) -> bool {
+    unit.ends_with("/s")
+}
+
 /// The runtimes a workload can run on, in table order.
 pub const RUNTIMES: [&str; 5] = ["ours", "go", "tokio", "may", "threads"];
 
 type Impl = fn(Cfg) -> Figure;
 type GoImpl = fn(Cfg) -> (&'static str, Vec<String>);
+
+/// The load generator of a network workload (see [`net`]): it runs in a
+/// process of its own (`bench __client`), the same for every server.
+pub struct Client {
+    /// Loads the server at 127.0.0.1:port and measures; panics on a wrong
+    /// answer.
+    pub run: fn(Cfg, u16) -> Figure,
+    /// Why it cannot run on this machine (a tool missing), if so: every
+    /// runtime's cell then says so.
+    pub missing: fn() -> Option<&'static str>,
+}
 
 /// A workload: its name, a one-line description, and its implementations
 /// (`None` where a runtime does not run it, with the reason).
@@ -82,6 +104,10 @@ pub struct Workload {
     /// Fewest workers the workload makes sense at; below it every runtime
     /// is shown as "n/a (needs N workers)".
     pub min_procs: usize,
+    /// A network workload's load generator: the runtimes' functions are
+    /// then servers (they print their port and serve until stdin closes)
+    /// and the figures are the client's.
+    pub client: Option<Client>,
     pub ours: Impl,
     pub tokio: Result<Impl, &'static str>,
     pub may: Result<Impl, &'static str>,
@@ -96,6 +122,7 @@ pub fn all() -> Vec<Workload> {
             name: "spawn",
             what: "1M goroutines each count down, spawned from one (ns per goroutine)",
             min_procs: 1,
+            client: None,
             ours: spawn::ours,
             tokio: Ok(spawn::tokio),
             may: Ok(spawn::may),
@@ -106,6 +133,7 @@ pub fn all() -> Vec<Workload> {
             name: "spawn_chain",
             what: "each goroutine spawns the next, 1M deep (ns per goroutine)",
             min_procs: 1,
+            client: None,
             ours: spawn_chain::ours,
             tokio: Ok(spawn_chain::tokio),
             may: Ok(spawn_chain::may),
@@ -116,6 +144,7 @@ pub fn all() -> Vec<Workload> {
             name: "spawn_remote",
             what: "1M goroutines spawned from a thread outside the runtime (ns per goroutine)",
             min_procs: 1,
+            client: None,
             ours: spawn_remote::ours,
             tokio: Ok(spawn_remote::tokio),
             may: Ok(spawn_remote::may),
@@ -126,6 +155,7 @@ pub fn all() -> Vec<Workload> {
             name: "yield",
             what: "1000 goroutines x 1000 yields (ns per yield)",
             min_procs: 1,
+            client: None,
             ours: yields::ours,
             tokio: Ok(yields::tokio),
             may: Ok(yields::may),
@@ -136,6 +166,7 @@ pub fn all() -> Vec<Workload> {
             name: "skynet",
             what: "10-ary tree, 1M leaves, unbuffered channels (ms)",
             min_procs: 1,
+            client: None,
             ours: skynet::ours,
             tokio: Ok(skynet::tokio),
             may: Ok(skynet::may),
@@ -146,6 +177,7 @@ pub fn all() -> Vec<Workload> {
             name: "pingpong",
             what: "two goroutines, unbuffered channel, 2M round trips, scheduled as the runtime likes (ns per round trip)",
             min_procs: 1,
+            client: None,
             ours: pingpong::ours,
             tokio: Ok(pingpong::tokio),
             may: Ok(pingpong::may),
@@ -156,6 +188,7 @@ pub fn all() -> Vec<Workload> {
             name: "pingpong_cross",
             what: "forced cross-P: two goroutines busy-poll try_send/try_recv on two cap-1 channels, never blocking or yielding, so each holds its own worker; 2M round trips (ns per round trip; needs 2 workers)",
             min_procs: 2,
+            client: None,
             ours: pingpong_cross::ours,
             tokio: Ok(pingpong_cross::tokio),
             may: Ok(pingpong_cross::may),
@@ -166,6 +199,7 @@ pub fn all() -> Vec<Workload> {
             name: "thread_ring",
             what: "503 goroutines in a ring, 5M hops (ns per hop)",
             min_procs: 1,
+            client: None,
             ours: thread_ring::ours,
             tokio: Ok(thread_ring::tokio),
             may: Ok(thread_ring::may),
@@ -176,6 +210,7 @@ pub fn all() -> Vec<Workload> {
             name: "prodcons0",
             what: "GOMAXPROCS producers + consumers, chan cap 0 (ns per item)",
             min_procs: 1,
+            client: None,
             ours: |c| prodcons::ours(c, 0),
             tokio: Ok(|c| prodcons::tokio(c, 0)),
             may: Err(prodcons::MAY_NA),
@@ -186,6 +221,7 @@ pub fn all() -> Vec<Workload> {
             name: "prodcons10",
             what: "the same, chan cap 10 (ns per item)",
             min_procs: 1,
+            client: None,
             ours: |c| prodcons::ours(c, 10),
             tokio: Ok(|c| prodcons::tokio(c, 10)),
             may: Err(prodcons::MAY_NA),
@@ -196,6 +232,7 @@ pub fn all() -> Vec<Workload> {
             name: "prodcons100",
             what: "the same, chan cap 100 (ns per item)",
             min_procs: 1,
+            client: None,
             ours: |c| prodcons::ours(c, 100),
             tokio: Ok(|c| prodcons::tokio(c, 100)),
             may: Err(prodcons::MAY_NA),
@@ -206,6 +243,7 @@ pub fn all() -> Vec<Workload> {
             name: "select_prodcons",
             what: "prodcons through select, cap 128, 100 units of work per item (ns per item)",
             min_procs: 1,
+            client: None,
             ours: select_prodcons::ours,
             tokio: Ok(select_prodcons::tokio),
             may: Err("not written yet"),
@@ -216,6 +254,7 @@ pub fn all() -> Vec<Workload> {
             name: "parked",
             what: "100K goroutines blocked on a channel receive (bytes of RSS per goroutine; rows .spawn_park: ns per goroutine, .wake_all: ms)",
             min_procs: 1,
+            client: None,
             ours: |c| parked::ours(c, parked::SMALL),
             tokio: Ok(|c| parked::tokio(c, parked::SMALL)),
             may: Ok(|c| parked::may(c, parked::SMALL)),
@@ -226,6 +265,7 @@ pub fn all() -> Vec<Workload> {
             name: "parked_1m",
             what: "the same with 1M goroutines (quick: 100K)",
             min_procs: 1,
+            client: None,
             ours: |c| parked::ours(c, parked::BIG),
             tokio: Ok(|c| parked::tokio(c, parked::BIG)),
             may: Ok(|c| parked::may(c, parked::BIG)),
@@ -236,6 +276,7 @@ pub fn all() -> Vec<Workload> {
             name: "fanout4",
             what: "1 producer -> chan(1024) -> 4 workers selecting on data and quit -> 1 collector (ns per item)",
             min_procs: 1,
+            client: None,
             ours: |c| fanout::ours(c, 4),
             tokio: Ok(|c| fanout::tokio(c, 4)),
             may: Err("not written yet"),
@@ -246,6 +287,7 @@ pub fn all() -> Vec<Workload> {
             name: "fanout64",
             what: "1 producer -> chan(1024) -> 64 workers selecting on data and quit -> 1 collector (ns per item)",
             min_procs: 1,
+            client: None,
             ours: |c| fanout::ours(c, 64),
             tokio: Ok(|c| fanout::tokio(c, 64)),
             may: Err("not written yet"),
@@ -256,6 +298,7 @@ pub fn all() -> Vec<Workload> {
             name: "fanout1024",
             what: "1 producer -> chan(1024) -> 1024 workers selecting on data and quit -> 1 collector (ns per item)",
             min_procs: 1,
+            client: None,
             ours: |c| fanout::ours(c, 1024),
             tokio: Ok(|c| fanout::tokio(c, 1024)),
             may: Err("not written yet"),
@@ -266,6 +309,7 @@ pub fn all() -> Vec<Workload> {
             name: "steal_skew",
             what: "100K tasks from one spawner, 10% spin 1 ms, 90% 1 us (makespan / ideal)",
             min_procs: 1,
+            client: None,
             ours: steal_skew::ours,
             tokio: Ok(steal_skew::tokio),
             may: Ok(steal_skew::may),
@@ -276,6 +320,7 @@ pub fn all() -> Vec<Workload> {
             name: "fib",
             what: "fib(30) spawn tree, cutoff 15: spawn fib(n-1), compute fib(n-2), join; answer 832040 (ms)",
             min_procs: 1,
+            client: None,
             ours: fib::ours,
             tokio: Ok(fib::tokio),
             may: Ok(fib::may),
@@ -286,6 +331,7 @@ pub fn all() -> Vec<Workload> {
             name: "hog_fairness",
             what: "1 worker: Go's BenchmarkPingPongHog, a ping-pong pair beside a spinning hog (ns per round trip); rows .probe_p99/.probe_max: P hogs beside a probe sleeping 1 ms in a loop, its lateness (ms); ours' hogs call preempt_point(), tokio's consume_budget()",
             min_procs: 1,
+            client: None,
             ours: hog_fairness::ours,
             tokio: Ok(hog_fairness::tokio),
             may: Err("no preemption nor budget: a spinning coroutine keeps its worker"),
@@ -296,6 +342,7 @@ pub fn all() -> Vec<Workload> {
             name: "syscalls",
             what: "2 compute goroutines beside 100 looping nanosleep(1 ms) in the syscall wrapper (compute time / time alone); row .threads: peak OS threads",
             min_procs: 1,
+            client: None,
             ours: syscalls::ours,
             tokio: Ok(syscalls::tokio),
             may: Err("no syscall wrapper: a blocking call holds its worker"),
@@ -306,6 +353,7 @@ pub fn all() -> Vec<Workload> {
             name: "timers",
             what: "100K goroutines each sleep 1 s + (i mod 1000) ms (oversleep p99, ms; rows .p50/.max)",
             min_procs: 1,
+            client: None,
             ours: timers::ours,
             tokio: Ok(timers::tokio),
             may: Ok(timers::may),
@@ -316,11 +364,68 @@ pub fn all() -> Vec<Workload> {
             name: "timers_churn",
             what: "1,000 pending timers; ~1M ops: start, reset, stop a fresh timer (ns per op)",
             min_procs: 1,
+            client: None,
             ours: timers::churn_ours,
             tokio: Ok(timers::churn_tokio),
             may: Err("no timer object to reset or stop"),
             threads: Err("std has no timers"),
             go: Ok(timers::churn_go),
+        },
+        Workload {
+            name: "echo_100",
+            what: "TCP echo over loopback, 100 connections, 64 B messages, closed loop for 5 s (quick 0.2 s), one client thread in its own process (req/s, higher is better; rows .p50_us/.p99_us: round trip; RSS: the server's)",
+            min_procs: 1,
+            client: Some(Client {
+                run: |c, port| echo::client(c, port, 100, echo::SMALL),
+                missing: || None,
+            }),
+            ours: echo::ours,
+            tokio: Ok(echo::tokio),
+            may: Ok(echo::may),
+            threads: Ok(echo::threads),
+            go: Ok(echo::go),
+        },
+        Workload {
+            name: "echo_10k",
+            what: "the same with 10,000 connections (quick 1,000)",
+            min_procs: 1,
+            client: Some(Client {
+                run: |c, port| echo::client(c, port, echo::conns_10k(c), echo::SMALL),
+                missing: || None,
+            }),
+            ours: echo::ours,
+            tokio: Ok(echo::tokio),
+            may: Ok(echo::may),
+            threads: Err("10K OS threads: not sensible"),
+            go: Ok(echo::go),
+        },
+        Workload {
+            name: "echo_100_512b",
+            what: "echo_100 with 512 B messages",
+            min_procs: 1,
+            client: Some(Client {
+                run: |c, port| echo::client(c, port, 100, echo::LARGE),
+                missing: || None,
+            }),
+            ours: echo::ours,
+            tokio: Ok(echo::tokio),
+            may: Ok(echo::may),
+            threads: Ok(echo::threads),
+            go: Ok(echo::go),
+        },
+        Workload {
+            name: "http",
+            what: "HTTP/1.1 keep-alive hello server loaded by wrk -t1 -c100 -d5s (quick -d1s) in its own process (req/s, higher is better; rows .p50_us/.p99_us: wrk's latency; RSS: the server's)",
+            min_procs: 1,
+            client: Some(Client {
+                run: http::client,
+                missing: http::wrk_missing,
+            }),
+            ours: http::ours,
+            tokio: Ok(http::tokio),
+            may: Ok(http::may),
+            threads: Err("not run (thread per connection: see echo_100)"),
+            go: Ok(http::go),
         },
     ]
 }
@@ -338,11 +443,9 @@ pub fn list() -> String {
         .collect()
 }
 
-/// Workloads of benchmarks.md that the tool does not run yet.
-pub const NOT_YET: [(&str, &str); 2] = [
-    ("echo", "not yet available (needs net)"),
-    ("http", "not yet available (needs net)"),
-];
+/// Workloads of benchmarks.md that the tool does not run yet (none now;
+/// the driver answers their name with the reason).
+pub const NOT_YET: [(&str, &str); 0] = [];
 
 /// A tokio runtime with `procs` workers; the body runs as a task on it (not
 /// on the calling thread), so only the workers run the workload.
@@ -367,6 +470,20 @@ where
     let rt = ::tokio::runtime::Builder::new_multi_thread()
         .worker_threads(procs)
         .enable_time()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(async move { ::tokio::spawn(f).await.expect("tokio task panicked") })
+}
+
+/// [`tokio_run`] with tokio's I/O and time drivers (the network servers).
+pub fn tokio_run_net<F, T>(procs: usize, f: F) -> T
+where
+    F: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let rt = ::tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(procs)
+        .enable_all()
         .build()
         .expect("tokio runtime");
     rt.block_on(async move { ::tokio::spawn(f).await.expect("tokio task panicked") })
@@ -474,14 +591,15 @@ mod tests {
         ] {
             assert!(all().iter().any(|w| w.name == want), "{want}");
         }
-        for name in ["echo", "http"] {
-            let line = list
-                .lines()
-                .find(|l| l.split_whitespace().next() == Some(name))
-                .unwrap_or_else(|| panic!("{name} not listed"));
-            assert!(line.contains("not yet available"), "{line}");
-            assert!(all().iter().all(|w| w.name != name), "{name}");
+        for name in ["echo_100", "echo_10k", "echo_100_512b", "http"] {
+            let w = all().into_iter().find(|w| w.name == name).unwrap();
+            assert!(w.client.is_some(), "{name} has a load generator");
+            assert!(!list.contains("not yet available"), "{list}");
         }
+        assert!(all()
+            .iter()
+            .filter(|w| !w.name.starts_with("echo") && w.name != "http")
+            .all(|w| w.client.is_none()));
         // Descriptions start in one column.
         let cols: Vec<usize> = list
             .lines()
@@ -508,5 +626,13 @@ mod tests {
         assert_eq!(per(Duration::from_micros(3), 1000), 3.0);
         assert_eq!(per(Duration::from_micros(3), 0), 3000.0);
         assert_eq!(ms(Duration::from_micros(1500)), 1.5);
+    }
+
+    #[test]
+    fn better() {
+        assert!(higher_is_better("req/s"));
+        for unit in ["ns/yield", "ms", "us", "B/parked", "ms oversleep p99", "x"] {
+            assert!(!higher_is_better(unit), "{unit}");
+        }
     }
 }
