@@ -77,7 +77,7 @@ fn entersyscall(m: &'static M, block: bool) {
             }
         }
     }
-    super::sysmon::wake_if_waiting();
+    super::sysmon::wake_for_syscall();
 }
 
 /// Puts `pp` (owned, status being changed) on the stop-the-world list.
@@ -112,7 +112,7 @@ pub(crate) fn exitsyscall() {
             // SAFETY: own thread, holding no P (released at entry).
             unsafe { m.acquirep(pp) };
             g.set_status(Status::Running);
-            super::sysmon::wake_if_waiting();
+            super::sysmon::wake_for_syscall();
             return;
         }
     }
@@ -123,7 +123,7 @@ pub(crate) fn exitsyscall() {
         // SAFETY: own thread, holding no P.
         unsafe { m.acquirep(pp) };
         g.set_status(Status::Running);
-        super::sysmon::wake_if_waiting();
+        super::sysmon::wake_for_syscall();
         return;
     }
     // Slow path: no P. The scheduler queues this G and parks the M.
