@@ -234,7 +234,10 @@ fn thread_cap_is_a_clear_fatal_error() {
         stderr.contains("runtime: program exceeds 6-thread limit"),
         "{stderr}"
     );
-    assert!(stderr.contains("fatal error: thread exhaustion"), "{stderr}");
+    assert!(
+        stderr.contains("fatal error: thread exhaustion"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -242,7 +245,10 @@ fn bad_max_threads_is_reported_and_ignored() {
     let out = common::spawn("max_threads_child", &[("GOROUTINE_MAX_THREADS", "lots")]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("GOROUTINE_MAX_THREADS=\"lots\""), "{stderr}");
+    assert!(
+        stderr.contains("GOROUTINE_MAX_THREADS=\"lots\""),
+        "{stderr}"
+    );
 }
 
 /// Child of `bad_max_threads_is_reported_and_ignored`.

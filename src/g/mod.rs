@@ -30,7 +30,9 @@ pub(crate) mod taskcache;
 
 use std::cell::UnsafeCell;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 use std::sync::Arc;
 
 use self::context::GCoroutine;
@@ -115,7 +117,6 @@ impl WaitReason {
         WaitReason::IoWait,
     ];
 
-    #[allow(dead_code)] // read by dumps and traces
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             WaitReason::None => "",
@@ -170,6 +171,10 @@ pub(crate) struct G {
     /// read by the stack-overflow signal handler on the same thread.
     guard_lo: AtomicUsize,
     stack_bytes: AtomicUsize,
+    /// When the G last parked (`runtime::stats::coarse_now`, sysmon's
+    /// coarse clock), for the goroutine dump's "N minutes". Written by the G
+    /// itself in `park`, read by anyone.
+    waitsince: AtomicI64,
     inner: UnsafeCell<Inner>,
 }
 
@@ -178,6 +183,48 @@ const G_CHUNK: usize = 64;
 
 /// The chunk fresh Gs come from (rarely used: dead Gs are recycled).
 static G_ARENA: std::sync::Mutex<&'static [G]> = std::sync::Mutex::new(&[]);
+
+/// Every chunk ever carved (Go's `allgs`, by chunk): the goroutine dump and
+/// `scheddetail` walk them. Chunks are leaked, so the references stay valid;
+/// a G not yet handed out is `Idle`, like one on a free list.
+static G_CHUNKS: std::sync::Mutex<Vec<&'static [G]>> = std::sync::Mutex::new(Vec::new());
+
+/// Names of the live named goroutines (`Builder::name`), by id. The name in
+/// `Inner` belongs to the G's owner; readers on other threads (dumps,
+/// `scheddetail`) look here. Only named spawns and their exits take the lock.
+static NAMES: std::sync::Mutex<Vec<(u64, Arc<str>)>> = std::sync::Mutex::new(Vec::new());
+
+/// Calls `f` on every G record ever allocated (any status). Takes a
+/// snapshot of the chunk list, so `f` may allocate Gs.
+pub(crate) fn for_each_g(mut f: impl FnMut(&'static G)) {
+    let chunks = G_CHUNKS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    for chunk in chunks {
+        for g in chunk {
+            f(g);
+        }
+    }
+}
+
+/// Records the name of live goroutine `id` for readers on other threads.
+pub(crate) fn register_name(id: u64, name: Arc<str>) {
+    NAMES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((id, name));
+}
+
+/// Forgets the name of goroutine `id` (it exited).
+pub(crate) fn unregister_name(id: u64) {
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = names.iter().position(|(g, _)| *g == id) {
+        names.swap_remove(i);
+    }
+}
+
+/// The names of the live named goroutines, by id (a snapshot).
+pub(crate) fn names() -> Vec<(u64, Arc<str>)> {
+    NAMES.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
 
 // SAFETY: all cross-thread fields are atomics; `inner` is only accessed by the
 // G's current owner per the status protocol in the module note, and ownership
@@ -196,6 +243,7 @@ impl G {
             id: AtomicU64::new(0),
             guard_lo: AtomicUsize::new(0),
             stack_bytes: AtomicUsize::new(0),
+            waitsince: AtomicI64::new(0),
             inner: UnsafeCell::new(Inner {
                 task: None,
                 stack_size: 0,
@@ -209,7 +257,12 @@ impl G {
         let mut arena = G_ARENA.lock().unwrap_or_else(|e| e.into_inner());
         if arena.is_empty() {
             let chunk: Box<[G]> = (0..G_CHUNK).map(|_| G::new()).collect();
-            *arena = Box::leak(chunk);
+            let chunk: &'static [G] = Box::leak(chunk);
+            G_CHUNKS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(chunk);
+            *arena = chunk;
         }
         let (g, rest) = arena.split_first().expect("G chunk is not empty");
         *arena = rest;
@@ -255,7 +308,6 @@ impl G {
         }
     }
 
-    #[allow(dead_code)] // read by dumps and traces
     pub(crate) fn wait_reason(&self) -> WaitReason {
         let r = self.wait_reason.load(Ordering::Relaxed) as usize;
         WaitReason::ALL.get(r).copied().unwrap_or(WaitReason::None)
@@ -263,6 +315,15 @@ impl G {
 
     pub(crate) fn set_wait_reason(&self, r: WaitReason) {
         self.wait_reason.store(r as u8, Ordering::Relaxed)
+    }
+
+    /// When the G last parked (see the field), 0 if never.
+    pub(crate) fn waitsince(&self) -> i64 {
+        self.waitsince.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_waitsince(&self, t: i64) {
+        self.waitsince.store(t, Ordering::Relaxed)
     }
 
     pub(crate) fn yielder(&self) -> *mut () {

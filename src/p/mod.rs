@@ -32,6 +32,7 @@ use self::runq::RunQueue;
 use crate::g::stack::StackCache;
 use crate::g::taskcache::TaskCache;
 use crate::g::G;
+use crate::runtime::stats::PCounters;
 use crate::runtime::timers::Timers;
 
 /// P status (Go's numbering).
@@ -85,6 +86,8 @@ pub(crate) struct P {
     pub(crate) preempt: AtomicBool,
     /// This P's timer heap (any M may run it; see `runtime::timers`).
     pub(crate) timers: Timers,
+    /// Statistics, written by the owner only (`runtime::stats`).
+    pub(crate) counters: PCounters,
     local: UnsafeCell<PLocal>,
 }
 
@@ -105,6 +108,7 @@ impl P {
             syscalltick: AtomicU32::new(0),
             preempt: AtomicBool::new(false),
             timers: Timers::new(),
+            counters: PCounters::default(),
             local: UnsafeCell::new(PLocal {
                 gfree: Vec::new(),
                 stacks: StackCache::new(),
@@ -194,7 +198,9 @@ impl PHandle {
     #[inline]
     pub(crate) fn bump_syscalltick(&self) {
         let t = self.0.syscalltick.load(Ordering::Relaxed);
-        self.0.syscalltick.store(t.wrapping_add(1), Ordering::Relaxed);
+        self.0
+            .syscalltick
+            .store(t.wrapping_add(1), Ordering::Relaxed);
     }
 
     /// Gives up ownership while the P waits in `Syscall` state: from now on

@@ -21,18 +21,25 @@
 //! - `timers.rs`: the per-P timer heaps.
 //! - `syscall.rs`: entering and leaving blocking system calls, `handoffp`.
 //! - `preempt.rs`: the cooperative preemption check.
-//! - `sysmon.rs`: the monitor thread: preemption, syscall retake, polling.
-//! - `env.rs`: GOMAXPROCS.
+//! - `sysmon.rs`: the monitor thread: preemption, syscall retake, polling,
+//!   schedtrace, trace samples.
+//! - `stats.rs`: the statistics counters and `goroutine::stats`.
+//! - `schedtrace.rs`: `GODEBUG=schedtrace=N[,scheddetail=1]`.
+//! - `dump.rs`: the goroutine dump and SIGQUIT.
+//! - `env.rs`: GOMAXPROCS, GOROUTINE_MAX_THREADS, GODEBUG.
 
+pub(crate) mod dump;
 pub(crate) mod env;
 pub(crate) mod globrunq;
 pub(crate) mod idle;
 pub(crate) mod park;
-pub(crate) mod proc;
 pub(crate) mod preempt;
+pub(crate) mod proc;
 pub(crate) mod procresize;
+pub(crate) mod schedtrace;
 pub(crate) mod schedule;
 pub(crate) mod spinning;
+pub(crate) mod stats;
 pub(crate) mod steal;
 pub(crate) mod syscall;
 pub(crate) mod sysmon;
@@ -140,6 +147,13 @@ static SCHED: Sched = Sched {
 };
 
 static START: Once = Once::new();
+/// nanotime when the runtime started (schedtrace's `SCHED Nms`).
+static START_NS: AtomicI64 = AtomicI64::new(0);
+
+/// nanotime when the runtime started.
+pub(crate) fn start_time() -> i64 {
+    START_NS.load(Ordering::Relaxed)
+}
 
 /// The scheduler. Code running on an M may use it directly; entry points
 /// from user code call [`start`] first.
@@ -148,10 +162,13 @@ pub(crate) fn sched() -> &'static Sched {
     &SCHED
 }
 
-/// Starts the runtime once: reads GOMAXPROCS, creates the Ps (all idle),
-/// installs the stack-overflow handler. Ms are created on demand by `wakep`.
+/// Starts the runtime once: reads GOMAXPROCS and GODEBUG, creates the Ps
+/// (all idle), installs the stack-overflow and SIGQUIT handlers, starts
+/// sysmon and, with `GOROUTINE_TRACE`, the tracer. Ms are created on demand
+/// by `wakep`.
 pub(crate) fn start() -> &'static Sched {
     START.call_once(|| {
+        START_NS.store(stats::refresh_coarse_now(), Ordering::Relaxed);
         let n = env::gomaxprocs_from_env();
         let s = &SCHED;
         let mut l = s.lock();
@@ -165,11 +182,12 @@ pub(crate) fn start() -> &'static Sched {
             .store(crate::sys::time::nanotime(), Ordering::SeqCst);
         env::max_threads_from_env();
         if let Err(e) = crate::netpoll::init() {
-            throw(&format!(
-                "cannot create the netpoller (epoll/eventfd): {e}"
-            ));
+            throw(&format!("cannot create the netpoller (epoll/eventfd): {e}"));
         }
         crate::sys::signal::install_overflow_handler(crate::m::overflow_lookup);
+        dump::install_sigquit();
+        env::godebug();
+        crate::trace::start_from_env(n as u32);
         sysmon::start();
     });
     &SCHED

@@ -26,7 +26,7 @@
 //! it must not block: the runtime's timer functions only ready a goroutine,
 //! try-send on a buffered channel, or spawn a goroutine.
 
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{park, sched, throw};
@@ -74,6 +74,8 @@ pub(crate) struct Timers {
     timer0: AtomicI64,
     /// Entries known to be stale.
     zombies: AtomicU32,
+    /// Timers fired from this heap (statistics; see `check_timers`).
+    fired: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -168,7 +170,13 @@ impl Timers {
             heap: Mutex::new(Vec::new()),
             timer0: AtomicI64::new(0),
             zombies: AtomicU32::new(0),
+            fired: AtomicU64::new(0),
         }
+    }
+
+    /// Timers fired from this heap so far.
+    pub(crate) fn fired(&self) -> u64 {
+        self.fired.load(Ordering::Relaxed)
     }
 
     /// `when` of the earliest entry, 0 if none.
@@ -177,7 +185,6 @@ impl Timers {
         self.timer0.load(Ordering::Acquire)
     }
 
-    #[allow(dead_code)] // read by schedtrace and stats
     pub(crate) fn len(&self) -> usize {
         lock(&self.heap).len()
     }
@@ -221,9 +228,11 @@ impl Timers {
                 let mut st = lock(&e.timer.state);
                 if st.seq != e.seq {
                     drop(st);
-                    let _ = self.zombies.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |z| {
-                        Some(z.saturating_sub(1))
-                    });
+                    let _ = self
+                        .zombies
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |z| {
+                            Some(z.saturating_sub(1))
+                        });
                     publish_top(&self.timer0, &h);
                     continue;
                 }
@@ -338,7 +347,15 @@ pub(crate) fn check_timers(pp: &P, now: i64) -> (i64, i64) {
     if now < next {
         return (now, next);
     }
-    pp.timers.run_due(now);
+    let fired = pp.timers.run_due(now);
+    if fired > 0 {
+        // Any M may run any P's heap: a real read-modify-write, but only
+        // when timers fired.
+        pp.timers.fired.fetch_add(fired as u64, Ordering::Relaxed);
+        if crate::trace::on() {
+            crate::trace::timer_fire(pp.id, fired as u64);
+        }
+    }
     (now, pp.timers.next())
 }
 

@@ -12,3 +12,11 @@ pub(crate) fn gettid() -> i32 {
     // SAFETY: gettid has no preconditions and cannot fail.
     unsafe { libc::gettid() }
 }
+
+/// Registers `f` to run when the process exits through `exit(3)`
+/// (returning from `main`, `std::process::exit`). Best effort: a failed
+/// registration (out of memory) is ignored.
+pub(crate) fn at_exit(f: extern "C" fn()) {
+    // SAFETY: `f` is a plain function with the C ABI that atexit expects.
+    unsafe { libc::atexit(f) };
+}
