@@ -1,22 +1,29 @@
 //! Per-thread trace buffers, the session (clock, generation), and the
 //! writer thread.
 //!
-//! # The buffer lock (who may touch a buffer)
-//! A [`TraceBuf`] belongs to one thread, which writes events into it under
-//! `lock` (an atomic swap to take, a release store to give back: no other
-//! thread ever wants it while tracing runs, so the line stays in the owner's
-//! cache). `stop` takes each buffer's lock in turn to collect the last
-//! batch. The protocol that makes that safe:
-//! - `stop` clears `ON` *before* taking any buffer lock, and the owner
-//!   re-reads `ON` (Acquire) *after* taking its lock. If the owner got the
-//!   lock after `stop` released it, the release/acquire pair on the lock
-//!   makes the cleared `ON` visible: the owner writes nothing. If it got the
-//!   lock first, `stop` waits for the event to complete and collects it.
+//! # Who may touch a buffer (the busy flag)
+//! A [`TraceBuf`] belongs to one thread, which writes each event into it
+//! between raising and lowering its `busy` flag. Only three other parties
+//! ever look at it, all rare: `stop` collects the last batch; a plain
+//! thread's exit and a thread claiming a freed buffer initialise or flush
+//! it. The last two hold `CONTROL` (the start/stop mutex), so they never
+//! overlap `stop`. Between an event and `stop` the protocol is Dekker's:
+//! - the owner raises `busy`, *then* loads `ON`; if it is clear it writes
+//!   nothing. `stop` clears `ON`, *then* waits until `busy` is down before
+//!   it reads the buffer. Both orders are store-then-load, so either the
+//!   owner sees `ON` clear, or `stop` sees `busy` up and waits for the event
+//!   to complete; never both miss.
+//! - The StoreLoad barrier is asymmetric where the kernel allows
+//!   (`membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, Linux >= 4.14): the
+//!   owner's side is a plain store and a compiler fence (no locked
+//!   instruction on the hot path), and `stop` issues the membarrier, which
+//!   runs a full barrier on every CPU running one of our threads, so the
+//!   owner's store and load cannot be seen reordered across it. Without
+//!   membarrier, the owner's store is a SeqCst swap (a locked instruction)
+//!   and `stop`'s loads are SeqCst.
 //! - `start` writes the session (generation, clock) and then sets `ON` with
-//!   Release; the owner's Acquire re-read of `ON` under the lock sees them.
-//!   A buffer last used by an older generation is reset first.
-//! - A thread that finds its lock taken (only `stop` takes it) drops the
-//!   event: tracing is stopping.
+//!   Release; the owner's Acquire load of `ON` sees them. A buffer last
+//!   used by an older generation is reset first.
 //!
 //! Buffers are leaked and registered in `ALL` (so `stop` finds them); a
 //! plain thread that exits flushes its buffer and puts it on `FREE` for the
@@ -32,6 +39,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::mem::MaybeUninit;
 use std::path::Path;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
@@ -106,12 +114,19 @@ fn tsc_mult() -> Option<u64> {
 
 /// One thread's buffer (module note).
 pub(super) struct TraceBuf {
-    lock: AtomicBool,
+    /// The owner is writing an event (module note).
+    busy: AtomicBool,
     inner: UnsafeCell<Inner>,
 }
 
-// SAFETY: `inner` is only touched by whoever holds `lock` (module note).
+// SAFETY: `inner` is only touched by its owner while `busy` is up and
+// `ON` set, by `stop` after `ON` is clear and `busy` is down, and by
+// claim/exit under `CONTROL`, which excludes `stop` (module note).
 unsafe impl Sync for TraceBuf {}
+
+/// The owner's side of the StoreLoad barrier is a compiler fence only
+/// (`stop` issues a membarrier); false: a SeqCst swap.
+static ASYMMETRIC: AtomicBool = AtomicBool::new(false);
 
 struct Inner {
     /// The session the batch in `data` belongs to.
@@ -145,34 +160,43 @@ pub(super) fn set_thread_id(id: u32) {
 }
 
 impl TraceBuf {
-    /// Takes the lock; false if someone else (`stop`) holds it.
-    #[inline]
-    fn try_lock(&self) -> bool {
-        // Acquire: pairs with the Release unlock of the previous holder.
-        !self.lock.swap(true, Ordering::Acquire)
-    }
-
-    /// Takes the lock, waiting for the owner's event to complete.
-    fn lock_wait(&self) {
-        while !self.try_lock() {
-            std::thread::yield_now();
+    /// The owner raises `busy` before it loads `ON` (module note).
+    #[inline(always)]
+    fn raise(&self) {
+        if ASYMMETRIC.load(Ordering::Relaxed) {
+            self.busy.store(true, Ordering::Relaxed);
+            // The CPU may still order the load of `ON` before this store;
+            // `stop`'s membarrier rules that out where it matters.
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        } else {
+            // SeqCst: in one total order with `stop`'s SeqCst store of `ON`
+            // and load of `busy`.
+            self.busy.swap(true, Ordering::SeqCst);
         }
     }
 
-    #[inline]
-    fn unlock(&self) {
-        // Release: publishes our writes to `inner` to the next holder.
-        self.lock.store(false, Ordering::Release);
+    #[inline(always)]
+    fn lower(&self) {
+        // Release: `stop`'s Acquire load that sees it down sees the event.
+        self.busy.store(false, Ordering::Release);
+    }
+
+    /// `stop`'s side: waits for the owner's event in progress, if any.
+    fn wait_idle(&self) {
+        while self.busy.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
     }
 
     /// The buffer's state.
     ///
     /// # Safety
-    /// The caller holds `lock`, and no other reference from `inner` is live.
+    /// The caller may touch the buffer (module note), and no other
+    /// reference from `inner` is live.
     #[allow(clippy::mut_from_ref)]
     #[inline]
     unsafe fn inner(&self) -> &mut Inner {
-        // SAFETY: exclusive by the lock (caller's contract).
+        // SAFETY: exclusive by the protocol (caller's contract).
         unsafe { &mut *self.inner.get() }
     }
 }
@@ -197,11 +221,13 @@ fn claim() -> Option<&'static TraceBuf> {
             id => (id, true),
         },
     };
+    // Excludes `stop`, which may be reading a freed buffer (module note).
+    let _control = lock(&CONTROL);
     let tb: &'static TraceBuf = match lock(&FREE).pop() {
         Some(tb) => tb,
         None => {
             let tb: &'static TraceBuf = Box::leak(Box::new(TraceBuf {
-                lock: AtomicBool::new(false),
+                busy: AtomicBool::new(false),
                 inner: UnsafeCell::new(Inner {
                     gen: 0,
                     m_id: 0,
@@ -214,13 +240,11 @@ fn claim() -> Option<&'static TraceBuf> {
             tb
         }
     };
-    tb.lock_wait();
-    // SAFETY: we hold the lock.
+    // SAFETY: no owner yet, and `CONTROL` excludes `stop`.
     let inner = unsafe { tb.inner() };
     inner.m_id = id;
     inner.gen = 0;
     inner.data.clear();
-    tb.unlock();
     LOCAL.try_with(|c| c.set(tb)).ok()?;
     if !is_m {
         // Threads that are not Ms or sysmon may exit: give the buffer back
@@ -243,14 +267,14 @@ impl Drop for ExitGuard {
         }
         // SAFETY: LOCAL only holds leaked, never-freed buffers.
         let tb = unsafe { &*p };
-        tb.lock_wait();
-        // SAFETY: we hold the lock.
+        let _control = lock(&CONTROL);
+        // SAFETY: we are the owner, between events, and `CONTROL` excludes
+        // `stop`.
         let inner = unsafe { tb.inner() };
         if !inner.data.is_empty() {
             inner.flush();
         }
         inner.gen = 0;
-        tb.unlock();
         lock(&FREE).push(tb);
     }
 }
@@ -259,13 +283,11 @@ impl Drop for ExitGuard {
 #[inline(never)]
 pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
     let Some(tb) = local() else { return };
-    if !tb.try_lock() {
-        return;
-    }
-    // Acquire: pairs with `start`'s Release store (the session is visible);
-    // under the lock, also sees `stop`'s clear (module note).
+    tb.raise();
+    // Acquire: pairs with `start`'s Release store (the session is
+    // visible). After `raise`: see the module note.
     if ON.load(Ordering::Acquire) {
-        // SAFETY: we hold the lock.
+        // SAFETY: we own the buffer, `busy` is up and `ON` set.
         let inner = unsafe { tb.inner() };
         let gen = SESSION.gen.load(Ordering::Relaxed);
         if inner.gen != gen {
@@ -274,20 +296,23 @@ pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
         }
         inner.event(ty, args, bytes);
     }
-    tb.unlock();
+    tb.lower();
 }
 
-/// Appends `v` as unsigned LEB128.
-#[inline]
-fn uvarint(out: &mut [u8], at: &mut usize, mut v: u64) {
+/// Writes `v` as unsigned LEB128 at `out[*at..]`.
+#[inline(always)]
+fn uvarint(out: &mut [MaybeUninit<u8>], at: &mut usize, mut v: u64) {
     while v >= 0x80 {
-        out[*at] = (v as u8) | 0x80;
+        out[*at].write((v as u8) | 0x80);
         *at += 1;
         v >>= 7;
     }
-    out[*at] = v as u8;
+    out[*at].write(v as u8);
     *at += 1;
 }
+
+/// The most bytes an event takes besides its name: type, delta, 4 fields.
+const MAX_EVENT: usize = 1 + 10 * 5;
 
 impl Inner {
     fn begin_batch(&mut self) {
@@ -301,13 +326,10 @@ impl Inner {
         self.events = 0;
     }
 
-    #[inline]
+    #[inline(always)]
     fn event(&mut self, ty: u8, args: &[u64], bytes: &[u8]) {
-        // type + delta + up to 4 fields, 10 bytes each at most.
-        let mut head = [0u8; 1 + 10 * 5];
-        debug_assert!(args.len() <= 4);
-        if !self.data.is_empty()
-            && self.data.len() + head.len() + bytes.len() > HEADER + BATCH_BYTES
+        debug_assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
+        if !self.data.is_empty() && self.data.len() + MAX_EVENT + bytes.len() > HEADER + BATCH_BYTES
         {
             self.flush();
         }
@@ -317,15 +339,24 @@ impl Inner {
         let ts = now().max(self.last_ts);
         let delta = (ts - self.last_ts) as u64;
         self.last_ts = ts;
+        let len = self.data.len();
+        // Written in place: the batch's capacity (HEADER + BATCH_BYTES) has
+        // room for this event (checked above), so no growth, no memcpy.
+        let spare = self.data.spare_capacity_mut();
         let mut n = 0;
-        head[0] = ty;
+        spare[n].write(ty);
         n += 1;
-        uvarint(&mut head, &mut n, delta);
+        uvarint(spare, &mut n, delta);
         for &a in args {
-            uvarint(&mut head, &mut n, a);
+            uvarint(spare, &mut n, a);
         }
-        self.data.extend_from_slice(&head[..n]);
-        self.data.extend_from_slice(bytes);
+        for &b in bytes {
+            spare[n].write(b);
+            n += 1;
+        }
+        // SAFETY: the `n` bytes after `len` were just initialised, within
+        // the capacity (`spare` bounds-checked every write).
+        unsafe { self.data.set_len(len + n) };
         self.events += 1;
     }
 
@@ -396,6 +427,9 @@ pub(super) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
         ));
     }
     let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
+    static MEMBARRIER: OnceLock<bool> = OnceLock::new();
+    let asym = *MEMBARRIER.get_or_init(crate::sys::membarrier_register);
+    ASYMMETRIC.store(asym, Ordering::Relaxed);
 
     let s = &SESSION;
     let gen = s.gen.load(Ordering::Relaxed) + 1;
@@ -459,18 +493,23 @@ pub(super) fn stop() -> io::Result<()> {
     let Some(writer) = control.take() else {
         return Ok(());
     };
-    // SeqCst: ordered before the buffer locks below (module note).
+    // SeqCst: ordered before the loads of `busy` below (module note).
     ON.store(false, Ordering::SeqCst);
+    if ASYMMETRIC.load(Ordering::Relaxed) && !crate::sys::membarrier() {
+        // Registered at start, so this cannot fail; if it did, the owners'
+        // stores might not be visible yet: give them a moment.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let gen = SESSION.gen.load(Ordering::Relaxed);
     let all = lock(&ALL).clone();
     for tb in all {
-        tb.lock_wait();
-        // SAFETY: we hold the lock.
+        tb.wait_idle();
+        // SAFETY: `ON` is clear and `busy` down: the owner writes nothing
+        // more; claim/exit are excluded by `CONTROL` (module note).
         let inner = unsafe { tb.inner() };
         if inner.gen == gen && !inner.data.is_empty() {
             inner.flush();
         }
-        tb.unlock();
     }
     {
         let mut q = lock(&QUEUE);

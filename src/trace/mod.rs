@@ -236,7 +236,7 @@ pub(crate) fn netpoll_ready(count: u64) {
 
 /// The most name bytes a GoName carries (longer names are cut at a
 /// character boundary).
-const MAX_NAME: usize = 256;
+pub(crate) const MAX_NAME: usize = 256;
 
 #[cold]
 #[inline(never)]
