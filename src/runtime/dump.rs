@@ -142,3 +142,54 @@ fn sigquit_thread(rd: std::os::fd::RawFd) {
     drop(err);
     std::process::exit(2);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(status: Status, reason: WaitReason, waited_ns: i64) -> String {
+        let now = 1_000_000_000_000;
+        let mut out = String::new();
+        let e = Entry {
+            id: 17,
+            status,
+            reason,
+            waitsince: if waited_ns < 0 { 0 } else { now - waited_ns },
+        };
+        header(&mut out, &e, now);
+        out
+    }
+
+    #[test]
+    fn headers_are_gos() {
+        let min = 60_000_000_000;
+        assert_eq!(
+            line(Status::Waiting, WaitReason::ChanReceive, 3 * min + 5),
+            "goroutine 17 [chan receive, 3 minutes]:\n"
+        );
+        assert_eq!(
+            line(Status::Waiting, WaitReason::Select, min - 1),
+            "goroutine 17 [select]:\n"
+        );
+        assert_eq!(
+            line(Status::Waiting, WaitReason::Sleep, min),
+            "goroutine 17 [sleep, 1 minutes]:\n"
+        );
+        assert_eq!(
+            line(Status::Waiting, WaitReason::SyncMutexLock, -1),
+            "goroutine 17 [sync.Mutex.Lock]:\n"
+        );
+        assert_eq!(
+            line(Status::Runnable, WaitReason::None, 5 * min),
+            "goroutine 17 [runnable]:\n"
+        );
+        assert_eq!(
+            line(Status::Running, WaitReason::None, -1),
+            "goroutine 17 [running]:\n"
+        );
+        assert_eq!(
+            line(Status::Syscall, WaitReason::None, -1),
+            "goroutine 17 [syscall]:\n"
+        );
+    }
+}
