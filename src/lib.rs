@@ -38,10 +38,24 @@
 //! guard page under each stack turns an overflow into the message
 //! `goroutine N has overflowed its stack (size S)` and an abort.
 //!
+//! # Observability
+//! - [`stats()`]: goroutines by status, run queue lengths and scheduler
+//!   counters, cheap enough to poll every millisecond.
+//! - [`dump()`]: every goroutine with its status or wait reason, in Go's
+//!   traceback header format; SIGQUIT prints it on stderr and exits 2.
+//! - [`trace`]: the execution tracer (`docs/trace-format.md`, read by the
+//!   `goroutine-trace` tool).
+//!
 //! # Environment
 //! - `GOMAXPROCS`: number of Ps; default = CPUs available to the process.
 //! - `GOROUTINE_STACK_SIZE`: default usable stack bytes (`256K`, `1M`, ...).
 //! - `GOROUTINE_STACK_GUARD=mprotect`: use the pre-6.13 guard page fallback.
+//! - `GOROUTINE_MAX_THREADS`: the thread cap (default 10,000).
+//! - `GODEBUG=schedtrace=N[,scheddetail=1]`: sysmon prints Go's `SCHED`
+//!   line on stderr every N ms (with `scheddetail`, one line per P, M and
+//!   goroutine too). Other keys are ignored; a bad value is reported once.
+//! - `GOROUTINE_TRACE=path`: write an execution trace from runtime start
+//!   (completed at `exit`; call [`trace::stop`] to be sure).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 

@@ -22,6 +22,13 @@
 //! The mutable fields a G carries across threads (`Inner`) are only touched
 //! by the current owner as defined above; ownership moves with the release/
 //! acquire edges of the queue or wait list that hands the G over.
+//!
+//! # Enumerating Gs (dumps, scheddetail)
+//! Every chunk of G records is registered in `G_CHUNKS` (Go's `allgs`), so
+//! [`for_each_g`] can visit every G ever allocated; such readers use only
+//! the atomic fields (id, status, wait reason, `waitsince`). A goroutine's
+//! name lives in `Inner` (owner-only), so named goroutines are also
+//! registered by id in `NAMES` for readers on other threads.
 
 pub(crate) mod context;
 pub(crate) mod stack;

@@ -13,7 +13,10 @@
 //!   then published by `park.wakeup()` (Release) and read by the M after
 //!   `park.sleep()` (Acquire).
 //! - `curg` and `spinning` are atomics so that other threads (stats, traces,
-//!   the stack-overflow handler) may read them.
+//!   the stack-overflow handler) may read them; `p_id` mirrors `p` for them
+//!   (written by the M's own thread in `acquirep`/`releasep`).
+//! - `parks`/`wakes` are statistics counters written by the M's own thread
+//!   (`runtime::stats`).
 
 pub(crate) mod note;
 

@@ -23,6 +23,11 @@
 //! `SA_NODEFER` is deliberately not used: should the lookup itself fault, the
 //! nested fault finds the signal blocked and the kernel kills the process at
 //! once instead of recursing on the alternate stack.
+//!
+//! SIGQUIT (the goroutine dump, `runtime::dump`): the handler only writes a
+//! byte to a pipe whose read end a runtime thread blocks on, then chains to
+//! the previous handler if that was a function. Nothing else happens in
+//! signal context.
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;

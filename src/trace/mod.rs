@@ -19,12 +19,15 @@
 //!
 //! # Cost
 //! Off, each event site is one predictable branch on a global flag
-//! ([`on`]); the emit functions are `#[cold]` and out of line. On, an event
-//! costs a time-stamp counter read, a few varint bytes into the calling
-//! thread's buffer, and an uncontended lock (one atomic swap on a line
-//! only that thread uses), which is what lets [`stop`] collect every buffer
-//! safely (Go's tracer takes a per-M seqlock the same way). Full buffers
-//! (64 KiB) go to a writer thread.
+//! (`on()`); the emit functions are `#[cold]` and out of line. On, an event
+//! costs a time-stamp counter read, a few varint bytes written in place into
+//! the calling thread's buffer, and two plain stores of a busy flag that
+//! let [`stop`] collect every buffer safely (its StoreLoad barrier is a
+//! `membarrier` issued by `stop`, so the hot path has no locked
+//! instruction; see `buf.rs`). Full buffers (64 KiB) go to a writer
+//! thread. Measured on skynet (6.7M events per 1M-leaf round, about 7
+//! bytes each), about 20 ns per event on a 2-vCPU VM, where a TSC read
+//! alone costs 14 ns.
 //!
 //! # Design
 //! - Buffers (`buf.rs`): one per OS thread (an M, sysmon, or a plain thread
