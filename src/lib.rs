@@ -8,7 +8,8 @@
 //!
 //! Goroutines talk through Go's channels ([`chan`], [`select!`]) and
 //! [`sync`] primitives, all of which park the goroutine, not the thread, and
-//! also work from plain threads outside the runtime.
+//! also work from plain threads outside the runtime. Sockets ([`net`]) are
+//! std's, with blocking calls that park the goroutine as well.
 //!
 //! ```
 //! let sum: u64 = goroutine::run(|| {
@@ -67,6 +68,8 @@ mod loom;
 #[cfg(not(loom))]
 mod m;
 #[cfg(not(loom))]
+pub mod net;
+#[cfg(not(loom))]
 mod netpoll;
 #[cfg(not(loom))]
 mod p;
@@ -91,6 +94,8 @@ mod p {
 #[cfg(loom)]
 mod runtime {
     pub(crate) mod spinning;
+    #[allow(dead_code)] // the models use the protocol, not the glue
+    pub(crate) mod timerheap;
 }
 #[cfg(loom)]
 mod chan {
@@ -177,6 +182,23 @@ pub fn syscall<R>(f: impl FnOnce() -> R) -> R {
 #[cfg(not(loom))]
 pub fn syscall_blocking<R>(f: impl FnOnce() -> R) -> R {
     runtime::syscall::syscall(true, f)
+}
+
+/// Wires the calling goroutine to its current OS thread (Go's
+/// `runtime.LockOSThread`): until as many `unlock_os_thread` calls as lock
+/// calls, it runs only on this thread and no other goroutine runs there.
+/// Use it for thread-affine state (thread-locals held across runtime calls,
+/// OpenGL contexts, `setns`). A goroutine that exits while locked ends the
+/// thread with it. A no-op outside a goroutine.
+#[cfg(not(loom))]
+pub fn lock_os_thread() {
+    runtime::lockosthread::lock_os_thread()
+}
+
+/// Undoes one `lock_os_thread` (a no-op when not locked).
+#[cfg(not(loom))]
+pub fn unlock_os_thread() {
+    runtime::lockosthread::unlock_os_thread()
 }
 
 /// Sets the most OS threads the runtime may create (default 10,000, or

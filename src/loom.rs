@@ -6,11 +6,15 @@
 //! Constants that size those protocols are shrunk under loom (see `p::runq`).
 
 #[cfg(loom)]
+pub(crate) use loom::sync;
+#[cfg(loom)]
 pub(crate) use loom::sync::atomic;
 #[cfg(loom)]
 #[allow(unused_imports)]
 pub(crate) use loom::{hint, thread};
 
+#[cfg(not(loom))]
+pub(crate) use std::sync;
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic;
 #[cfg(not(loom))]

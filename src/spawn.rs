@@ -57,7 +57,17 @@ where
     }
     match go(f).join() {
         Ok(v) => v,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) if e.is_panic() => {
+            // resume_unwind skips the panic hook: say what happened, as the
+            // hook would have for a panic on this thread.
+            eprintln!(
+                "goroutine {} panicked at {}:\n{}",
+                e.id(),
+                e.location().unwrap_or("<unknown>"),
+                e.message()
+            );
+            std::panic::resume_unwind(e.into_panic())
+        }
         Err(e) => panic!("{e}"),
     }
 }
@@ -144,6 +154,7 @@ impl<T> JoinHandle<T> {
             } else {
                 // SAFETY: as above.
                 if unsafe { header.register(Waiter::Thread(std::thread::current())) } {
+                    let _blocked = crate::runtime::checkdead::thread_blocked();
                     while !header.is_complete() {
                         std::thread::park();
                     }
@@ -179,6 +190,7 @@ struct ErrorInner {
 enum ErrorKind {
     Panic {
         message: String,
+        location: Option<String>,
         payload: Box<dyn Any + Send + 'static>,
     },
     Start(io::Error),
@@ -196,9 +208,34 @@ impl JoinError {
                 name: name.map(str::to_owned),
                 kind: ErrorKind::Panic {
                     message: panic_message(&*payload),
+                    location: crate::runtime::panics::take_location(id),
                     payload,
                 },
             }),
+        }
+    }
+
+    /// Prints (or, with `GOROUTINE_PANIC=abort`, dies of) a panic nobody
+    /// will join; other errors are not reported.
+    pub(crate) fn report_unjoined(&self) {
+        if let ErrorKind::Panic {
+            message, location, ..
+        } = &self.inner.kind
+        {
+            crate::runtime::panics::unjoined(
+                self.inner.id,
+                self.inner.name.as_deref(),
+                message,
+                location.as_deref(),
+            );
+        }
+    }
+
+    /// Where the goroutine panicked (`file:line:column`), when known.
+    pub fn location(&self) -> Option<&str> {
+        match &self.inner.kind {
+            ErrorKind::Panic { location, .. } => location.as_deref(),
+            ErrorKind::Start(_) => None,
         }
     }
 

@@ -241,7 +241,7 @@ fn scheddetail_prints_p_m_and_g_lines() {
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let detail = format!("{SCHED} gcwaiting=* nmidlelocked=0 stopwait=# sysmonwait=*");
+    let detail = format!("{SCHED} gcwaiting=* nmidlelocked=# stopwait=# sysmonwait=*");
     let lines = sched_lines(&stderr);
     assert!(lines.len() >= 3, "{stderr}");
     for l in &lines {

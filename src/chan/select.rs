@@ -529,6 +529,7 @@ fn park_forever(reason: WaitReason) -> ! {
             // Nobody holds this goroutine: it is never readied.
             crate::runtime::park::park(reason, &mut |_| true);
         } else {
+            let _blocked = crate::runtime::checkdead::thread_blocked();
             std::thread::park();
         }
     }

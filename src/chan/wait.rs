@@ -136,6 +136,8 @@ impl WaitState {
     /// it would hide a missing Release), and loom lets a leftover park token
     /// end an unrelated `join`.
     pub(crate) fn wait_thread(&self) {
+        #[cfg(not(loom))]
+        let _blocked = crate::runtime::checkdead::thread_blocked();
         while !self.is_woken() {
             #[cfg(not(loom))]
             std::thread::park();

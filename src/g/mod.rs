@@ -25,7 +25,7 @@
 //!
 //! # Enumerating Gs (dumps, scheddetail)
 //! Every chunk of G records is registered in `G_CHUNKS` (Go's `allgs`), so
-//! [`for_each_g`] can visit every G ever allocated; such readers use only
+//! [`G::for_each`] can visit every G ever allocated; such readers use only
 //! the atomic fields (id, status, wait reason, `waitsince`). A goroutine's
 //! name lives in `Inner` (owner-only), so named goroutines are also
 //! registered by id in `NAMES` for readers on other threads.
@@ -37,9 +37,7 @@ pub(crate) mod taskcache;
 
 use std::cell::UnsafeCell;
 use std::ptr;
-use std::sync::atomic::{
-    AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
-};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use self::context::GCoroutine;
@@ -151,10 +149,13 @@ impl WaitReason {
 pub(crate) struct Inner {
     /// The closure and result cell; taken when the G first runs.
     pub(crate) task: Option<TaskRef>,
-    /// Usable stack bytes this G asked for.
-    pub(crate) stack_size: usize,
+    /// Usable stack bytes this G asked for (at most 1 GiB).
+    pub(crate) stack_size: u32,
     /// The name given through `Builder::name`.
     pub(crate) name: Option<Arc<str>>,
+    /// `lock_os_thread` nesting depth, and the M it is wired to.
+    pub(crate) locked: u32,
+    pub(crate) lockedm: Option<&'static crate::m::M>,
 }
 
 /// The G record. Two cache lines: the first holds everything a context
@@ -177,11 +178,13 @@ pub(crate) struct G {
     /// Low end of the stack's guard page (one page) and the usable size,
     /// read by the stack-overflow signal handler on the same thread.
     guard_lo: AtomicUsize,
-    stack_bytes: AtomicUsize,
-    /// When the G last parked (`runtime::stats::coarse_now`, sysmon's
-    /// coarse clock), for the goroutine dump's "N minutes". Written by the G
-    /// itself in `park`, read by anyone.
-    waitsince: AtomicI64,
+    stack_bytes: AtomicU32,
+    /// When the G last parked, in ms since runtime start plus one
+    /// (`runtime::stats::coarse_ms`, sysmon's coarse clock; 0: never), for
+    /// the goroutine dump's "N minutes". Written by the G itself in `park`,
+    /// read by anyone. 32 bits keep the record at two cache lines; they
+    /// wrap after 49 days, and readers subtract with wrapping.
+    waitsince: AtomicU32,
     inner: UnsafeCell<Inner>,
 }
 
@@ -191,26 +194,13 @@ const G_CHUNK: usize = 64;
 /// The chunk fresh Gs come from (rarely used: dead Gs are recycled).
 static G_ARENA: std::sync::Mutex<&'static [G]> = std::sync::Mutex::new(&[]);
 
-/// Every chunk ever carved (Go's `allgs`, by chunk): the goroutine dump and
-/// `scheddetail` walk them. Chunks are leaked, so the references stay valid;
-/// a G not yet handed out is `Idle`, like one on a free list.
+/// Every chunk ever allocated: every G record is in one of them.
 static G_CHUNKS: std::sync::Mutex<Vec<&'static [G]>> = std::sync::Mutex::new(Vec::new());
 
 /// Names of the live named goroutines (`Builder::name`), by id. The name in
 /// `Inner` belongs to the G's owner; readers on other threads (dumps,
 /// `scheddetail`) look here. Only named spawns and their exits take the lock.
 static NAMES: std::sync::Mutex<Vec<(u64, Arc<str>)>> = std::sync::Mutex::new(Vec::new());
-
-/// Calls `f` on every G record ever allocated (any status). Takes a
-/// snapshot of the chunk list, so `f` may allocate Gs.
-pub(crate) fn for_each_g(mut f: impl FnMut(&'static G)) {
-    let chunks = G_CHUNKS.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    for chunk in chunks {
-        for g in chunk {
-            f(g);
-        }
-    }
-}
 
 /// Records the name of live goroutine `id` for readers on other threads.
 pub(crate) fn register_name(id: u64, name: Arc<str>) {
@@ -249,12 +239,14 @@ impl G {
             yielder: AtomicPtr::new(ptr::null_mut()),
             id: AtomicU64::new(0),
             guard_lo: AtomicUsize::new(0),
-            stack_bytes: AtomicUsize::new(0),
-            waitsince: AtomicI64::new(0),
+            stack_bytes: AtomicU32::new(0),
+            waitsince: AtomicU32::new(0),
             inner: UnsafeCell::new(Inner {
                 task: None,
                 stack_size: 0,
                 name: None,
+                locked: 0,
+                lockedm: None,
             }),
         }
     }
@@ -274,6 +266,15 @@ impl G {
         let (g, rest) = arena.split_first().expect("G chunk is not empty");
         *arena = rest;
         g
+    }
+
+    /// Calls `f` on every G record ever allocated (idle and dead ones too:
+    /// callers filter by status). Statuses read this way are a snapshot.
+    pub(crate) fn for_each(mut f: impl FnMut(&'static G)) {
+        let chunks: Vec<&'static [G]> = G_CHUNKS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for chunk in chunks {
+            chunk.iter().for_each(&mut f);
+        }
     }
 
     #[inline]
@@ -325,11 +326,12 @@ impl G {
     }
 
     /// When the G last parked (see the field), 0 if never.
-    pub(crate) fn waitsince(&self) -> i64 {
+    pub(crate) fn waitsince(&self) -> u32 {
         self.waitsince.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn set_waitsince(&self, t: i64) {
+    #[inline]
+    pub(crate) fn set_waitsince(&self, t: u32) {
         self.waitsince.store(t, Ordering::Relaxed)
     }
 
@@ -345,7 +347,8 @@ impl G {
     pub(crate) fn set_stack_bounds(&self, guard: (usize, usize), usable: usize) {
         debug_assert!(guard.0 == 0 || guard.1 - guard.0 == crate::sys::mem::page_size());
         self.guard_lo.store(guard.0, Ordering::Relaxed);
-        self.stack_bytes.store(usable, Ordering::Relaxed);
+        // Usable sizes are at most 1 GiB (`validate_stack_size`).
+        self.stack_bytes.store(usable as u32, Ordering::Relaxed);
     }
 
     /// If `addr` lies in this G's stack guard page, the usable stack size.
@@ -354,7 +357,8 @@ impl G {
         let lo = self.guard_lo.load(Ordering::Relaxed);
         // page_size() is a cached atomic load by now (stacks were carved).
         let hi = lo + crate::sys::mem::page_size();
-        (lo != 0 && addr >= lo && addr < hi).then(|| self.stack_bytes.load(Ordering::Relaxed))
+        (lo != 0 && addr >= lo && addr < hi)
+            .then(|| self.stack_bytes.load(Ordering::Relaxed) as usize)
     }
 
     /// The owner-only fields.
@@ -392,6 +396,7 @@ mod tests {
         assert_eq!(std::mem::align_of::<G>(), 64);
         assert!(std::mem::offset_of!(G, yielder) + 8 <= 64);
         assert!(std::mem::offset_of!(G, status) + 4 <= 64);
+        assert!(std::mem::offset_of!(G, wait_reason) < 64);
     }
 
     #[test]

@@ -51,6 +51,8 @@ struct VTable {
     take_output: unsafe fn(NonNull<Header>, *mut ()),
     /// Drops the stage and frees the block.
     dealloc: unsafe fn(NonNull<Header>),
+    /// The stage is final: report it if it is a panic (nobody will join).
+    report_unjoined: unsafe fn(NonNull<Header>),
 }
 
 #[repr(C)]
@@ -109,10 +111,16 @@ impl Header {
     }
 
     /// Sets COMPLETE and returns the waiter to wake, if any (module note).
+    /// If the JoinHandle was already gone, reports a panic result.
     fn complete(&self) -> Option<Waiter> {
         // AcqRel: Release publishes the stage to the joiner; Acquire pairs
         // with the joiner's CAS that published `waiter`.
         let prev = self.state.fetch_or(COMPLETE, Ordering::AcqRel);
+        if prev >> 2 == 1 {
+            // Only our (the G's) reference is left: nobody can join.
+            // SAFETY: we hold a reference and the stage is final.
+            unsafe { (self.vtable.report_unjoined)(NonNull::from(self)) };
+        }
         if prev & WAITER != 0 {
             // SAFETY: WAITER is set, so the joiner handed `waiter` over and
             // will not touch it again; we are the only completer, and we still
@@ -236,7 +244,37 @@ impl<T> JoinRef<T> {
 }
 
 impl<T> Drop for JoinRef<T> {
+    /// A handle dropped without `join`: if the goroutine already finished,
+    /// report a panic result now; otherwise the goroutine will (it sees
+    /// our reference gone when it completes). The CAS orders the two cases
+    /// against the completer's `fetch_or` on the same word.
     fn drop(&mut self) {
+        let header = self.header();
+        let mut cur = header.state.load(Ordering::Acquire);
+        loop {
+            if cur & COMPLETE != 0 {
+                // SAFETY: COMPLETE observed (Acquire): the stage is final;
+                // our reference keeps the cell alive. After `join` the stage
+                // is `Taken` and nothing is reported.
+                unsafe { (header.vtable.report_unjoined)(self.cell) };
+                break;
+            }
+            if cur >> 2 == 1 {
+                // We are the last reference and it is not complete: the
+                // task was dropped unrun (the release below frees it).
+                break;
+            }
+            // Release: as in `release`. Not the last reference (checked).
+            match header.state.compare_exchange(
+                cur,
+                cur - REF_ONE,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
         // SAFETY: we give up the JoinHandle's reference, once.
         unsafe { release(self.cell) }
     }
@@ -284,6 +322,7 @@ where
         fail: fail::<F, T>,
         take_output: take_output::<F, T>,
         dealloc: dealloc::<F, T>,
+        report_unjoined: report_unjoined::<F, T>,
     };
 }
 
@@ -306,6 +345,19 @@ where
         .map_err(|payload| JoinError::panicked(id, name, payload));
     // SAFETY: still the only user until COMPLETE is published.
     unsafe { *cell.stage.get() = Stage::Done(out) };
+}
+
+/// # Safety
+/// `h` is a live `Cell<F, T>` whose stage is final (COMPLETE published and
+/// observed), and only one party calls this (module note on reporting).
+unsafe fn report_unjoined<F, T>(h: NonNull<Header>) {
+    // SAFETY: per the contract.
+    let cell = unsafe { h.cast::<Cell<F, T>>().as_ref() };
+    // SAFETY: the stage is final; nobody writes it any more (the joiner, the
+    // only other reader, is gone or is us).
+    if let Stage::Done(Err(e)) = unsafe { &*cell.stage.get() } {
+        e.report_unjoined();
+    }
 }
 
 /// # Safety

@@ -46,6 +46,10 @@ pub(crate) struct M {
     /// Times this M parked idle, and woke (statistics; own thread writes).
     pub(crate) parks: AtomicU64,
     pub(crate) wakes: AtomicU64,
+    /// The goroutine wired to this thread by `lock_os_thread` (own thread).
+    lockedg: Cell<Option<&'static G>>,
+    /// The thread ended (a goroutine exited while locked to it).
+    dead: AtomicBool,
 }
 
 /// `M::p_id` when the M holds no P.
@@ -118,6 +122,8 @@ impl M {
             p_id: AtomicU32::new(NO_P),
             parks: AtomicU64::new(0),
             wakes: AtomicU64::new(0),
+            lockedg: Cell::new(None),
+            dead: AtomicBool::new(false),
         }))
     }
 
@@ -217,6 +223,24 @@ impl M {
         unsafe { (*self.nextp.get()).take() }
     }
 
+    /// The goroutine locked to this M (own thread only).
+    pub(crate) fn lockedg(&self) -> Option<&'static G> {
+        self.lockedg.get()
+    }
+
+    pub(crate) fn set_lockedg(&self, g: Option<&'static G>) {
+        self.lockedg.set(g);
+    }
+
+    /// Whether this M's thread has ended.
+    pub(crate) fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_dead(&self) {
+        self.dead.store(true, Ordering::Relaxed);
+    }
+
     /// Remembers the P left behind by a system call (own thread only).
     pub(crate) fn set_oldp(&self, p: Option<&'static crate::p::P>) {
         self.oldp.set(p);
@@ -287,5 +311,7 @@ fn mstart(m: &'static M) {
     if m.is_spinning() {
         crate::runtime::schedule::count_spin(m);
     }
-    crate::runtime::schedule::schedule(m)
+    crate::runtime::schedule::schedule(m);
+    // A goroutine exited while locked to this thread: the thread ends.
+    CURRENT.with(|c| c.set(ptr::null()));
 }

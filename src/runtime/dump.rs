@@ -16,7 +16,7 @@
 //! `name:` line. There are no stack frames: we cannot unwind another
 //! goroutine's stack.
 //!
-//! The Gs are found by walking the G arena (`g::for_each_g`), reading only
+//! The Gs are found by walking the G arena (`G::for_each`), reading only
 //! their atomic fields; names come from the name registry. Nothing is
 //! stopped, so a goroutine may change state while the dump is written.
 //!
@@ -43,14 +43,15 @@ struct Entry {
     id: u64,
     status: Status,
     reason: WaitReason,
-    waitsince: i64,
+    /// `G::waitsince`: ms since runtime start plus one, 0 if never.
+    waitsince: u32,
 }
 
 /// Writes the dump (module note) to `w`.
 pub(crate) fn dump(w: &mut dyn Write) -> io::Result<()> {
     let me = crate::current_id();
     let mut gs: Vec<Entry> = Vec::new();
-    crate::g::for_each_g(|g| {
+    crate::g::G::for_each(|g| {
         let status = g.status();
         if matches!(status, Status::Idle | Status::Dead) {
             return;
@@ -64,7 +65,7 @@ pub(crate) fn dump(w: &mut dyn Write) -> io::Result<()> {
     });
     gs.sort_by_key(|e| (e.id != me, e.id));
     let names: HashMap<u64, _> = crate::g::names().into_iter().collect();
-    let now = nanotime();
+    let now = crate::runtime::stats::ms_since_start(nanotime());
     let mut out = String::new();
     for e in &gs {
         header(&mut out, e, now);
@@ -79,8 +80,9 @@ pub(crate) fn dump(w: &mut dyn Write) -> io::Result<()> {
     w.flush()
 }
 
-/// `goroutine 17 [chan receive, 3 minutes]:`
-fn header(out: &mut String, e: &Entry, now: i64) {
+/// `goroutine 17 [chan receive, 3 minutes]:` (`now` on the coarse clock's
+/// scale).
+fn header(out: &mut String, e: &Entry, now: u32) {
     use std::fmt::Write as _;
     let status = match e.status {
         Status::Runnable => "runnable",
@@ -93,7 +95,7 @@ fn header(out: &mut String, e: &Entry, now: i64) {
     };
     let _ = write!(out, "goroutine {} [{status}", e.id);
     if e.status == Status::Waiting && e.waitsince != 0 {
-        let minutes = (now - e.waitsince) / 60_000_000_000;
+        let minutes = now.wrapping_sub(e.waitsince) / 60_000;
         if minutes >= 1 {
             let _ = write!(out, ", {minutes} minutes");
         }
@@ -118,6 +120,8 @@ pub(crate) fn install_sigquit() {
         eprintln!("goroutine: no SIGQUIT dump (thread: {e})");
         return;
     }
+    // It blocks in read(2) forever: a runtime thread for checkdead.
+    super::checkdead::internal_thread_started();
     if let Err(e) = crate::sys::signal::install_quit_handler(wr) {
         eprintln!("goroutine: no SIGQUIT dump (sigaction: {e})");
     }
@@ -147,14 +151,18 @@ fn sigquit_thread(rd: std::os::fd::RawFd) {
 mod tests {
     use super::*;
 
-    fn line(status: Status, reason: WaitReason, waited_ns: i64) -> String {
-        let now = 1_000_000_000_000;
+    fn line(status: Status, reason: WaitReason, waited_ms: i64) -> String {
+        let now = 1_000_000;
         let mut out = String::new();
         let e = Entry {
             id: 17,
             status,
             reason,
-            waitsince: if waited_ns < 0 { 0 } else { now - waited_ns },
+            waitsince: if waited_ms < 0 {
+                0
+            } else {
+                now - waited_ms as u32
+            },
         };
         header(&mut out, &e, now);
         out
@@ -162,7 +170,7 @@ mod tests {
 
     #[test]
     fn headers_are_gos() {
-        let min = 60_000_000_000;
+        let min = 60_000;
         assert_eq!(
             line(Status::Waiting, WaitReason::ChanReceive, 3 * min + 5),
             "goroutine 17 [chan receive, 3 minutes]:\n"

@@ -132,6 +132,11 @@ pub(crate) fn flush_yields_locked(l: &mut Locked, pp: &PHandle) {
 /// half of itself to the global queue (Go's runqput + runqputslow).
 #[inline]
 pub(crate) fn runqput(pp: &PHandle, g: &'static G, next: bool) {
+    // Randomized scheduling (tests only, `--cfg goroutine_randomize`, Go's
+    // randomizeScheduler under -race): half the time a G meant for runnext
+    // goes to the ring's tail instead, so tests cannot depend on runnext.
+    #[cfg(goroutine_randomize)]
+    let next = next && super::randomize::coin();
     // SAFETY: we own `pp` (we hold its handle).
     if let Some(overflow) = unsafe { pp.runq.put(NonNull::from(g), next) } {
         put_batch(overflow);

@@ -69,7 +69,12 @@ pub(crate) fn startm(pp: Option<PHandle>, spinning: bool) {
     }
     drop(l);
     super::sysmon::wake_if_waiting();
-    let nthreads = s.allm.lock().map(|v| v.len()).unwrap_or(0) + 1;
+    let nthreads = s
+        .allm
+        .lock()
+        .map(|v| v.iter().filter(|m| !m.is_dead()).count())
+        .unwrap_or(0)
+        + 1;
     super::syscall::check_thread_limit(nthreads);
     let id = s.mnext.fetch_add(1, Ordering::Relaxed);
     if let Err((e, pp)) = m::newm(id, pp, spinning) {

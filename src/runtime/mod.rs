@@ -18,24 +18,35 @@
 //! - `proc.rs`: creating goroutines (newproc), their exit, G free lists.
 //! - `park.rs`: `park`/`ready`, the primitive under every blocking operation.
 //! - `procresize.rs`: stop-the-world and `set_max_procs`.
-//! - `timers.rs`: the per-P timer heaps.
+//! - `timers.rs`, `timerheap.rs`: the per-P timer heaps (the heap protocol
+//!   is loom-checked).
 //! - `syscall.rs`: entering and leaving blocking system calls, `handoffp`.
+//! - `lockosthread.rs`: wiring a goroutine to its thread.
 //! - `preempt.rs`: the cooperative preemption check.
 //! - `sysmon.rs`: the monitor thread: preemption, syscall retake, polling,
 //!   schedtrace, trace samples.
+//! - `checkdead.rs`: deadlock detection.
+//! - `panics.rs`: reporting goroutine panics nobody joins.
+//! - `randomize.rs`: the randomized-scheduling test mode
+//!   (`--cfg goroutine_randomize`).
 //! - `stats.rs`: the statistics counters and `goroutine::stats`.
 //! - `schedtrace.rs`: `GODEBUG=schedtrace=N[,scheddetail=1]`.
 //! - `dump.rs`: the goroutine dump and SIGQUIT.
 //! - `env.rs`: GOMAXPROCS, GOROUTINE_MAX_THREADS, GODEBUG.
 
+pub(crate) mod checkdead;
 pub(crate) mod dump;
 pub(crate) mod env;
 pub(crate) mod globrunq;
 pub(crate) mod idle;
+pub(crate) mod lockosthread;
+pub(crate) mod panics;
 pub(crate) mod park;
 pub(crate) mod preempt;
 pub(crate) mod proc;
 pub(crate) mod procresize;
+#[cfg(goroutine_randomize)]
+pub(crate) mod randomize;
 pub(crate) mod schedtrace;
 pub(crate) mod schedule;
 pub(crate) mod spinning;
@@ -43,6 +54,7 @@ pub(crate) mod stats;
 pub(crate) mod steal;
 pub(crate) mod syscall;
 pub(crate) mod sysmon;
+pub(crate) mod timerheap;
 pub(crate) mod timers;
 
 use std::ptr;
@@ -168,7 +180,8 @@ pub(crate) fn sched() -> &'static Sched {
 /// by `wakep`.
 pub(crate) fn start() -> &'static Sched {
     START.call_once(|| {
-        START_NS.store(stats::refresh_coarse_now(), Ordering::Relaxed);
+        START_NS.store(crate::sys::time::nanotime(), Ordering::Relaxed);
+        stats::refresh_coarse_now();
         let n = env::gomaxprocs_from_env();
         let s = &SCHED;
         let mut l = s.lock();
@@ -188,6 +201,7 @@ pub(crate) fn start() -> &'static Sched {
         dump::install_sigquit();
         env::godebug();
         crate::trace::start_from_env(n as u32);
+        panics::install_hook();
         sysmon::start();
     });
     &SCHED

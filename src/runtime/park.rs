@@ -39,7 +39,10 @@ impl Waiter {
     pub(crate) fn wake(self) {
         match self {
             Waiter::Goroutine(g) => ready(g),
-            Waiter::Thread(t) => t.unpark(),
+            Waiter::Thread(t) => {
+                super::checkdead::progress();
+                t.unpark()
+            }
         }
     }
 }
@@ -62,7 +65,7 @@ pub(crate) fn park(reason: WaitReason, unlock: &mut dyn FnMut(&'static G) -> boo
         return;
     }
     g.set_wait_reason(reason);
-    g.set_waitsince(super::stats::coarse_now());
+    g.set_waitsince(super::stats::coarse_ms());
     // SAFETY: erasing the lifetime is sound because the closure lives on this
     // goroutine's stack, which stays intact until the scheduler has finished
     // calling it (it calls `unlock` before anything can resume this G).
@@ -88,6 +91,15 @@ pub(crate) fn goyield() {
 /// runnext when called on an M, else onto the global queue.
 pub(crate) fn ready(g: &'static G) {
     g.cas_waiting_to_runnable();
+    super::checkdead::progress();
+    // Randomized scheduling (tests only): sometimes make a woken goroutine
+    // wait behind the global queue, as if readied from another thread.
+    #[cfg(goroutine_randomize)]
+    if super::randomize::one_in(4) {
+        globrunq::put(g);
+        idle::wakep();
+        return;
+    }
     match m::current() {
         // SAFETY: m is the calling thread's own M.
         Some(m) => match unsafe { m.p() } {

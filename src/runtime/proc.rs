@@ -81,7 +81,8 @@ fn init(g: &'static G, id: u64, task: TaskRef, stack_size: usize, name: Option<A
     // published on a run queue below.
     let inner = unsafe { g.inner() };
     inner.task = Some(task);
-    inner.stack_size = stack_size;
+    // validate_stack_size caps stacks at 1 GiB.
+    inner.stack_size = u32::try_from(stack_size).unwrap_or(u32::MAX);
     inner.name = name;
     g.set_status(Status::Runnable);
 }
@@ -113,6 +114,8 @@ pub(crate) fn gdestroy(pp: &PHandle, g: &'static G, stack: Option<Stack>) {
         if inner.name.take().is_some() {
             crate::g::unregister_name(g.id());
         }
+        inner.locked = 0;
+        inner.lockedm = None;
     }
     if let Some(stack) = stack {
         // SAFETY: short exclusive borrow of our own P's local state.

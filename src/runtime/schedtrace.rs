@@ -13,8 +13,9 @@
 //!   delicate dance re-checks every queue instead);
 //! - the per-P run queue lengths (`[..]` and `runqsize=`) count the ring
 //!   plus runnext (Go prints the ring only);
-//! - `nmidlelocked` is 0 (no locked threads yet); `m=` of a P whose M is in
-//!   a system call is `nil` (our M gives its P up on entry).
+//! - `m=` of a P whose M is in a system call is `nil` (our M gives its P
+//!   up on entry); `lockedg=`/`lockedm=` are always `nil` (the wiring lives
+//!   in owner-only fields that sysmon may not read).
 //! - The `G` lines list the live goroutines (Go also lists dead ones,
 //!   which are on free lists here, status 0): `status=4(chan receive)`.
 //!
@@ -43,7 +44,14 @@ pub(crate) fn render(detailed: bool) -> String {
         let l = s.lock();
         (l.midle.len(), l.stopwait)
     };
-    let allm = s.allm.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let allm: Vec<_> = s
+        .allm
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .copied()
+        .filter(|m| !m.is_dead())
+        .collect();
     let n = s.gomaxprocs() as usize;
     let mut out = String::new();
     let _ = write!(
@@ -57,8 +65,9 @@ pub(crate) fn render(detailed: bool) -> String {
     if detailed {
         let _ = writeln!(
             out,
-            " gcwaiting={} nmidlelocked=0 stopwait={stopwait} sysmonwait={}",
+            " gcwaiting={} nmidlelocked={} stopwait={stopwait} sysmonwait={}",
             s.gcwaiting.load(Ordering::Relaxed),
+            super::checkdead::IDLE_LOCKED_MS.load(Ordering::Relaxed),
             s.sysmonwait.load(Ordering::Relaxed),
         );
     }
@@ -125,7 +134,7 @@ pub(crate) fn render(detailed: bool) -> String {
             m.is_spinning(),
         );
     }
-    crate::g::for_each_g(|g| {
+    crate::g::G::for_each(|g| {
         let status = g.status();
         if matches!(status, Status::Idle | Status::Dead) {
             return;

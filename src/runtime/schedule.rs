@@ -21,7 +21,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{globrunq, idle, proc, sched, stats, steal, syscall, timers};
+use super::{globrunq, idle, lockosthread, proc, sched, stats, steal, syscall, timers};
 use crate::g::context::{self, Action, Switch};
 use crate::g::{Status, G};
 use crate::m::{self, M};
@@ -31,14 +31,32 @@ use crate::spawn::JoinError;
 use crate::sys::time::nanotime;
 use crate::trace;
 
-/// The M loop. Entered by every M thread with a P; never returns.
-pub(crate) fn schedule(m: &'static M) -> ! {
+/// The M loop. Entered by every M thread with a P; returns only when a
+/// goroutine exited while locked to this thread (the thread then ends).
+pub(crate) fn schedule(m: &'static M) {
     loop {
+        if let Some(g) = m.lockedg() {
+            // Our locked G stopped running: wait until it is runnable and
+            // someone hands us a P (lockosthread.rs).
+            lockosthread::stoplockedm(m);
+            if !execute(m, g, false) {
+                return;
+            }
+            continue;
+        }
         let (g, inherit) = find_runnable(m);
         if m.is_spinning() {
             reset_spinning(m);
         }
-        execute(m, g, inherit);
+        if let Some(target) = lockosthread::lockedm(g) {
+            if !std::ptr::eq(target, m) {
+                lockosthread::startlockedm(m, target);
+                continue;
+            }
+        }
+        if !execute(m, g, inherit) {
+            return;
+        }
     }
 }
 
@@ -270,7 +288,8 @@ pub(crate) fn inject(mut list: Vec<&'static G>) {
 }
 
 /// Runs `g` on this M until it switches out, then carries out its action.
-fn execute(m: &'static M, g: &'static G, inherit: bool) {
+/// Returns false if the M must exit (its locked goroutine exited).
+fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
     let mut inherit = inherit;
     loop {
         // SAFETY: own thread, holding a P (find_runnable returned with one).
@@ -296,7 +315,7 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
         if co.is_none() {
             // First run: only now does the G get a stack.
             // SAFETY: the G is ours and not running: a short borrow.
-            let size = unsafe { g.inner() }.stack_size;
+            let size = unsafe { g.inner() }.stack_size as usize;
             // SAFETY: short exclusive borrow of our own P's local state.
             match unsafe { pp.local() }.stacks.get(size) {
                 Ok(stack) => {
@@ -310,7 +329,7 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
                         task.fail(JoinError::start_failed(g.id(), e));
                     }
                     proc::gdestroy(pp, g, None);
-                    return;
+                    return true;
                 }
             }
         }
@@ -319,7 +338,7 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
         if let Switch::Action(Action::ExitSyscall) = switch {
             // Back from a system call with no P to run on.
             syscall::exitsyscall0(m, g);
-            return;
+            return true;
         }
 
         // The G may have changed this M's P (set_max_procs); re-read it.
@@ -327,8 +346,13 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
         let pp = unsafe { m.p() }.expect("goroutine returned without a P");
         match switch {
             Switch::Exited(stack) => {
+                let locked = lockosthread::lockedm(g).is_some();
                 proc::gdestroy(pp, g, Some(stack));
-                return;
+                if locked {
+                    lockosthread::mexit(m);
+                    return false;
+                }
+                return true;
             }
             Switch::Action(Action::Yield) => {
                 // Go's Gosched puts the G at the global queue's tail: every
@@ -342,12 +366,16 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
                 if trace::on() {
                     trace::go_stop(g.id(), pp.id, trace::STOP_YIELD);
                 }
-                if sched().runqsize.load(Ordering::Relaxed) != 0 {
+                #[cfg(goroutine_randomize)]
+                let to_global = super::randomize::coin();
+                #[cfg(not(goroutine_randomize))]
+                let to_global = false;
+                if to_global || sched().runqsize.load(Ordering::Relaxed) != 0 {
                     globrunq::put_yield(pp, g);
                 } else {
                     globrunq::runqput(pp, g, false);
                 }
-                return;
+                return true;
             }
             Switch::Action(Action::Preempt) => {
                 // Go's gopreempt_m: a preempted G goes to the global queue.
@@ -357,7 +385,7 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
                     trace::go_stop(g.id(), pp.id, trace::STOP_PREEMPT);
                 }
                 globrunq::put(g);
-                return;
+                return true;
             }
             Switch::Action(Action::ExitSyscall) => unreachable!("handled above"),
             Switch::Action(Action::YieldLocal) => {
@@ -366,7 +394,7 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
                     trace::go_stop(g.id(), pp.id, trace::STOP_YIELD_LOCAL);
                 }
                 globrunq::runqput(pp, g, false);
-                return;
+                return true;
             }
             Switch::Action(Action::Park(unlock)) => {
                 g.set_status(Status::Waiting);
@@ -377,7 +405,7 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) {
                 // SAFETY: `unlock` points to a closure on the G's stack, which
                 // is intact: the G cannot run until `unlock` made it findable.
                 if unsafe { (*unlock)(g) } {
-                    return;
+                    return true;
                 }
                 // Park cancelled: run it again at once, same time slice.
                 g.set_status(Status::Runnable);

@@ -13,8 +13,8 @@
 //!   that other threads cannot see otherwise (free Gs, yield buffer);
 //! - per M (`crate::m::M`): written by the M's own thread, which holds no P
 //!   when it parks: parks and wakes;
-//! - per timer heap: timers fired (added once per `run_due` that fired any,
-//!   under the heap lock);
+//! - per P but written by any M that runs the P's timer heap (a real
+//!   `fetch_add`, once per check that fired timers): timers fired;
 //! - sysmon's own ([`SYSMON`]): written only by the sysmon thread: syscall
 //!   retakes and preemption requests;
 //! - global, for the rare paths with no owner: spawns from outside the
@@ -35,13 +35,15 @@
 //! counted as waiting.
 //!
 //! # The coarse clock
-//! [`coarse_now`] is a nanotime that sysmon refreshes every cycle (at most
-//! 10 ms apart while any P is busy) and Ms refresh when they wake. `park`
-//! stamps it into the G (`waitsince`) for the dump's "N minutes": a load and
-//! a store instead of a clock read on every park. Go itself only stamps
-//! `waitsince` during garbage collections.
+//! [`coarse_ms`] is the time since runtime start in ms (plus one) that
+//! sysmon refreshes every cycle (at most 10 ms apart while any P is busy)
+//! and Ms refresh when they wake. `park` stamps it into the G (`waitsince`)
+//! for the dump's "N minutes": a load and a store instead of a clock read on
+//! every park (`clock_gettime` costs 77 ns on the 2-vCPU VM this was written
+//! on, a park about 100). Go itself only stamps `waitsince` during garbage
+//! collections.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::sched;
 use crate::g::Status;
@@ -79,6 +81,9 @@ pub(crate) struct PCounters {
     /// Gauge: goroutines in this P's yield buffer (runnable, but in no
     /// queue that others can see).
     pub(crate) yieldq: AtomicU64,
+    /// Timers fired from this P's heap. The exception: any M may run the
+    /// heap, so this one is a `fetch_add` (only when timers fired).
+    pub(crate) timers_fired: AtomicU64,
 }
 
 /// Counters written only by the sysmon thread.
@@ -98,27 +103,26 @@ pub(crate) static SPAWNS_EXT: AtomicU64 = AtomicU64::new(0);
 pub(crate) static NETPOLL_READY: AtomicU64 = AtomicU64::new(0);
 
 #[repr(align(64))]
-struct Coarse(AtomicI64);
+struct Coarse(AtomicU32);
 
-static COARSE_NOW: Coarse = Coarse(AtomicI64::new(0));
+static COARSE_MS: Coarse = Coarse(AtomicU32::new(1));
 
-/// The coarse clock (module note): a nanotime at most ~10 ms old while
-/// goroutines run.
+/// The coarse clock (module note): ms since runtime start plus one, at
+/// most ~10 ms old while goroutines run.
 #[inline]
-pub(crate) fn coarse_now() -> i64 {
-    COARSE_NOW.0.load(Ordering::Relaxed)
+pub(crate) fn coarse_ms() -> u32 {
+    COARSE_MS.0.load(Ordering::Relaxed)
 }
 
-/// Refreshes the coarse clock with a time just read.
-#[inline]
-pub(crate) fn set_coarse_now(now: i64) {
-    COARSE_NOW.0.store(now, Ordering::Relaxed);
+/// The coarse clock's value for nanotime `now`.
+pub(crate) fn ms_since_start(now: i64) -> u32 {
+    (((now - super::start_time()).max(0) / 1_000_000) as u32).wrapping_add(1)
 }
 
-/// Refreshes the coarse clock from the real one.
+/// Refreshes the coarse clock from the real one; returns the nanotime read.
 pub(crate) fn refresh_coarse_now() -> i64 {
     let now = nanotime();
-    set_coarse_now(now);
+    COARSE_MS.0.store(ms_since_start(now), Ordering::Relaxed);
     now
 }
 
@@ -150,7 +154,7 @@ pub struct Stats {
     pub global_runq: usize,
     /// Ps on the idle list.
     pub idle_procs: usize,
-    /// OS threads running the scheduler (Ms; sysmon not included).
+    /// OS threads running the scheduler (live Ms; sysmon not included).
     pub threads: usize,
     /// Ms parked on the idle list.
     pub idle_threads: usize,
@@ -171,7 +175,8 @@ pub struct Stats {
     /// Times an M parked (idle), and was woken.
     pub m_parks: u64,
     pub m_wakes: u64,
-    /// OS threads created for Ms.
+    /// OS threads created for Ms (including those that ended with a
+    /// goroutine locked to them).
     pub threads_created: u64,
     /// Ps handed to another M because their M was in a system call: sysmon
     /// retakes plus `syscall_blocking` handoffs.
@@ -240,14 +245,14 @@ pub(crate) fn stats() -> Stats {
         st.spins += get(&c.spins);
         st.syscall_handoffs += get(&c.blocking_handoffs);
         st.preempt_yields += get(&c.preempt_yields);
-        st.timers_fired += p.timers.fired();
+        st.timers_fired += get(&c.timers_fired);
         if id < st.gomaxprocs {
             st.local_runq.push(p.runq.len());
         }
     }
     {
         let allm = s.allm.lock().unwrap_or_else(|e| e.into_inner());
-        st.threads = allm.len();
+        st.threads = allm.iter().filter(|m| !m.is_dead()).count();
         st.threads_created = allm.len() as u64;
         for m in allm.iter() {
             st.m_parks += m.parks.load(Ordering::Relaxed);

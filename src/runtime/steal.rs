@@ -53,7 +53,9 @@ pub(crate) fn steal_work(m: &'static M, pp: &PHandle, mut now: i64) -> Option<&'
             // queue is empty.
             let got = unsafe {
                 pp.runq
-                    .steal_into_counted(&victim.runq, last, || victim.status() == PStatus::Running)
+                    .steal_into_counted(&victim.runq, last || randomized_runnext(), || {
+                        victim.status() == PStatus::Running
+                    })
             };
             if let Some((g, n)) = got {
                 stats::bump(&pp.counters.steals, 1);
@@ -67,6 +69,15 @@ pub(crate) fn steal_work(m: &'static M, pp: &PHandle, mut now: i64) -> Option<&'
         }
     }
     None
+}
+
+/// In the randomized test mode, a thief may take runnext on any round.
+#[inline]
+fn randomized_runnext() -> bool {
+    #[cfg(goroutine_randomize)]
+    return super::randomize::one_in(8);
+    #[cfg(not(goroutine_randomize))]
+    false
 }
 
 /// The delicate dance's re-check, done by an M that holds no P after it

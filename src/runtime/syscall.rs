@@ -148,6 +148,13 @@ pub(crate) fn exitsyscall() {
 /// The scheduler side of the slow path (Go's exitsyscall0): on g0, no P.
 pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
     g.set_status(Status::Runnable);
+    if m.lockedg().is_some() {
+        // A locked G: queue it; the schedule loop's stoplockedm waits until
+        // whoever picks it hands us a P (lockosthread.rs).
+        globrunq::put(g);
+        idle::wakep();
+        return;
+    }
     let mut l = sched().lock();
     if let Some(pp) = idle::pidleget(&mut l) {
         drop(l);

@@ -42,6 +42,9 @@ pub(crate) fn start() {
         .name("goroutine-sysmon".into())
         .stack_size(128 * 1024)
         .spawn(sysmon);
+    if r.is_ok() {
+        super::checkdead::internal_thread_started();
+    }
     if let Err(e) = r {
         eprintln!("goroutine: cannot start sysmon ({e}): no preemption or syscall handoff");
     }
@@ -79,16 +82,21 @@ fn sysmon() {
         std::thread::sleep(std::time::Duration::from_micros(delay_us));
         let mut now = stats::refresh_coarse_now();
 
-        // Deep sleep when nothing runs, unless schedtrace or the tracer
-        // want their lines and samples on time (Go: schedtrace <= 0).
-        if schedtrace_ns == 0
-            && !crate::trace::on()
-            && (s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs())
-        {
+        if s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
             let l = s.lock();
             if s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
+                drop(l);
+                // Every P is idle: maybe nothing can ever run again.
+                super::checkdead::check();
+                now = stats::refresh_coarse_now();
+                let l = s.lock();
+                // Deep sleep, unless schedtrace or the tracer want their
+                // lines and samples on time (Go: only if schedtrace <= 0).
+                let still_idle = schedtrace_ns == 0
+                    && !crate::trace::on()
+                    && (s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs());
                 let next = timers::next_when();
-                if next == 0 || next > now {
+                if still_idle && (next == 0 || next > now) {
                     s.sysmonnote.clear();
                     s.sysmonwait.store(true, Ordering::SeqCst);
                     drop(l);

@@ -205,6 +205,8 @@ impl WaitCell {
         }
         let _ = (mode, reason);
         drop(guard);
+        #[cfg(not(loom))]
+        let _blocked = crate::runtime::checkdead::thread_blocked();
         // Acquire: pairs with the Release store in `wake`, so whatever the
         // waker wrote into the record is visible once we see `true`.
         while !self.woken.load(Ordering::Acquire) {

@@ -5,6 +5,7 @@
 pub(crate) mod futex;
 pub(crate) mod mem;
 pub(crate) mod signal;
+pub(crate) mod socket;
 pub(crate) mod time;
 
 /// The kernel thread id of the calling thread.

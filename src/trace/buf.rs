@@ -466,6 +466,8 @@ pub(super) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
     let writer = std::thread::Builder::new()
         .name("goroutine-trace".into())
         .spawn(move || writer(out))?;
+    // A runtime thread for checkdead while it lives (until `stop` joins it).
+    crate::runtime::checkdead::internal_thread_started();
     *control = Some(writer);
     // Release: the session above is visible to whoever sees `ON` (Acquire
     // in `emit`).
@@ -517,7 +519,9 @@ pub(super) fn stop() -> io::Result<()> {
         q.done = true;
     }
     QUEUE_CV.notify_all();
-    match writer.join() {
+    let r = writer.join();
+    crate::runtime::checkdead::internal_thread_exited();
+    match r {
         Ok(r) => r,
         Err(_) => Err(io::Error::other("the trace writer panicked")),
     }

@@ -1,0 +1,137 @@
+//! Networking for goroutines: [`TcpListener`], [`TcpStream`], [`UdpSocket`],
+//! [`UnixListener`] and [`UnixStream`], with the constructors and methods of
+//! `std::net` and `std::os::unix::net`, whose blocking operations park the
+//! goroutine instead of blocking its OS thread (Go's `net` package on its
+//! netpoller).
+//!
+//! ```no_run
+//! use std::io::{Read, Write};
+//! use goroutine::net::TcpListener;
+//!
+//! goroutine::run(|| {
+//!     let listener = TcpListener::bind("127.0.0.1:7878")?;
+//!     for stream in listener.incoming() {
+//!         let mut stream = stream?;
+//!         goroutine::go(move || {
+//!             let mut buf = [0; 4096];
+//!             while let Ok(n @ 1..) = stream.read(&mut buf) {
+//!                 if stream.write_all(&buf[..n]).is_err() {
+//!                     break;
+//!                 }
+//!             }
+//!         });
+//!     }
+//!     Ok::<(), std::io::Error>(())
+//! })
+//! .unwrap();
+//! ```
+//!
+//! # Design
+//! Each type is a std socket in non-blocking mode plus a `NetFd` (`fd.rs`): the
+//! netpoller registration, the timeouts and deadlines, and the I/O loop
+//! (try the system call; on `WouldBlock`, park until the netpoller reports
+//! the descriptor ready, then try again). Go's `net` is built the same way
+//! (`netFD` over `internal/poll.FD` over `pollDesc`). The loop, its
+//! invariants and the registration rules are in `fd.rs`; raw socket calls
+//! std lacks (non-blocking `connect`, `accept4`, `listen`) are in
+//! `crate::sys::socket`.
+//!
+//! - **Nothing blocks an OS thread.** Sockets are created non-blocking
+//!   (`SOCK_NONBLOCK | SOCK_CLOEXEC`), `connect` waits for writability and
+//!   reads `SO_ERROR`, `accept` is `accept4`. Name resolution (the
+//!   `ToSocketAddrs` argument of `bind`, `connect`, `send_to`) may block
+//!   in the resolver, so it runs under [`crate::syscall`].
+//! - **Outside the runtime** (a plain thread) the same calls block the
+//!   thread, as std's do.
+//! - **Timeouts and deadlines.** `set_read_timeout` / `set_write_timeout`
+//!   have std's signatures and errors (`Some(Duration::ZERO)` is
+//!   `InvalidInput`) and bound each operation's wait. Go's absolute
+//!   deadlines are there too (`set_read_deadline`, `set_write_deadline`,
+//!   `set_deadline`): once a deadline has passed, operations in that
+//!   direction fail at once, even with data ready, as in Go. An operation
+//!   waits until the earlier of the deadline and now + timeout. Expiry is
+//!   always `ErrorKind::TimedOut` ("i/o timeout"; std on Unix reports
+//!   `WouldBlock` for a timed-out read). A new deadline applies to
+//!   operations that start after it is set: unlike Go, it does not wake an
+//!   operation that is already waiting (`shutdown` does).
+//! - **`set_nonblocking(true)`** is accepted: the descriptor is always
+//!   `O_NONBLOCK` underneath, and the flag makes operations that would wait
+//!   fail with `WouldBlock` instead, as std's do.
+//! - **Handles and clones.** `try_clone` `dup`s the descriptor, as std:
+//!   the clone has its own registration and shares the timeouts, deadlines
+//!   and non-blocking flag (std's are socket options and file status flags,
+//!   shared through `dup`). Goroutines may use one handle from both sides at
+//!   once through `&TcpStream` / `&UnixStream` (`Read` and `Write` are
+//!   implemented for the references); operations in the same direction on
+//!   one handle wait one at a time (Go's `fdMutex`).
+//! - **Listeners** listen with the kernel's maximum backlog
+//!   (`net.core.somaxconn`, as Go; std uses 128). An `accept` that fails
+//!   with `EMFILE`/`ENFILE` returns the error and the listener keeps
+//!   working.
+//! - **Socket options** start at std's (and the kernel's) defaults: Nagle
+//!   is on until `set_nodelay(true)`, no keep-alive (Go turns on
+//!   `TCP_NODELAY` and 15 s keep-alives for every TCP connection).
+//! - **Errors** are std's `io::Error`s with std's kinds
+//!   (`ConnectionRefused`, `AddrInUse`, `TimedOut`, ...); nothing panics.
+
+mod fd;
+mod tcp_listener;
+mod tcp_stream;
+mod udp_socket;
+mod unix_listener;
+mod unix_stream;
+
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+
+pub use std::net::Shutdown;
+
+pub use self::tcp_listener::{Incoming, TcpListener};
+pub use self::tcp_stream::TcpStream;
+pub use self::udp_socket::UdpSocket;
+pub use self::unix_listener::{UnixIncoming, UnixListener};
+pub use self::unix_stream::UnixStream;
+
+/// Resolves `addr` without holding up other goroutines.
+fn resolve<A: ToSocketAddrs>(addr: A) -> io::Result<Vec<SocketAddr>> {
+    crate::syscall(|| addr.to_socket_addrs().map(Iterator::collect))
+}
+
+/// std's `each_addr`: tries `f` on every address `addr` resolves to and
+/// returns the first success, or the last error.
+fn each_addr<A: ToSocketAddrs, T>(
+    addr: A,
+    mut f: impl FnMut(&SocketAddr) -> io::Result<T>,
+) -> io::Result<T> {
+    let mut last = None;
+    for a in resolve(addr)? {
+        match f(&a) {
+            Ok(t) => return Ok(t),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "could not resolve to any addresses",
+        )
+    }))
+}
+
+/// The first address `addr` resolves to (std's rule for `send_to`).
+fn first_addr<A: ToSocketAddrs>(addr: A) -> io::Result<SocketAddr> {
+    resolve(addr)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no addresses to send data to"))
+}
+
+/// Every type here can be moved to and shared between goroutines.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<TcpListener>();
+    send_sync::<TcpStream>();
+    send_sync::<UdpSocket>();
+    send_sync::<UnixListener>();
+    send_sync::<UnixStream>();
+};

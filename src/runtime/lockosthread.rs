@@ -1,0 +1,111 @@
+//! LockOSThread (Go's lockOSThread / unlockOSThread, startlockedm,
+//! stoplockedm, and the thread exit of a goroutine that dies locked).
+//!
+//! # Protocol
+//! - `lock_os_thread` wires the running G and its M together (`G::lockedm`,
+//!   in the G's owner-only `Inner`, and `M::lockedg`, own thread only) and
+//!   counts nesting; `unlock_os_thread` unwires when the count drops to 0.
+//! - While wired, the G runs only on its M. When it stops running (parks,
+//!   yields, is preempted, leaves a system call without a P), its M finds
+//!   `lockedg` set at the top of `schedule`, hands its P off (`handoffp`)
+//!   and sleeps on its note, on no idle list ([`stoplockedm`]).
+//! - Whoever takes the runnable G off a run queue sees `lockedm`, hands *its
+//!   own* P to that M through `nextp` and wakes it, then parks itself on the
+//!   idle list ([`startlockedm`]). The woken M runs its G.
+//! - A G that exits still locked takes its thread with it: the M hands off
+//!   its P and its thread ends ([`mexit`]), as Go does, since the goroutine
+//!   may have left the thread in a state no one else should inherit.
+//!
+//! Ownership of the P moves only through `nextp` + note wakeup (the same
+//! edge `startm` uses) or `handoffp`, so the one-owner rule holds. A locked
+//! M's note is woken at most once per sleep: only the single M that popped
+//! its runnable G calls `startlockedm`.
+
+use super::{idle, syscall};
+use crate::g::G;
+use crate::m::{self, M};
+
+/// See `crate::lock_os_thread`.
+pub(crate) fn lock_os_thread() {
+    let Some(m) = m::current() else { return };
+    let Some(g) = m.curg() else { return };
+    // SAFETY: the running G owns its Inner.
+    let inner = unsafe { g.inner() };
+    inner.locked = inner
+        .locked
+        .checked_add(1)
+        .unwrap_or_else(|| super::throw("lock_os_thread nesting overflow"));
+    inner.lockedm = Some(m);
+    m.set_lockedg(Some(g));
+}
+
+/// See `crate::unlock_os_thread`.
+pub(crate) fn unlock_os_thread() {
+    let Some(m) = m::current() else { return };
+    let Some(g) = m.curg() else { return };
+    // SAFETY: the running G owns its Inner.
+    let inner = unsafe { g.inner() };
+    if inner.locked == 0 {
+        return;
+    }
+    inner.locked -= 1;
+    if inner.locked == 0 {
+        inner.lockedm = None;
+        m.set_lockedg(None);
+    }
+}
+
+/// The M locked to `g`, if any (read by the M that owns `g`: its runner or
+/// the one that popped it off a run queue).
+pub(crate) fn lockedm(g: &'static G) -> Option<&'static M> {
+    // SAFETY: the caller owns the G (module note).
+    unsafe { g.inner() }.lockedm
+}
+
+/// The M's locked G stopped running: give the P away and sleep until
+/// someone hands us a P to run it again (Go's stoplockedm).
+pub(crate) fn stoplockedm(m: &'static M) {
+    // SAFETY: own thread, holding a P.
+    if let Some(pp) = unsafe { m.p() }.is_some().then(|| unsafe { m.releasep() }) {
+        syscall::handoffp(pp);
+    }
+    super::stats::bump(&m.parks, 1);
+    if crate::trace::on() {
+        crate::trace::m_park();
+    }
+    super::checkdead::IDLE_LOCKED_MS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    m.park.sleep();
+    super::checkdead::IDLE_LOCKED_MS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    m.park.clear();
+    super::stats::bump(&m.wakes, 1);
+    super::stats::refresh_coarse_now();
+    if crate::trace::on() {
+        crate::trace::m_wake();
+    }
+    // SAFETY: own thread, after the wakeup that published nextp.
+    unsafe {
+        let pp = m.take_nextp().expect("stoplockedm: woken without a P");
+        m.acquirep(pp);
+    }
+}
+
+/// This M popped `g`, which is locked to another M: hand our P to that M
+/// and park (Go's startlockedm).
+pub(crate) fn startlockedm(m: &'static M, target: &'static M) {
+    // SAFETY: own thread, holding a P.
+    let pp = unsafe { m.releasep() };
+    // SAFETY: `target` sleeps in stoplockedm (its G was runnable, so it has
+    // stopped running it), off every list; only we, who popped its G, wake it.
+    unsafe { target.set_nextp(pp, false) };
+    target.park.wakeup();
+    idle::stopm(m);
+}
+
+/// The locked G exited: hand off the P; the caller ends the thread.
+pub(crate) fn mexit(m: &'static M) {
+    m.set_lockedg(None);
+    // SAFETY: own thread, holding a P.
+    let pp = unsafe { m.releasep() };
+    syscall::handoffp(pp);
+    m.set_dead();
+}

@@ -1,0 +1,96 @@
+//! What happens to a goroutine's panic.
+//!
+//! Go crashes the program on any unrecovered goroutine panic. Here a panic
+//! is the goroutine's result: `JoinHandle::join` returns it as a
+//! `JoinError` (with the goroutine id, name, message and location), and
+//! nothing is printed for a panic somebody joins. A panic nobody will join
+//! (its `JoinHandle` was dropped before or after it finished, without
+//! `join`) is printed once on stderr:
+//!
+//! `goroutine 17 panicked at src/main.rs:4:5:` / `boom`
+//!
+//! With `GOROUTINE_PANIC=abort` such an unjoined panic instead ends the
+//! process the way Go does: `panic: boom`, a blank line,
+//! `goroutine 17 [running]:` and the location, exit status 2.
+//!
+//! # Mechanism
+//! The runtime wraps the process's panic hook when it starts. For a panic
+//! on a goroutine the wrapper records the location (by goroutine id: the
+//! unwinding goroutine may migrate to another thread before `catch_unwind`
+//! sees the payload, so thread-local storage cannot carry it) and prints
+//! nothing; any other panic goes to the previous hook unchanged. A hook set
+//! *after* the runtime started replaces the wrapper and sees every panic.
+//! Who reports an unjoined panic is decided by the task cell's state word
+//! (`g/task.rs`): the goroutine if its handle was already gone when it
+//! finished, else the handle when dropped without joining: exactly once.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Mutex;
+use std::sync::OnceLock;
+
+use crate::m;
+
+static LOCATIONS: Mutex<Option<HashMap<u64, String>>> = Mutex::new(None);
+static ABORT: OnceLock<bool> = OnceLock::new();
+
+fn abort_mode() -> bool {
+    *ABORT.get_or_init(|| match std::env::var("GOROUTINE_PANIC") {
+        Err(_) => false,
+        Ok(v) if v == "abort" => true,
+        Ok(v) if v == "report" || v.is_empty() => false,
+        Ok(v) => {
+            eprintln!(
+                "goroutine: GOROUTINE_PANIC={v:?} is not `abort` or `report`; using `report`"
+            );
+            false
+        }
+    })
+}
+
+/// Installs the hook wrapper (once, at runtime start).
+pub(crate) fn install_hook() {
+    abort_mode();
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| match m::current_g() {
+        Some(g) => {
+            let loc = info
+                .location()
+                .map(|l| l.to_string())
+                .unwrap_or_else(|| "<unknown>".into());
+            let mut map = LOCATIONS.lock().unwrap_or_else(|e| e.into_inner());
+            map.get_or_insert_with(HashMap::new).insert(g.id(), loc);
+        }
+        None => prev(info),
+    }));
+}
+
+/// The location recorded for goroutine `id`'s panic, if any.
+pub(crate) fn take_location(id: u64) -> Option<String> {
+    let mut map = LOCATIONS.lock().unwrap_or_else(|e| e.into_inner());
+    map.as_mut().and_then(|m| m.remove(&id))
+}
+
+/// A panic that nobody will join: print it, or end the process.
+#[cold]
+pub(crate) fn unjoined(id: u64, name: Option<&str>, message: &str, location: Option<&str>) {
+    let stderr = std::io::stderr();
+    let mut out = stderr.lock();
+    let loc = location.unwrap_or("<unknown>");
+    if abort_mode() {
+        let _ = writeln!(
+            out,
+            "panic: {message}\n\ngoroutine {id} [running]:\n\t{loc}"
+        );
+        let _ = out.flush();
+        std::process::exit(2);
+    }
+    match name {
+        Some(n) => {
+            let _ = writeln!(out, "goroutine {id} ({n}) panicked at {loc}:\n{message}");
+        }
+        None => {
+            let _ = writeln!(out, "goroutine {id} panicked at {loc}:\n{message}");
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! Deadlock detection (Go's checkdead), as Go's own tests check it: each
+//! scenario runs as a separate process whose only plain thread is `main`,
+//! and must end with `fatal error: all goroutines are asleep - deadlock!`,
+//! each goroutine's wait reason, and exit status 2 -- or, for the
+//! no-false-positive scenarios, finish normally.
+//!
+//! This target has no libtest harness (`harness = false` in Cargo.toml):
+//! libtest runs each test on a thread of its own while `main` waits for it
+//! outside the runtime, and the runtime rightly refuses to call a process
+//! dead while a thread it cannot see into is alive.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use goroutine::{chan, go, run, select};
+
+const SCENARIO: &str = "GOROUTINE_DEADLOCK_SCENARIO";
+
+fn scenario(name: &str) {
+    match name {
+        "select_forever" => run(|| select! {}),
+        "chan_nobody_sends" => run(|| {
+            let (_tx, rx) = chan::<i32>(0);
+            let _keep = _tx.clone();
+            let _ = rx.recv();
+        }),
+        "locked_blocked_forever" => run(|| {
+            go(|| {
+                goroutine::lock_os_thread();
+                let (_tx, rx) = chan::<i32>(0);
+                let _ = rx.recv();
+            });
+            let (_tx2, rx2) = chan::<i32>(0);
+            let _ = rx2.recv();
+        }),
+        "many_blocked" => run(|| {
+            let (tx, rx) = chan::<i32>(0);
+            for _ in 0..100 {
+                let tx = tx.clone();
+                go(move || {
+                    let _ = tx.send(1);
+                    let _ = tx.send(2);
+                });
+            }
+            // Receive some, then wait for a value nobody will send.
+            for _ in 0..100 {
+                rx.recv().unwrap();
+            }
+            let (_t, never) = chan::<i32>(0);
+            let _ = never.recv();
+            drop(tx);
+        }),
+        // No false positives: a pending timer, a pending network accept,
+        // and a plain thread that will send later.
+        "timer_pending" => run(|| {
+            let (tx, rx) = chan::<i32>(0);
+            go(move || {
+                goroutine::time::sleep(Duration::from_millis(300));
+                tx.send(1).unwrap();
+            });
+            assert_eq!(rx.recv().unwrap(), 1);
+            println!("ok");
+        }),
+        "accept_pending" => run(|| {
+            let l = goroutine::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            println!("port {}", l.local_addr().unwrap().port());
+            std::io::stdout().flush().unwrap();
+            let (_c, _) = l.accept().unwrap();
+            println!("ok");
+        }),
+        "thread_sends_later" => {
+            let (tx, rx) = chan::<i32>(0);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                tx.send(7).unwrap();
+            });
+            let v = run(move || rx.recv().unwrap());
+            assert_eq!(v, 7);
+            println!("ok");
+        }
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+fn spawn(name: &str) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .env(SCENARIO, name)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn scenario")
+}
+
+fn expect_deadlock(name: &str, reasons: &[&str]) {
+    let out = spawn(name).wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{name}: {}\n{stderr}",
+        out.status
+    );
+    assert!(
+        stderr.starts_with("fatal error: all goroutines are asleep - deadlock!"),
+        "{name}: {stderr}"
+    );
+    for r in reasons {
+        assert!(stderr.contains(r), "{name}: missing {r:?} in:\n{stderr}");
+    }
+    println!("{name}: ok");
+}
+
+fn expect_success(name: &str) {
+    let mut child = spawn(name);
+    if name == "accept_pending" {
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let line = lines.next().unwrap().unwrap();
+        let port: u16 = line.strip_prefix("port ").unwrap().parse().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let _c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let status = child.wait().unwrap();
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert!(status.success(), "{name}: {status}\n{stderr}");
+        println!("{name}: ok");
+        return;
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{name}: {}\n{stderr}", out.status);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok"));
+    println!("{name}: ok");
+}
+
+fn main() {
+    if let Ok(name) = std::env::var(SCENARIO) {
+        scenario(&name);
+        return;
+    }
+    expect_deadlock("select_forever", &["goroutine 1 [select (no cases)]:"]);
+    expect_deadlock("chan_nobody_sends", &["goroutine 1 [chan receive]:"]);
+    expect_deadlock(
+        "locked_blocked_forever",
+        &[
+            "goroutine 1 [chan receive]:",
+            "[chan receive, locked to thread]:",
+        ],
+    );
+    expect_deadlock(
+        "many_blocked",
+        &["goroutine 1 [chan receive]:", "[chan send]:"],
+    );
+    expect_success("timer_pending");
+    expect_success("accept_pending");
+    expect_success("thread_sends_later");
+}
