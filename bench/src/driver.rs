@@ -734,7 +734,7 @@ mod tests {
         assert_eq!(all.workloads.len(), workloads::all().len());
         assert_eq!(all.procs, [1, 2]);
         assert!(Options::parse(&args("nope")).is_err());
-        assert!(Options::parse(&args("timers"))
+        assert!(Options::parse(&args("echo"))
             .unwrap_err()
             .contains("not yet available"));
         assert!(Options::parse(&args("spawn --runs 0")).is_err());
@@ -789,7 +789,12 @@ mod tests {
             o.workloads,
             ["pingpong_cross", "parked_1m", "fib", "parked"]
         );
-        for name in ["hog_fairness", "syscalls", "timers", "echo", "http"] {
+        let o = Options::parse(&args("timers,timers_churn,syscalls,hog_fairness")).unwrap();
+        assert_eq!(
+            o.workloads,
+            ["timers", "timers_churn", "syscalls", "hog_fairness"]
+        );
+        for name in ["echo", "http"] {
             assert!(Options::parse(&args(name))
                 .unwrap_err()
                 .contains("not yet available"));

@@ -20,7 +20,9 @@ use into target/go-peers), tokio, may and OS threads, each run in its own
 process, interleaved; prints median (min-max) over the runs, peak RSS and
 ours / best peer. `prodcons` means prodcons0,prodcons10,prodcons100;
 `fanout` means fanout4,fanout64,fanout1024. Secondary figures of a run
-(parked's spawn+park and wake-all times) get rows <workload>.<metric>.
+(parked's spawn+park and wake-all times, timers' p50 and max oversleep,
+hog_fairness' probe lateness, syscalls' peak threads) get rows
+<workload>.<metric>.
 --quick: small sizes (a few seconds in all), for CI.";
 
 fn main() -> ExitCode {

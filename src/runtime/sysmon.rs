@@ -6,9 +6,11 @@
 //! - `retake`s: a P whose goroutine has run for 10 ms without a scheduling
 //!   point gets `preempt` set (cooperative preemption: the goroutine yields
 //!   at its next runtime call or `preempt_point()`, to the global queue);
-//!   a P that has stayed in one system call for a whole sysmon tick is taken
-//!   (`Syscall -> Idle` CAS) and handed off, unless it has no work and other
-//!   Ms are idle or spinning, in which case it waits 10 ms.
+//!   a P that has stayed in one system call for a whole sysmon tick, or is
+//!   in a system call after 10 ms with one G (Go's `sysretake`: a G that
+//!   loops on short calls), is taken (`Syscall -> Idle` CAS) and handed
+//!   off, unless it has no work and other Ms are idle or spinning, in which
+//!   case it waits 10 ms.
 //!
 //! Sleep: 20 us per cycle; after 50 cycles with nothing to do the sleep
 //! doubles each cycle up to 10 ms. When every P is idle (or the world is
@@ -176,25 +178,34 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
     for (id, pd) in views.iter_mut().enumerate().take(n) {
         let Some(p) = s.allp(id) else { continue };
         let status = p.status();
+        // Go's sysretake: the P has had one G for 10 ms. If that G is in a
+        // system call now, take the P even though it has entered a new one
+        // since sysmon last looked: a G looping on short system calls
+        // re-takes its P on every exit, and would otherwise hold it (and
+        // starve the P's other goroutines) for as long as it loops.
+        let mut sysretake = false;
         if status == PStatus::Running || status == PStatus::Syscall {
             let t = p.schedtick();
             if pd.schedtick != t {
                 pd.schedtick = t;
                 pd.schedwhen = now;
-            } else if pd.schedwhen + FORCE_PREEMPT_NS <= now && !p.preempt.load(Ordering::Relaxed) {
-                p.preempt.store(true, Ordering::Release);
-                stats::bump(&stats::SYSMON.preempt_requests, 1);
-                if crate::trace::on() {
-                    let g = curg_of_p(s, p.id).map_or(0, |g| g.id());
-                    crate::trace::preempt(g, p.id);
+            } else if pd.schedwhen + FORCE_PREEMPT_NS <= now {
+                if !p.preempt.load(Ordering::Relaxed) {
+                    stats::bump(&stats::SYSMON.preempt_requests, 1);
+                    if crate::trace::on() {
+                        let g = curg_of_p(s, p.id).map_or(0, |g| g.id());
+                        crate::trace::preempt(g, p.id);
+                    }
                 }
+                p.preempt.store(true, Ordering::Release);
+                sysretake = true;
             }
         }
         if status != PStatus::Syscall {
             continue;
         }
         let t = p.syscalltick();
-        if pd.syscalltick != t {
+        if !sysretake && pd.syscalltick != t {
             pd.syscalltick = t;
             pd.syscallwhen = now;
             continue;

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 pub mod fanout;
 pub mod fib;
+pub mod hog_fairness;
+pub mod latency;
 pub mod parked;
 pub mod pingpong;
 pub mod pingpong_cross;
@@ -16,7 +18,9 @@ pub mod spawn;
 pub mod spawn_chain;
 pub mod spawn_remote;
 pub mod steal_skew;
+pub mod syscalls;
 pub mod thread_ring;
+pub mod timers;
 pub mod yields;
 
 /// One measurement: the figure (lower is better), its unit, the answer the
@@ -278,6 +282,46 @@ pub fn all() -> Vec<Workload> {
             threads: Err("an OS thread per spawn (2,583 per tree): not sensible"),
             go: Ok(fib::go),
         },
+        Workload {
+            name: "hog_fairness",
+            what: "1 worker: Go's BenchmarkPingPongHog, a ping-pong pair beside a spinning hog (ns per round trip); rows .probe_p99/.probe_max: P hogs beside a probe sleeping 1 ms in a loop, its lateness (ms); ours' hogs call preempt_point(), tokio's consume_budget()",
+            min_procs: 1,
+            ours: hog_fairness::ours,
+            tokio: Ok(hog_fairness::tokio),
+            may: Err("no preemption nor budget: a spinning coroutine keeps its worker"),
+            threads: Ok(hog_fairness::threads),
+            go: Ok(hog_fairness::go),
+        },
+        Workload {
+            name: "syscalls",
+            what: "2 compute goroutines beside 100 looping nanosleep(1 ms) in the syscall wrapper (compute time / time alone); row .threads: peak OS threads",
+            min_procs: 1,
+            ours: syscalls::ours,
+            tokio: Ok(syscalls::tokio),
+            may: Err("no syscall wrapper: a blocking call holds its worker"),
+            threads: Ok(syscalls::threads),
+            go: Ok(syscalls::go),
+        },
+        Workload {
+            name: "timers",
+            what: "100K goroutines each sleep 1 s + (i mod 1000) ms (oversleep p99, ms; rows .p50/.max)",
+            min_procs: 1,
+            ours: timers::ours,
+            tokio: Ok(timers::tokio),
+            may: Ok(timers::may),
+            threads: Err("100K OS threads: not sensible"),
+            go: Ok(timers::go),
+        },
+        Workload {
+            name: "timers_churn",
+            what: "1,000 pending timers; ~1M ops: start, reset, stop a fresh timer (ns per op)",
+            min_procs: 1,
+            ours: timers::churn_ours,
+            tokio: Ok(timers::churn_tokio),
+            may: Err("no timer object to reset or stop"),
+            threads: Err("std has no timers"),
+            go: Ok(timers::churn_go),
+        },
     ]
 }
 
@@ -295,13 +339,7 @@ pub fn list() -> String {
 }
 
 /// Workloads of benchmarks.md that the tool does not run yet.
-pub const NOT_YET: [(&str, &str); 5] = [
-    ("hog_fairness", "not yet available (needs preemption)"),
-    (
-        "syscalls",
-        "not yet available (needs the blocking-syscall wrapper)",
-    ),
-    ("timers", "not yet available (needs timers)"),
+pub const NOT_YET: [(&str, &str); 2] = [
     ("echo", "not yet available (needs net)"),
     ("http", "not yet available (needs net)"),
 ];
@@ -315,6 +353,20 @@ where
 {
     let rt = ::tokio::runtime::Builder::new_multi_thread()
         .worker_threads(procs)
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(async move { ::tokio::spawn(f).await.expect("tokio task panicked") })
+}
+
+/// [`tokio_run`] with tokio's time driver enabled (`tokio::time`).
+pub fn tokio_run_timed<F, T>(procs: usize, f: F) -> T
+where
+    F: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let rt = ::tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(procs)
+        .enable_time()
         .build()
         .expect("tokio runtime");
     rt.block_on(async move { ::tokio::spawn(f).await.expect("tokio task panicked") })
@@ -415,10 +467,14 @@ mod tests {
             "parked_1m",
             "fib",
             "steal_skew",
+            "timers",
+            "timers_churn",
+            "syscalls",
+            "hog_fairness",
         ] {
             assert!(all().iter().any(|w| w.name == want), "{want}");
         }
-        for name in ["timers", "echo", "http", "hog_fairness", "syscalls"] {
+        for name in ["echo", "http"] {
             let line = list
                 .lines()
                 .find(|l| l.split_whitespace().next() == Some(name))

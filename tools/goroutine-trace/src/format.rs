@@ -1,0 +1,345 @@
+//! The execution trace format, version 1 (`docs/trace-format.md`): constants,
+//! the event enum, and the names the tool prints for codes.
+//!
+//! This module is the single place that knows the numbering. The decoder
+//! (`decode.rs`) and the writer (`writer.rs`) both go through [`Event::ty`],
+//! [`Event::fields`] and [`Event::from_fields`], so a change of the table in the
+//! document is a change here only.
+
+/// `"GRTRACE\0"`, the first 8 bytes of every trace.
+pub const MAGIC: [u8; 8] = *b"GRTRACE\0";
+/// The only version this tool reads.
+pub const VERSION: u32 = 1;
+/// magic 8 + version 4 + flags 4 + start_ns 8 + unix_start_ns 8 + gomaxprocs 4 + reserved 4.
+pub const HEADER_LEN: usize = 40;
+/// Tag byte of a batch record.
+pub const BATCH_TAG: u8 = 0xB7;
+/// tag 1 + m_id 4 + payload_len 4.
+pub const BATCH_HEADER_LEN: usize = 9;
+/// Tag byte of the trailer record.
+pub const TRAILER_TAG: u8 = 0xE0;
+/// tag 1 + end_ns 8 + dropped_events 8.
+pub const TRAILER_LEN: usize = 17;
+/// The runtime's batch buffer size; the writer flushes at this size too.
+pub const BATCH_SIZE: usize = 64 * 1024;
+/// `GoUnblock.p` when the goroutine was queued on the global run queue.
+pub const GLOBAL_QUEUE: u64 = u32::MAX as u64;
+/// Highest event type number of version 1.
+pub const MAX_EVENT_TYPE: u8 = 20;
+
+/// The trace header, as written at the start of the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub version: u32,
+    pub flags: u32,
+    /// `nanotime` when tracing started; event times are relative to it.
+    pub start_ns: u64,
+    /// Wall clock at start (display only).
+    pub unix_start_ns: u64,
+    pub gomaxprocs: u32,
+}
+
+/// One event, without its timestamp. Field names follow the format table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    GoCreate {
+        g: u64,
+        parent: u64,
+        p: u64,
+    },
+    GoStart {
+        g: u64,
+        p: u64,
+    },
+    GoStop {
+        g: u64,
+        p: u64,
+        reason: u64,
+    },
+    GoBlock {
+        g: u64,
+        p: u64,
+        wait_reason: u64,
+    },
+    GoUnblock {
+        g: u64,
+        by_g: u64,
+        p: u64,
+    },
+    GoEnd {
+        g: u64,
+        p: u64,
+    },
+    Steal {
+        thief_p: u64,
+        victim_p: u64,
+        count: u64,
+    },
+    ProcStart {
+        p: u64,
+    },
+    ProcStop {
+        p: u64,
+    },
+    MPark,
+    MWake,
+    SyscallEnter {
+        g: u64,
+        p: u64,
+    },
+    SyscallExit {
+        g: u64,
+        p: u64,
+        fast: u64,
+    },
+    SyscallHandoff {
+        p: u64,
+    },
+    Preempt {
+        g: u64,
+        p: u64,
+    },
+    TimerFire {
+        p: u64,
+        count: u64,
+    },
+    NetpollReady {
+        count: u64,
+    },
+    GoName {
+        g: u64,
+        name: String,
+    },
+    RunqSample {
+        p: u64,
+        local_len: u64,
+        global_len: u64,
+    },
+    GoCount {
+        runnable: u64,
+        running: u64,
+        waiting: u64,
+        syscall: u64,
+    },
+}
+
+/// Names of event types 1..=20, indexed by type number (index 0 unused).
+pub const EVENT_NAMES: [&str; MAX_EVENT_TYPE as usize + 1] = [
+    "(none)",
+    "GoCreate",
+    "GoStart",
+    "GoStop",
+    "GoBlock",
+    "GoUnblock",
+    "GoEnd",
+    "Steal",
+    "ProcStart",
+    "ProcStop",
+    "MPark",
+    "MWake",
+    "SyscallEnter",
+    "SyscallExit",
+    "SyscallHandoff",
+    "Preempt",
+    "TimerFire",
+    "NetpollReady",
+    "GoName",
+    "RunqSample",
+    "GoCount",
+];
+
+/// Number of uvarint fields of each event type (GoName: the `g` and `len`
+/// fields; the name bytes follow). `None` for unknown types.
+pub fn field_count(ty: u8) -> Option<usize> {
+    Some(match ty {
+        10 | 11 => 0,
+        8 | 9 | 14 | 17 => 1,
+        2 | 6 | 12 | 15 | 16 | 18 => 2,
+        1 | 3 | 4 | 5 | 7 | 13 | 19 => 3,
+        20 => 4,
+        _ => return None,
+    })
+}
+
+impl Event {
+    /// The type byte.
+    pub fn ty(&self) -> u8 {
+        match self {
+            Event::GoCreate { .. } => 1,
+            Event::GoStart { .. } => 2,
+            Event::GoStop { .. } => 3,
+            Event::GoBlock { .. } => 4,
+            Event::GoUnblock { .. } => 5,
+            Event::GoEnd { .. } => 6,
+            Event::Steal { .. } => 7,
+            Event::ProcStart { .. } => 8,
+            Event::ProcStop { .. } => 9,
+            Event::MPark => 10,
+            Event::MWake => 11,
+            Event::SyscallEnter { .. } => 12,
+            Event::SyscallExit { .. } => 13,
+            Event::SyscallHandoff { .. } => 14,
+            Event::Preempt { .. } => 15,
+            Event::TimerFire { .. } => 16,
+            Event::NetpollReady { .. } => 17,
+            Event::GoName { .. } => 18,
+            Event::RunqSample { .. } => 19,
+            Event::GoCount { .. } => 20,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        EVENT_NAMES[self.ty() as usize]
+    }
+
+    /// The uvarint fields in format order (for GoName: `g` and the byte length).
+    pub fn fields(&self) -> ([u64; 4], usize) {
+        let f = |a: &[u64]| {
+            let mut out = [0; 4];
+            out[..a.len()].copy_from_slice(a);
+            (out, a.len())
+        };
+        match *self {
+            Event::GoCreate { g, parent, p } => f(&[g, parent, p]),
+            Event::GoStart { g, p } => f(&[g, p]),
+            Event::GoStop { g, p, reason } => f(&[g, p, reason]),
+            Event::GoBlock { g, p, wait_reason } => f(&[g, p, wait_reason]),
+            Event::GoUnblock { g, by_g, p } => f(&[g, by_g, p]),
+            Event::GoEnd { g, p } => f(&[g, p]),
+            Event::Steal {
+                thief_p,
+                victim_p,
+                count,
+            } => f(&[thief_p, victim_p, count]),
+            Event::ProcStart { p } => f(&[p]),
+            Event::ProcStop { p } => f(&[p]),
+            Event::MPark | Event::MWake => f(&[]),
+            Event::SyscallEnter { g, p } => f(&[g, p]),
+            Event::SyscallExit { g, p, fast } => f(&[g, p, fast]),
+            Event::SyscallHandoff { p } => f(&[p]),
+            Event::Preempt { g, p } => f(&[g, p]),
+            Event::TimerFire { p, count } => f(&[p, count]),
+            Event::NetpollReady { count } => f(&[count]),
+            Event::GoName { g, ref name } => f(&[g, name.len() as u64]),
+            Event::RunqSample {
+                p,
+                local_len,
+                global_len,
+            } => f(&[p, local_len, global_len]),
+            Event::GoCount {
+                runnable,
+                running,
+                waiting,
+                syscall,
+            } => f(&[runnable, running, waiting, syscall]),
+        }
+    }
+
+    /// Builds an event from its type and uvarint fields (`field_count(ty)` of
+    /// them). GoName's name is passed separately. `None` for unknown types.
+    pub fn from_fields(ty: u8, a: &[u64], name: Option<String>) -> Option<Event> {
+        let x = |i: usize| a.get(i).copied().unwrap_or(0);
+        Some(match ty {
+            1 => Event::GoCreate {
+                g: x(0),
+                parent: x(1),
+                p: x(2),
+            },
+            2 => Event::GoStart { g: x(0), p: x(1) },
+            3 => Event::GoStop {
+                g: x(0),
+                p: x(1),
+                reason: x(2),
+            },
+            4 => Event::GoBlock {
+                g: x(0),
+                p: x(1),
+                wait_reason: x(2),
+            },
+            5 => Event::GoUnblock {
+                g: x(0),
+                by_g: x(1),
+                p: x(2),
+            },
+            6 => Event::GoEnd { g: x(0), p: x(1) },
+            7 => Event::Steal {
+                thief_p: x(0),
+                victim_p: x(1),
+                count: x(2),
+            },
+            8 => Event::ProcStart { p: x(0) },
+            9 => Event::ProcStop { p: x(0) },
+            10 => Event::MPark,
+            11 => Event::MWake,
+            12 => Event::SyscallEnter { g: x(0), p: x(1) },
+            13 => Event::SyscallExit {
+                g: x(0),
+                p: x(1),
+                fast: x(2),
+            },
+            14 => Event::SyscallHandoff { p: x(0) },
+            15 => Event::Preempt { g: x(0), p: x(1) },
+            16 => Event::TimerFire {
+                p: x(0),
+                count: x(1),
+            },
+            17 => Event::NetpollReady { count: x(0) },
+            18 => Event::GoName {
+                g: x(0),
+                name: name.unwrap_or_default(),
+            },
+            19 => Event::RunqSample {
+                p: x(0),
+                local_len: x(1),
+                global_len: x(2),
+            },
+            20 => Event::GoCount {
+                runnable: x(0),
+                running: x(1),
+                waiting: x(2),
+                syscall: x(3),
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// GoStop reasons.
+pub fn stop_reason_name(reason: u64) -> &'static str {
+    match reason {
+        0 => "yield",
+        1 => "preempted",
+        2 => "yield-local",
+        _ => "stopped",
+    }
+}
+
+/// Wait reasons of GoBlock (the `WaitReason` discriminants of the runtime).
+pub const WAIT_REASONS: [&str; 17] = [
+    "none",
+    "join",
+    "chan receive",
+    "chan send",
+    "select",
+    "select (no cases)",
+    "chan receive (nil chan)",
+    "chan send (nil chan)",
+    "sync.Mutex.Lock",
+    "sync.RWMutex.RLock",
+    "sync.RWMutex.Lock",
+    "sync.Cond.Wait",
+    "sync.WaitGroup.Wait",
+    "sync.Once.Do",
+    "semacquire",
+    "sleep",
+    "IO wait",
+];
+
+/// The name of a wait reason; reasons appended after this tool was written
+/// print as `wait reason N`.
+pub fn wait_reason_name(r: u64) -> std::borrow::Cow<'static, str> {
+    match WAIT_REASONS.get(r as usize) {
+        Some(s) => (*s).into(),
+        None => format!("wait reason {r}").into(),
+    }
+}
