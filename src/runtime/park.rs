@@ -96,6 +96,10 @@ pub(crate) fn ready(g: &'static G) {
     // wait behind the global queue, as if readied from another thread.
     #[cfg(goroutine_randomize)]
     if super::randomize::one_in(4) {
+        if trace::on() {
+            let by = m::current_g().map_or(0, |c| c.id());
+            trace::go_unblock(g.id(), by, trace::GLOBAL);
+        }
         globrunq::put(g);
         idle::wakep();
         return;
