@@ -39,12 +39,25 @@
 //! guard page under each stack turns an overflow into the message
 //! `goroutine N has overflowed its stack (size S)` and an abort.
 //!
+//! # Observability
+//! - [`stats()`]: goroutines by status, run queue lengths and scheduler
+//!   counters, cheap enough to poll every millisecond.
+//! - [`dump()`]: every goroutine with its status or wait reason, in Go's
+//!   traceback header format; SIGQUIT prints it on stderr and exits 2.
+//! - [`trace`]: the execution tracer (`docs/trace-format.md`, read by the
+//!   `goroutine-trace` tool).
+//!
 //! # Environment
 //! - `GOMAXPROCS`: number of Ps; default = CPUs available to the process.
 //! - `GOROUTINE_STACK_SIZE`: default usable stack bytes (`256K`, `1M`, ...).
 //! - `GOROUTINE_STACK_GUARD=mprotect`: use the pre-6.13 guard page fallback.
 //! - `GOROUTINE_MAX_THREADS`: the OS thread cap (default 10,000).
 //! - `GOROUTINE_PANIC=abort`: an unjoined goroutine panic ends the process.
+//! - `GODEBUG=schedtrace=N[,scheddetail=1]`: sysmon prints Go's `SCHED`
+//!   line on stderr every N ms (with `scheddetail`, one line per P, M and
+//!   goroutine too). Other keys are ignored; a bad value is reported once.
+//! - `GOROUTINE_TRACE=path`: write an execution trace from runtime start
+//!   (completed at `exit`; call [`trace::stop`] to be sure).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -71,6 +84,8 @@ pub mod sync;
 mod sys;
 #[cfg(not(loom))]
 pub mod time;
+#[cfg(not(loom))]
+pub mod trace;
 
 // Under loom only the protocols with models are compiled.
 #[cfg(loom)]
@@ -105,6 +120,8 @@ pub use chan::{
     chan, CloseError, IntoIter, Iter, Receiver, RecvError, RecvTimeoutError, SendError,
     SendTimeoutError, Sender, TryIter, TryRecvError, TrySendError,
 };
+#[cfg(not(loom))]
+pub use runtime::stats::Stats;
 #[cfg(not(loom))]
 pub use spawn::{go, run, Builder, JoinError, JoinHandle};
 
@@ -222,4 +239,45 @@ pub fn max_procs() -> usize {
 #[cfg(not(loom))]
 pub fn set_max_procs(n: usize) -> usize {
     runtime::procresize::set_max_procs(n)
+}
+
+/// A snapshot of the scheduler: goroutines by status, run queue lengths,
+/// threads, and cumulative counters (spawns, steals, global-queue grabs,
+/// runnext hits, spins, M parks and wakes, syscall handoffs, preemptions,
+/// timers fired, netpoll wakeups). Starts the runtime if needed.
+///
+/// Cheap enough to call every millisecond: the counters live per P (each
+/// written only by its P's owner with a relaxed store, on a cache line of
+/// its own) and per M, and are summed here; goroutines by status are
+/// derived from the queues and the Ms, not counted per transition (see
+/// [`Stats`] for what is exact and what is a snapshot).
+///
+/// ```
+/// let before = goroutine::stats().spawns;
+/// goroutine::go(|| ()).join().unwrap();
+/// assert!(goroutine::stats().spawns > before);
+/// ```
+#[cfg(not(loom))]
+pub fn stats() -> Stats {
+    runtime::stats::stats()
+}
+
+/// Writes every live goroutine to `w` in the form of Go's traceback
+/// headers, the calling goroutine first, then by id:
+///
+/// ```text
+/// goroutine 17 [chan receive, 3 minutes]:
+///         name: worker
+/// ```
+///
+/// The status is `runnable`, `running`, `syscall` or the wait reason of a
+/// parked goroutine (`chan receive`, `select`, `sync.Mutex.Lock`, `sleep`,
+/// `IO wait`, `join`...), with `N minutes` once it has waited at least a
+/// minute, as Go prints it. Named goroutines ([`Builder::name`]) get a
+/// `name:` line. There are no stack frames. Nothing is stopped while the
+/// dump is written. SIGQUIT writes the same dump on stderr and exits with
+/// status 2, as in Go.
+#[cfg(not(loom))]
+pub fn dump(w: &mut impl std::io::Write) -> std::io::Result<()> {
+    runtime::dump::dump(w)
 }

@@ -22,6 +22,13 @@
 //! The mutable fields a G carries across threads (`Inner`) are only touched
 //! by the current owner as defined above; ownership moves with the release/
 //! acquire edges of the queue or wait list that hands the G over.
+//!
+//! # Enumerating Gs (dumps, scheddetail)
+//! Every chunk of G records is registered in `G_CHUNKS` (Go's `allgs`), so
+//! [`G::for_each`] can visit every G ever allocated; such readers use only
+//! the atomic fields (id, status, wait reason, `waitsince`). A goroutine's
+//! name lives in `Inner` (owner-only), so named goroutines are also
+//! registered by id in `NAMES` for readers on other threads.
 
 pub(crate) mod context;
 pub(crate) mod stack;
@@ -171,7 +178,13 @@ pub(crate) struct G {
     /// Low end of the stack's guard page (one page) and the usable size,
     /// read by the stack-overflow signal handler on the same thread.
     guard_lo: AtomicUsize,
-    stack_bytes: AtomicUsize,
+    stack_bytes: AtomicU32,
+    /// When the G last parked, in ms since runtime start plus one
+    /// (`runtime::stats::coarse_ms`, sysmon's coarse clock; 0: never), for
+    /// the goroutine dump's "N minutes". Written by the G itself in `park`,
+    /// read by anyone. 32 bits keep the record at two cache lines; they
+    /// wrap after 49 days, and readers subtract with wrapping.
+    waitsince: AtomicU32,
     inner: UnsafeCell<Inner>,
 }
 
@@ -183,6 +196,32 @@ static G_ARENA: std::sync::Mutex<&'static [G]> = std::sync::Mutex::new(&[]);
 
 /// Every chunk ever allocated: every G record is in one of them.
 static G_CHUNKS: std::sync::Mutex<Vec<&'static [G]>> = std::sync::Mutex::new(Vec::new());
+
+/// Names of the live named goroutines (`Builder::name`), by id. The name in
+/// `Inner` belongs to the G's owner; readers on other threads (dumps,
+/// `scheddetail`) look here. Only named spawns and their exits take the lock.
+static NAMES: std::sync::Mutex<Vec<(u64, Arc<str>)>> = std::sync::Mutex::new(Vec::new());
+
+/// Records the name of live goroutine `id` for readers on other threads.
+pub(crate) fn register_name(id: u64, name: Arc<str>) {
+    NAMES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((id, name));
+}
+
+/// Forgets the name of goroutine `id` (it exited).
+pub(crate) fn unregister_name(id: u64) {
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = names.iter().position(|(g, _)| *g == id) {
+        names.swap_remove(i);
+    }
+}
+
+/// The names of the live named goroutines, by id (a snapshot).
+pub(crate) fn names() -> Vec<(u64, Arc<str>)> {
+    NAMES.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
 
 // SAFETY: all cross-thread fields are atomics; `inner` is only accessed by the
 // G's current owner per the status protocol in the module note, and ownership
@@ -200,7 +239,8 @@ impl G {
             yielder: AtomicPtr::new(ptr::null_mut()),
             id: AtomicU64::new(0),
             guard_lo: AtomicUsize::new(0),
-            stack_bytes: AtomicUsize::new(0),
+            stack_bytes: AtomicU32::new(0),
+            waitsince: AtomicU32::new(0),
             inner: UnsafeCell::new(Inner {
                 task: None,
                 stack_size: 0,
@@ -276,7 +316,6 @@ impl G {
         }
     }
 
-    #[allow(dead_code)] // read by dumps and traces
     pub(crate) fn wait_reason(&self) -> WaitReason {
         let r = self.wait_reason.load(Ordering::Relaxed) as usize;
         WaitReason::ALL.get(r).copied().unwrap_or(WaitReason::None)
@@ -284,6 +323,16 @@ impl G {
 
     pub(crate) fn set_wait_reason(&self, r: WaitReason) {
         self.wait_reason.store(r as u8, Ordering::Relaxed)
+    }
+
+    /// When the G last parked (see the field), 0 if never.
+    pub(crate) fn waitsince(&self) -> u32 {
+        self.waitsince.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn set_waitsince(&self, t: u32) {
+        self.waitsince.store(t, Ordering::Relaxed)
     }
 
     pub(crate) fn yielder(&self) -> *mut () {
@@ -298,7 +347,8 @@ impl G {
     pub(crate) fn set_stack_bounds(&self, guard: (usize, usize), usable: usize) {
         debug_assert!(guard.0 == 0 || guard.1 - guard.0 == crate::sys::mem::page_size());
         self.guard_lo.store(guard.0, Ordering::Relaxed);
-        self.stack_bytes.store(usable, Ordering::Relaxed);
+        // Usable sizes are at most 1 GiB (`validate_stack_size`).
+        self.stack_bytes.store(usable as u32, Ordering::Relaxed);
     }
 
     /// If `addr` lies in this G's stack guard page, the usable stack size.
@@ -307,7 +357,8 @@ impl G {
         let lo = self.guard_lo.load(Ordering::Relaxed);
         // page_size() is a cached atomic load by now (stacks were carved).
         let hi = lo + crate::sys::mem::page_size();
-        (lo != 0 && addr >= lo && addr < hi).then(|| self.stack_bytes.load(Ordering::Relaxed))
+        (lo != 0 && addr >= lo && addr < hi)
+            .then(|| self.stack_bytes.load(Ordering::Relaxed) as usize)
     }
 
     /// The owner-only fields.
@@ -345,6 +396,7 @@ mod tests {
         assert_eq!(std::mem::align_of::<G>(), 64);
         assert!(std::mem::offset_of!(G, yielder) + 8 <= 64);
         assert!(std::mem::offset_of!(G, status) + 4 <= 64);
+        assert!(std::mem::offset_of!(G, wait_reason) < 64);
     }
 
     #[test]

@@ -13,14 +13,17 @@
 //!   then published by `park.wakeup()` (Release) and read by the M after
 //!   `park.sleep()` (Acquire).
 //! - `curg` and `spinning` are atomics so that other threads (stats, traces,
-//!   the stack-overflow handler) may read them.
+//!   the stack-overflow handler) may read them; `p_id` mirrors `p` for them
+//!   (written by the M's own thread in `acquirep`/`releasep`).
+//! - `parks`/`wakes` are statistics counters written by the M's own thread
+//!   (`runtime::stats`).
 
 pub(crate) mod note;
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use self::note::Note;
 use crate::g::G;
@@ -37,11 +40,20 @@ pub(crate) struct M {
     tid: AtomicI32,
     /// The P this M left in `Syscall` state (own thread only).
     oldp: Cell<Option<&'static crate::p::P>>,
+    /// Id of the P held (`NO_P` if none): a mirror of `p` that other threads
+    /// may read (schedtrace, sysmon's preemption event). Own thread writes.
+    p_id: AtomicU32,
+    /// Times this M parked idle, and woke (statistics; own thread writes).
+    pub(crate) parks: AtomicU64,
+    pub(crate) wakes: AtomicU64,
     /// The goroutine wired to this thread by `lock_os_thread` (own thread).
     lockedg: Cell<Option<&'static G>>,
     /// The thread ended (a goroutine exited while locked to it).
     dead: AtomicBool,
 }
+
+/// `M::p_id` when the M holds no P.
+pub(crate) const NO_P: u32 = u32::MAX;
 
 // SAFETY: `p`, `nextp` and `rand` follow the ownership rules in the module
 // note (own thread only, or handed over through the park note); the rest are
@@ -107,6 +119,9 @@ impl M {
             rand: Cell::new(0x9E37_79B9_7F4A_7C15 ^ id.wrapping_mul(0xA24B_AED4_963E_E407)),
             tid: AtomicI32::new(0),
             oldp: Cell::new(None),
+            p_id: AtomicU32::new(NO_P),
+            parks: AtomicU64::new(0),
+            wakes: AtomicU64::new(0),
             lockedg: Cell::new(None),
             dead: AtomicBool::new(false),
         }))
@@ -139,6 +154,14 @@ impl M {
         self.tid.load(Ordering::Relaxed)
     }
 
+    /// The id of the P this M holds, if any, as seen from any thread (a
+    /// snapshot: it may change at once).
+    #[inline]
+    pub(crate) fn p_id(&self) -> Option<u32> {
+        let id = self.p_id.load(Ordering::Relaxed);
+        (id != NO_P).then_some(id)
+    }
+
     /// The P this M holds.
     ///
     /// # Safety
@@ -155,6 +178,10 @@ impl M {
     /// Only on this M's own thread, which must hold no P.
     pub(crate) unsafe fn acquirep(&self, pp: PHandle) {
         pp.set_status(PStatus::Running);
+        self.p_id.store(pp.id, Ordering::Relaxed);
+        if crate::trace::on() {
+            crate::trace::proc_start(pp.id);
+        }
         // SAFETY: own-thread access (caller's contract).
         let slot = unsafe { &mut *self.p.get() };
         debug_assert!(slot.is_none());
@@ -168,7 +195,12 @@ impl M {
     pub(crate) unsafe fn releasep(&self) -> PHandle {
         // SAFETY: own-thread access (caller's contract).
         let pp = unsafe { (*self.p.get()).take() };
-        pp.expect("releasep: M holds no P")
+        let pp = pp.expect("releasep: M holds no P");
+        self.p_id.store(NO_P, Ordering::Relaxed);
+        if crate::trace::on() {
+            crate::trace::proc_stop(pp.id);
+        }
+        pp
     }
 
     /// Hands `pp` to this parked M (Go's `nextp`); `wakeup` must follow.
@@ -275,6 +307,9 @@ fn mstart(m: &'static M) {
     unsafe {
         let pp = m.take_nextp().expect("mstart without a P");
         m.acquirep(pp);
+    }
+    if m.is_spinning() {
+        crate::runtime::schedule::count_spin(m);
     }
     crate::runtime::schedule::schedule(m);
     // A goroutine exited while locked to this thread: the thread ends.

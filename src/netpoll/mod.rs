@@ -172,6 +172,15 @@ pub(crate) fn netpoll(delay_ns: i64) -> Vec<&'static G> {
     for g in &out {
         g.cas_waiting_to_runnable();
     }
+    if !out.is_empty() {
+        // Several threads may poll (non-blocking polls use try_lock, but
+        // sysmon and an M can take turns): a real read-modify-write, once
+        // per non-empty poll.
+        crate::runtime::stats::NETPOLL_READY.fetch_add(out.len() as u64, Ordering::Relaxed);
+        if crate::trace::on() {
+            crate::trace::netpoll_ready(out.len() as u64);
+        }
+    }
     out
 }
 

@@ -10,7 +10,9 @@
 //! - advances `schedtick` and the goroutine counter.
 //!
 //! Anyone may read `status`, `schedtick` and the counters, and steal from the
-//! run queue (`runq.steal_into`).
+//! run queue (`runq.steal_into`). The statistics counters (`counters`,
+//! `runtime::stats`) are written by the owner only (but `timers_fired`, which
+//! any M running the timers adds to), on a cache line of their own.
 //!
 //! A P whose M entered a system call (`goroutine::syscall`) is owned by
 //! nobody: its handle was dissolved by `PHandle::enter_syscall` and its
@@ -32,6 +34,7 @@ use self::runq::RunQueue;
 use crate::g::stack::StackCache;
 use crate::g::taskcache::TaskCache;
 use crate::g::G;
+use crate::runtime::stats::PCounters;
 use crate::runtime::timers::Timers;
 
 /// P status (Go's numbering).
@@ -85,6 +88,8 @@ pub(crate) struct P {
     pub(crate) preempt: AtomicBool,
     /// This P's timer heap (any M may run it; see `runtime::timers`).
     pub(crate) timers: Timers,
+    /// Statistics, written by the owner only (`runtime::stats`).
+    pub(crate) counters: PCounters,
     local: UnsafeCell<PLocal>,
 }
 
@@ -105,6 +110,7 @@ impl P {
             syscalltick: AtomicU32::new(0),
             preempt: AtomicBool::new(false),
             timers: Timers::new(),
+            counters: PCounters::default(),
             local: UnsafeCell::new(PLocal {
                 gfree: Vec::new(),
                 stacks: StackCache::new(),

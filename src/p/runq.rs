@@ -319,12 +319,29 @@ impl<T> RunQueue<T> {
     /// which only steals after its own `get` came back empty. `victim` may be
     /// any other queue.
     #[must_use = "the returned item was taken off the victim's queue; dropping it loses it"]
+    #[allow(dead_code)] // the scheduler uses the counted form; the tests this one
     pub(crate) unsafe fn steal_into(
         &self,
         victim: &RunQueue<T>,
         steal_runnext: bool,
         victim_running: impl Fn() -> bool,
     ) -> Option<NonNull<T>> {
+        // SAFETY: the caller's contract is ours.
+        unsafe { self.steal_into_counted(victim, steal_runnext, victim_running) }.map(|(g, _)| g)
+    }
+
+    /// [`steal_into`](Self::steal_into), also returning how many items were
+    /// taken (the returned one included), for statistics and traces.
+    ///
+    /// # Safety
+    /// As for [`steal_into`](Self::steal_into).
+    #[must_use = "the returned item was taken off the victim's queue; dropping it loses it"]
+    pub(crate) unsafe fn steal_into_counted(
+        &self,
+        victim: &RunQueue<T>,
+        steal_runnext: bool,
+        victim_running: impl Fn() -> bool,
+    ) -> Option<(NonNull<T>, u32)> {
         debug_assert!(!ptr::eq(self, victim), "runq: stealing from itself");
         // Relaxed: only the owner (us) writes our `tail`.
         let t = self.tail.load(Ordering::Relaxed);
@@ -345,19 +362,20 @@ impl<T> RunQueue<T> {
         if n == 0 {
             return None;
         }
+        let taken = n;
         let n = n - 1;
         // Relaxed: written by us in `grab`.
         let item = self.slot(t.wrapping_add(n)).load(Ordering::Relaxed);
         let item = NonNull::new(item).expect("runq: stole an empty slot");
         if n == 0 {
-            return Some(item);
+            return Some((item, taken));
         }
         // At most half full plus fewer than half stolen: no overflow.
         debug_assert!((t.wrapping_sub(h).wrapping_add(n) as usize) < RUNQ_SIZE);
         // Release: publishes the stolen items copied into our slots; pairs
         // with the Acquire tail loads of our thieves and `is_empty`/`len`.
         self.tail.store(t.wrapping_add(n), Ordering::Release);
-        Some(item)
+        Some((item, taken))
     }
 
     /// Go's `runqgrab`: claims `n - n / 2` items of this (victim) queue's ring

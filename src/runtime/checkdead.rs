@@ -52,6 +52,11 @@ pub(crate) fn internal_thread_started() {
     INTERNAL_THREADS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// A runtime-internal thread ended (the tracer's writer, at `trace::stop`).
+pub(crate) fn internal_thread_exited() {
+    INTERNAL_THREADS.fetch_sub(1, Ordering::Relaxed);
+}
+
 /// Marks the calling plain thread as blocked in a runtime wait until the
 /// guard drops.
 pub(crate) fn thread_blocked() -> ThreadBlocked {

@@ -1,6 +1,10 @@
-//! GOMAXPROCS and GOROUTINE_MAX_THREADS from the environment.
+//! GOMAXPROCS, GOROUTINE_MAX_THREADS and GODEBUG from the environment.
+//!
+//! A bad value is never fatal: it is reported on stderr in one line (once:
+//! each variable is read once, at runtime start) and the default is used.
 
 use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
 
 use super::{MAX_PROCS, MAX_THREADS};
 
@@ -67,9 +71,104 @@ pub(crate) fn parse_gomaxprocs(value: &str, default: usize) -> (usize, Option<St
     }
 }
 
+/// The GODEBUG settings the runtime knows (Go's `debug` vars).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct GoDebug {
+    /// `schedtrace=N`: sysmon prints a scheduler line every N ms (0: off).
+    pub(crate) schedtrace_ms: i64,
+    /// `scheddetail=1`: schedtrace also prints every P, M and goroutine.
+    pub(crate) scheddetail: bool,
+}
+
+static GODEBUG: OnceLock<GoDebug> = OnceLock::new();
+
+/// The GODEBUG settings (read from the environment on first use).
+pub(crate) fn godebug() -> GoDebug {
+    *GODEBUG.get_or_init(|| {
+        let Some(v) = std::env::var_os("GODEBUG") else {
+            return GoDebug::default();
+        };
+        let (d, warnings) = parse_godebug(&v.to_string_lossy());
+        for w in warnings {
+            eprintln!("{w}");
+        }
+        d
+    })
+}
+
+/// Parses GODEBUG (`key=value,key=value`): the settings and one warning per
+/// bad value of a known key. Unknown keys and entries without `=` are
+/// ignored, as Go does; when a key repeats, the last one wins.
+pub(crate) fn parse_godebug(value: &str) -> (GoDebug, Vec<String>) {
+    let mut d = GoDebug::default();
+    let mut warnings = Vec::new();
+    for entry in value.split(',') {
+        let Some((key, val)) = entry.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        if key != "schedtrace" && key != "scheddetail" {
+            continue;
+        }
+        match val.trim().parse::<i64>() {
+            Ok(n) if n >= 0 => match key {
+                "schedtrace" => d.schedtrace_ms = n,
+                _ => d.scheddetail = n > 0,
+            },
+            _ => warnings.push(format!(
+                "goroutine: GODEBUG: {key}={val:?} is not a non-negative integer; ignored"
+            )),
+        }
+    }
+    (d, warnings)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn godebug_values() {
+        let d = |schedtrace_ms, scheddetail| GoDebug {
+            schedtrace_ms,
+            scheddetail,
+        };
+        assert_eq!(parse_godebug(""), (d(0, false), vec![]));
+        assert_eq!(parse_godebug("schedtrace=1000"), (d(1000, false), vec![]));
+        assert_eq!(
+            parse_godebug("schedtrace=10,scheddetail=1"),
+            (d(10, true), vec![])
+        );
+        assert_eq!(
+            parse_godebug("gctrace=1,schedtrace=5,madvdontneed=1"),
+            (d(5, false), vec![])
+        );
+        assert_eq!(
+            parse_godebug("schedtrace=5,schedtrace=7"),
+            (d(7, false), vec![])
+        );
+        assert_eq!(parse_godebug("scheddetail=0"), (d(0, false), vec![]));
+        assert_eq!(parse_godebug("nokey,=3,schedtrace"), (d(0, false), vec![]));
+    }
+
+    #[test]
+    fn godebug_bad_values_warn_once_each() {
+        let (d, w) = parse_godebug("schedtrace=abc,gctrace=x,scheddetail=-1");
+        assert_eq!(d, GoDebug::default());
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("schedtrace=\"abc\""), "{}", w[0]);
+        assert!(w[1].contains("scheddetail=\"-1\""), "{}", w[1]);
+        assert!(w.iter().all(|w| !w.contains('\n') && w.contains("GODEBUG")));
+        let (d, w) = parse_godebug("schedtrace=,scheddetail=1");
+        assert_eq!(
+            d,
+            GoDebug {
+                schedtrace_ms: 0,
+                scheddetail: true
+            }
+        );
+        assert_eq!(w.len(), 1);
+    }
 
     #[test]
     fn valid_values() {

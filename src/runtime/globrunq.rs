@@ -78,6 +78,7 @@ pub(crate) fn get(l: &mut Locked, pp: &PHandle, max: usize) -> Option<&'static G
     }
     n = n.min(RUNQ_SIZE / 2);
     let first = l.runq.pop_front();
+    super::stats::bump(&pp.counters.global_grabs, 1);
     // The rest go to the local ring in one publication (Go's runqputbatch);
     // it only pulls while the ring has room, so what does not fit stays on
     // the global queue untouched.
@@ -106,6 +107,9 @@ pub(crate) fn put_yield(pp: &PHandle, g: &'static G) {
         // SAFETY: short exclusive borrow of our own P's local state.
         let local = unsafe { pp.local() };
         local.yieldq.push(g);
+        pp.counters
+            .yieldq
+            .store(local.yieldq.len() as u64, Ordering::Relaxed);
         local.yieldq.len() >= YIELD_BATCH
     };
     if full {
@@ -120,6 +124,7 @@ pub(crate) fn flush_yields_locked(l: &mut Locked, pp: &PHandle) {
     let local = unsafe { pp.local() };
     if !local.yieldq.is_empty() {
         put_list_locked(l, &mut local.yieldq);
+        pp.counters.yieldq.store(0, Ordering::Relaxed);
     }
 }
 

@@ -11,9 +11,10 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{sched, throw, Locked};
+use super::{sched, stats, throw, Locked};
 use crate::m::{self, M};
 use crate::p::{PHandle, PStatus};
+use crate::trace;
 
 /// Puts `pp` on the idle list (Go's pidleput). Sched lock held.
 pub(crate) fn pidleput(l: &mut Locked, pp: PHandle) {
@@ -95,12 +96,26 @@ pub(crate) fn startm(pp: Option<PHandle>, spinning: bool) {
 pub(crate) fn stopm(m: &'static M) {
     // SAFETY: called on m's own thread.
     debug_assert!(unsafe { m.p() }.is_none());
+    stats::bump(&m.parks, 1);
+    if trace::on() {
+        trace::m_park();
+    }
     sched().lock().midle.push(m);
     m.park.sleep();
     m.park.clear();
+    stats::bump(&m.wakes, 1);
+    // An M waking may be the first to run goroutines after an idle spell:
+    // the coarse clock that stamps parks must be fresh.
+    stats::refresh_coarse_now();
+    if trace::on() {
+        trace::m_wake();
+    }
     // SAFETY: own thread, after the wakeup that published nextp.
     unsafe {
         let pp = m.take_nextp().expect("stopm: woken without a P");
         m.acquirep(pp);
+    }
+    if m.is_spinning() {
+        super::schedule::count_spin(m);
     }
 }

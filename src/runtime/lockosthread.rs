@@ -69,10 +69,19 @@ pub(crate) fn stoplockedm(m: &'static M) {
     if let Some(pp) = unsafe { m.p() }.is_some().then(|| unsafe { m.releasep() }) {
         syscall::handoffp(pp);
     }
+    super::stats::bump(&m.parks, 1);
+    if crate::trace::on() {
+        crate::trace::m_park();
+    }
     super::checkdead::IDLE_LOCKED_MS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     m.park.sleep();
     super::checkdead::IDLE_LOCKED_MS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     m.park.clear();
+    super::stats::bump(&m.wakes, 1);
+    super::stats::refresh_coarse_now();
+    if crate::trace::on() {
+        crate::trace::m_wake();
+    }
     // SAFETY: own thread, after the wakeup that published nextp.
     unsafe {
         let pp = m.take_nextp().expect("stoplockedm: woken without a P");

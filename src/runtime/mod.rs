@@ -23,14 +23,19 @@
 //! - `syscall.rs`: entering and leaving blocking system calls, `handoffp`.
 //! - `lockosthread.rs`: wiring a goroutine to its thread.
 //! - `preempt.rs`: the cooperative preemption check.
-//! - `sysmon.rs`: the monitor thread: preemption, syscall retake, polling.
+//! - `sysmon.rs`: the monitor thread: preemption, syscall retake, polling,
+//!   schedtrace, trace samples.
 //! - `checkdead.rs`: deadlock detection.
 //! - `panics.rs`: reporting goroutine panics nobody joins.
 //! - `randomize.rs`: the randomized-scheduling test mode
 //!   (`--cfg goroutine_randomize`).
-//! - `env.rs`: GOMAXPROCS.
+//! - `stats.rs`: the statistics counters and `goroutine::stats`.
+//! - `schedtrace.rs`: `GODEBUG=schedtrace=N[,scheddetail=1]`.
+//! - `dump.rs`: the goroutine dump and SIGQUIT.
+//! - `env.rs`: GOMAXPROCS, GOROUTINE_MAX_THREADS, GODEBUG.
 
 pub(crate) mod checkdead;
+pub(crate) mod dump;
 pub(crate) mod env;
 pub(crate) mod globrunq;
 pub(crate) mod idle;
@@ -42,8 +47,10 @@ pub(crate) mod proc;
 pub(crate) mod procresize;
 #[cfg(goroutine_randomize)]
 pub(crate) mod randomize;
+pub(crate) mod schedtrace;
 pub(crate) mod schedule;
 pub(crate) mod spinning;
+pub(crate) mod stats;
 pub(crate) mod steal;
 pub(crate) mod syscall;
 pub(crate) mod sysmon;
@@ -152,6 +159,13 @@ static SCHED: Sched = Sched {
 };
 
 static START: Once = Once::new();
+/// nanotime when the runtime started (schedtrace's `SCHED Nms`).
+static START_NS: AtomicI64 = AtomicI64::new(0);
+
+/// nanotime when the runtime started.
+pub(crate) fn start_time() -> i64 {
+    START_NS.load(Ordering::Relaxed)
+}
 
 /// The scheduler. Code running on an M may use it directly; entry points
 /// from user code call [`start`] first.
@@ -160,10 +174,14 @@ pub(crate) fn sched() -> &'static Sched {
     &SCHED
 }
 
-/// Starts the runtime once: reads GOMAXPROCS, creates the Ps (all idle),
-/// installs the stack-overflow handler. Ms are created on demand by `wakep`.
+/// Starts the runtime once: reads GOMAXPROCS and GODEBUG, creates the Ps
+/// (all idle), installs the stack-overflow and SIGQUIT handlers, starts
+/// sysmon and, with `GOROUTINE_TRACE`, the tracer. Ms are created on demand
+/// by `wakep`.
 pub(crate) fn start() -> &'static Sched {
     START.call_once(|| {
+        START_NS.store(crate::sys::time::nanotime(), Ordering::Relaxed);
+        stats::refresh_coarse_now();
         let n = env::gomaxprocs_from_env();
         let s = &SCHED;
         let mut l = s.lock();
@@ -180,6 +198,9 @@ pub(crate) fn start() -> &'static Sched {
             throw(&format!("cannot create the netpoller (epoll/eventfd): {e}"));
         }
         crate::sys::signal::install_overflow_handler(crate::m::overflow_lookup);
+        dump::install_sigquit();
+        env::godebug();
+        crate::trace::start_from_env(n as u32);
         panics::install_hook();
         sysmon::start();
     });

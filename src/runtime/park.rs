@@ -26,6 +26,7 @@ use super::{globrunq, idle};
 use crate::g::context::{self, Action};
 use crate::g::{WaitReason, G};
 use crate::m;
+use crate::trace;
 
 /// Who to wake: a parked goroutine or a blocked OS thread.
 pub(crate) enum Waiter {
@@ -64,6 +65,7 @@ pub(crate) fn park(reason: WaitReason, unlock: &mut dyn FnMut(&'static G) -> boo
         return;
     }
     g.set_wait_reason(reason);
+    g.set_waitsince(super::stats::coarse_ms());
     // SAFETY: erasing the lifetime is sound because the closure lives on this
     // goroutine's stack, which stays intact until the scheduler has finished
     // calling it (it calls `unlock` before anything can resume this G).
@@ -94,6 +96,10 @@ pub(crate) fn ready(g: &'static G) {
     // wait behind the global queue, as if readied from another thread.
     #[cfg(goroutine_randomize)]
     if super::randomize::one_in(4) {
+        if trace::on() {
+            let by = m::current_g().map_or(0, |c| c.id());
+            trace::go_unblock(g.id(), by, trace::GLOBAL);
+        }
         globrunq::put(g);
         idle::wakep();
         return;
@@ -101,10 +107,25 @@ pub(crate) fn ready(g: &'static G) {
     match m::current() {
         // SAFETY: m is the calling thread's own M.
         Some(m) => match unsafe { m.p() } {
-            Some(pp) => globrunq::runqput(pp, g, true),
-            None => globrunq::put(g),
+            Some(pp) => {
+                if trace::on() {
+                    trace::go_unblock(g.id(), m.curg().map_or(0, |c| c.id()), pp.id);
+                }
+                globrunq::runqput(pp, g, true)
+            }
+            None => {
+                if trace::on() {
+                    trace::go_unblock(g.id(), m.curg().map_or(0, |c| c.id()), trace::GLOBAL);
+                }
+                globrunq::put(g)
+            }
         },
-        None => globrunq::put(g),
+        None => {
+            if trace::on() {
+                trace::go_unblock(g.id(), 0, trace::GLOBAL);
+            }
+            globrunq::put(g)
+        }
     }
     idle::wakep();
 }

@@ -14,12 +14,13 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{globrunq, idle, sched, start};
+use super::{globrunq, idle, sched, start, stats};
 use crate::g::stack::Stack;
 use crate::g::task::TaskRef;
 use crate::g::{Status, G};
 use crate::m;
 use crate::p::PHandle;
+use crate::trace;
 
 const P_GFREE_MAX: usize = 64;
 const P_GFREE_KEEP: usize = 32;
@@ -31,8 +32,12 @@ pub(crate) fn newproc(task: TaskRef, stack_size: usize, name: Option<Arc<str>>) 
         if let Some(pp) = unsafe { m.p() } {
             let g = gfget(pp).unwrap_or_else(G::alloc);
             let id = pp.next_goid();
+            if name.is_some() || trace::on() {
+                named_or_traced(id, m.curg().map_or(0, |g| g.id()), pp.id, &name);
+            }
             init(g, id, task, stack_size, name);
             pp.add_goroutines(1);
+            stats::bump(&pp.counters.spawns, 1);
             // New goroutines go to runnext: they run next on this P, and the
             // one they displace goes to the ring's tail.
             globrunq::runqput(pp, g, true);
@@ -43,11 +48,31 @@ pub(crate) fn newproc(task: TaskRef, stack_size: usize, name: Option<Arc<str>>) 
     let s = start();
     let g = gfget_global().unwrap_or_else(G::alloc);
     let id = s.goidgen.fetch_add(1, Ordering::Relaxed);
+    if name.is_some() || trace::on() {
+        named_or_traced(id, 0, trace::GLOBAL, &name);
+    }
     init(g, id, task, stack_size, name);
     s.ngoroutine_ext.fetch_add(1, Ordering::Relaxed);
+    stats::SPAWNS_EXT.fetch_add(1, Ordering::Relaxed);
     globrunq::put(g);
     idle::wakep();
     id
+}
+
+/// The rare parts of spawning: a named goroutine's name is registered for
+/// dumps, and the GoCreate (and GoName) trace events.
+#[cold]
+#[inline(never)]
+fn named_or_traced(id: u64, parent: u64, p: u32, name: &Option<Arc<str>>) {
+    if let Some(name) = name {
+        crate::g::register_name(id, name.clone());
+    }
+    if trace::on() {
+        trace::go_create(id, parent, p);
+        if let Some(name) = name {
+            trace::go_name(id, name);
+        }
+    }
 }
 
 fn init(g: &'static G, id: u64, task: TaskRef, stack_size: usize, name: Option<Arc<str>>) {
@@ -77,13 +102,18 @@ pub(crate) fn g_body(g: &'static G) {
 
 /// A goroutine finished (or could not start): recycle its stack and G.
 pub(crate) fn gdestroy(pp: &PHandle, g: &'static G, stack: Option<Stack>) {
+    if trace::on() {
+        trace::go_end(g.id(), pp.id);
+    }
     g.set_status(Status::Dead);
     g.set_stack_bounds((0, 0), 0);
     {
         // SAFETY: the G is dead and we (its last M) own it.
         let inner = unsafe { g.inner() };
         inner.task = None;
-        inner.name = None;
+        if inner.name.take().is_some() {
+            crate::g::unregister_name(g.id());
+        }
         inner.locked = 0;
         inner.lockedm = None;
     }
@@ -107,6 +137,9 @@ fn gfput(pp: &PHandle, g: &'static G) {
         global.extend(local.gfree.drain(..local.gfree.len() - P_GFREE_KEEP));
         s.gfree_len.store(global.len(), Ordering::Relaxed);
     }
+    pp.counters
+        .gfree
+        .store(local.gfree.len() as u64, Ordering::Relaxed);
 }
 
 fn gfget(pp: &PHandle) -> Option<&'static G> {
@@ -119,7 +152,11 @@ fn gfget(pp: &PHandle) -> Option<&'static G> {
         local.gfree.extend(global.drain(at..));
         s.gfree_len.store(global.len(), Ordering::Relaxed);
     }
-    local.gfree.pop()
+    let g = local.gfree.pop();
+    pp.counters
+        .gfree
+        .store(local.gfree.len() as u64, Ordering::Relaxed);
+    g
 }
 
 fn gfget_global() -> Option<&'static G> {
@@ -141,4 +178,5 @@ pub(crate) fn gfpurge(pp: &PHandle) {
     let mut global = s.gfree.lock().unwrap_or_else(|e| e.into_inner());
     global.append(&mut local.gfree);
     s.gfree_len.store(global.len(), Ordering::Relaxed);
+    pp.counters.gfree.store(0, Ordering::Relaxed);
 }

@@ -183,6 +183,7 @@ fn destroy_p(pp: &PHandle, moved: &mut Vec<&'static G>, timers_to: &'static crat
     }
     // SAFETY: short exclusive borrow of a P we hold.
     moved.append(&mut unsafe { pp.local() }.yieldq);
+    pp.counters.yieldq.store(0, Ordering::Relaxed);
     proc::gfpurge(pp);
     // SAFETY: short exclusive borrow of a P we hold.
     unsafe { pp.local() }.stacks.drain();

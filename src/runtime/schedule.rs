@@ -21,7 +21,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{globrunq, idle, lockosthread, proc, sched, steal, syscall, timers};
+use super::{globrunq, idle, lockosthread, proc, sched, stats, steal, syscall, timers};
 use crate::g::context::{self, Action, Switch};
 use crate::g::{Status, G};
 use crate::m::{self, M};
@@ -29,6 +29,7 @@ use crate::netpoll;
 use crate::p::PStatus;
 use crate::spawn::JoinError;
 use crate::sys::time::nanotime;
+use crate::trace;
 
 /// The M loop. Entered by every M thread with a P; returns only when a
 /// goroutine exited while locked to this thread (the thread then ends).
@@ -67,10 +68,20 @@ fn reset_spinning(m: &'static M) {
     idle::wakep();
 }
 
-/// Becomes a spinning M.
+/// Becomes a spinning M (holding a P).
 pub(crate) fn become_spinning(m: &'static M) {
     m.set_spinning(true);
     sched().spin.start_spinning();
+    count_spin(m);
+}
+
+/// Counts an M that starts spinning, on the P it holds.
+#[inline]
+pub(crate) fn count_spin(m: &'static M) {
+    // SAFETY: own thread.
+    if let Some(pp) = unsafe { m.p() } {
+        stats::bump(&pp.counters.spins, 1);
+    }
 }
 
 /// Finds a runnable G, blocking (parking the M) until there is one. Returns
@@ -99,6 +110,9 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
         // 4. Local run queue.
         // SAFETY: we own pp.
         if let Some((g, inherit)) = unsafe { pp.runq.get() } {
+            if inherit {
+                stats::bump(&pp.counters.runnext_hits, 1);
+            }
             // SAFETY: run queues only hold leaked, never-freed Gs.
             return (unsafe { &*g.as_ptr() }, inherit);
         }
@@ -117,6 +131,9 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
             let mut list = netpoll::netpoll(0);
             if !list.is_empty() {
                 let g = list.remove(0);
+                if trace::on() {
+                    trace::go_unblock(g.id(), 0, pp.id);
+                }
                 inject(list);
                 return (g, false);
             }
@@ -189,6 +206,11 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
                     unsafe { m.acquirep(pp) };
                     if !list.is_empty() {
                         let g = list.remove(0);
+                        if trace::on() {
+                            // SAFETY: own thread, holding the P just acquired.
+                            let p = unsafe { m.p() }.map_or(trace::GLOBAL, |pp| pp.id);
+                            trace::go_unblock(g.id(), 0, p);
+                        }
                         inject(list);
                         if was_spinning {
                             become_spinning(m);
@@ -237,6 +259,15 @@ pub(crate) fn inject(mut list: Vec<&'static G>) {
         None => list.len(),
     };
     let rest = list.split_off(n);
+    if trace::on() {
+        for g in &list {
+            trace::go_unblock(g.id(), 0, trace::GLOBAL);
+        }
+        let p = pp.map_or(trace::GLOBAL, |pp| pp.id);
+        for g in &rest {
+            trace::go_unblock(g.id(), 0, p);
+        }
+    }
     if !list.is_empty() {
         let mut l = s.lock();
         globrunq::put_list_locked(&mut l, &mut list);
@@ -274,6 +305,9 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
         debug_assert_eq!(g.status(), Status::Runnable);
         g.set_status(Status::Running);
         m.set_curg(Some(g));
+        if trace::on() {
+            trace::go_start(g.id(), pp.id);
+        }
 
         // SAFETY: the G is ours (we popped it from a run queue) and we are on
         // g0; the G's own code never touches its coroutine.
@@ -329,6 +363,9 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
                 // would be served only every 61st tick), so the G goes to the
                 // global tail through the P's yield buffer (globrunq's note).
                 g.set_status(Status::Runnable);
+                if trace::on() {
+                    trace::go_stop(g.id(), pp.id, trace::STOP_YIELD);
+                }
                 #[cfg(goroutine_randomize)]
                 let to_global = super::randomize::coin();
                 #[cfg(not(goroutine_randomize))]
@@ -343,17 +380,28 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
             Switch::Action(Action::Preempt) => {
                 // Go's gopreempt_m: a preempted G goes to the global queue.
                 g.set_status(Status::Runnable);
+                stats::bump(&pp.counters.preempt_yields, 1);
+                if trace::on() {
+                    trace::go_stop(g.id(), pp.id, trace::STOP_PREEMPT);
+                }
                 globrunq::put(g);
                 return true;
             }
             Switch::Action(Action::ExitSyscall) => unreachable!("handled above"),
             Switch::Action(Action::YieldLocal) => {
                 g.set_status(Status::Runnable);
+                if trace::on() {
+                    trace::go_stop(g.id(), pp.id, trace::STOP_YIELD_LOCAL);
+                }
                 globrunq::runqput(pp, g, false);
                 return true;
             }
             Switch::Action(Action::Park(unlock)) => {
                 g.set_status(Status::Waiting);
+                // Before `unlock`: once it ran, a waker may emit GoUnblock.
+                if trace::on() {
+                    trace::go_block(g.id(), pp.id, g.wait_reason() as u64);
+                }
                 // SAFETY: `unlock` points to a closure on the G's stack, which
                 // is intact: the G cannot run until `unlock` made it findable.
                 if unsafe { (*unlock)(g) } {

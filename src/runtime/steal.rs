@@ -11,10 +11,11 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{idle, sched, timers};
+use super::{idle, sched, stats, timers};
 use crate::g::G;
 use crate::m::M;
 use crate::p::{PHandle, PStatus};
+use crate::trace;
 
 const STEAL_TRIES: usize = 4;
 
@@ -52,11 +53,16 @@ pub(crate) fn steal_work(m: &'static M, pp: &PHandle, mut now: i64) -> Option<&'
             // queue is empty.
             let got = unsafe {
                 pp.runq
-                    .steal_into(&victim.runq, last || randomized_runnext(), || {
+                    .steal_into_counted(&victim.runq, last || randomized_runnext(), || {
                         victim.status() == PStatus::Running
                     })
             };
-            if let Some(g) = got {
+            if let Some((g, n)) = got {
+                stats::bump(&pp.counters.steals, 1);
+                stats::bump(&pp.counters.stolen, n as u64);
+                if trace::on() {
+                    trace::steal(pp.id, victim.id, n as u64);
+                }
                 // SAFETY: run queues only hold leaked, never-freed Gs.
                 return Some(unsafe { &*g.as_ptr() });
             }

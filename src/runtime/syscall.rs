@@ -24,11 +24,12 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{globrunq, idle, sched, throw};
+use super::{globrunq, idle, sched, stats, throw};
 use crate::g::context::{self, Action};
 use crate::g::Status;
 use crate::m::{self, M};
 use crate::p::{PHandle, PStatus};
+use crate::trace;
 
 /// Runs `f` as a blocking system call (see `crate::syscall`).
 pub(crate) fn syscall<R>(block: bool, f: impl FnOnce() -> R) -> R {
@@ -63,8 +64,15 @@ fn entersyscall(m: &'static M, block: bool) {
     let pp = unsafe { m.releasep() };
     pp.bump_syscalltick();
     g.set_status(Status::Syscall);
+    if trace::on() {
+        trace::syscall_enter(g.id(), pp.id);
+    }
     if block {
         m.set_oldp(Some(pp.get()));
+        stats::bump(&pp.counters.blocking_handoffs, 1);
+        if trace::on() {
+            trace::syscall_handoff(pp.id);
+        }
         handoffp(pp);
     } else {
         let p = pp.enter_syscall();
@@ -109,6 +117,9 @@ pub(crate) fn exitsyscall() {
                 // A stop-the-world counted this P as running: stop soon.
                 pp.preempt.store(true, Ordering::Release);
             }
+            if trace::on() {
+                trace::syscall_exit(g.id(), pp.id, true);
+            }
             // SAFETY: own thread, holding no P (released at entry).
             unsafe { m.acquirep(pp) };
             g.set_status(Status::Running);
@@ -120,6 +131,9 @@ pub(crate) fn exitsyscall() {
         let mut l = sched().lock();
         idle::pidleget(&mut l)
     } {
+        if trace::on() {
+            trace::syscall_exit(g.id(), pp.id, true);
+        }
         // SAFETY: own thread, holding no P.
         unsafe { m.acquirep(pp) };
         g.set_status(Status::Running);
@@ -144,6 +158,9 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
     let mut l = sched().lock();
     if let Some(pp) = idle::pidleget(&mut l) {
         drop(l);
+        if trace::on() {
+            trace::syscall_exit(g.id(), pp.id, false);
+        }
         // SAFETY: own thread, holding no P.
         unsafe { m.acquirep(pp) };
         globrunq::runqput(
@@ -159,6 +176,9 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
         .runqsize
         .store(l.runq.len() as u32, Ordering::SeqCst);
     drop(l);
+    if trace::on() {
+        trace::syscall_exit(g.id(), trace::GLOBAL, false);
+    }
     idle::stopm(m);
 }
 

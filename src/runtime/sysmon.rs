@@ -25,7 +25,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{idle, sched, syscall, timers};
+use super::{env, idle, sched, stats, syscall, timers};
 use crate::p::PStatus;
 use crate::sys::time::nanotime;
 
@@ -88,9 +88,13 @@ pub(crate) fn wake_if_waiting() {
 
 fn sysmon() {
     let s = sched();
+    crate::trace::set_sysmon_thread();
     let mut views: Vec<PView> = Vec::new();
     let mut idle_cycles = 0u32;
     let mut delay_us = 20u64;
+    let schedtrace_ns = env::godebug().schedtrace_ms.saturating_mul(1_000_000);
+    let mut last_schedtrace = nanotime();
+    let mut last_sample = 0i64;
     loop {
         if idle_cycles == 0 {
             delay_us = 20;
@@ -99,7 +103,7 @@ fn sysmon() {
         }
         delay_us = delay_us.min(10_000);
         std::thread::sleep(std::time::Duration::from_micros(delay_us));
-        let mut now = nanotime();
+        let mut now = stats::refresh_coarse_now();
 
         if s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
             let l = s.lock();
@@ -107,10 +111,13 @@ fn sysmon() {
                 drop(l);
                 // Every P is idle: maybe nothing can ever run again.
                 super::checkdead::check();
-                now = nanotime();
+                now = stats::refresh_coarse_now();
                 let l = s.lock();
-                let still_idle =
-                    s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs();
+                // Deep sleep, unless schedtrace or the tracer want their
+                // lines and samples on time (Go: only if schedtrace <= 0).
+                let still_idle = schedtrace_ns == 0
+                    && !crate::trace::on()
+                    && (s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs());
                 let next = timers::next_when();
                 if still_idle && (next == 0 || next > now) {
                     s.sysmonnote.clear();
@@ -127,7 +134,7 @@ fn sysmon() {
                         idle_cycles = 0;
                         delay_us = 20;
                     }
-                    now = nanotime();
+                    now = stats::refresh_coarse_now();
                 }
             }
         }
@@ -157,7 +164,28 @@ fn sysmon() {
         } else {
             idle_cycles += 1;
         }
+
+        if schedtrace_ns > 0 && now - last_schedtrace >= schedtrace_ns {
+            last_schedtrace = now;
+            super::schedtrace::print(env::godebug().scheddetail);
+        }
+        if crate::trace::on() && now - last_sample >= SAMPLE_NS {
+            last_sample = now;
+            crate::trace::sample();
+        }
     }
+}
+
+/// How often sysmon samples the run queues and goroutine counts into a
+/// running trace.
+const SAMPLE_NS: i64 = 10_000_000;
+
+/// The goroutine running on P `id`, if any (the M holding it, its curg).
+fn curg_of_p(s: &'static super::Sched, id: u32) -> Option<&'static crate::g::G> {
+    let allm = s.allm.lock().unwrap_or_else(|e| e.into_inner());
+    allm.iter()
+        .find(|m| m.p_id() == Some(id))
+        .and_then(|m| m.curg())
 }
 
 /// Preempts long-running goroutines and takes Ps back from system calls;
@@ -183,6 +211,13 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
                 pd.schedtick = t;
                 pd.schedwhen = now;
             } else if pd.schedwhen + FORCE_PREEMPT_NS <= now {
+                if !p.preempt.load(Ordering::Relaxed) {
+                    stats::bump(&stats::SYSMON.preempt_requests, 1);
+                    if crate::trace::on() {
+                        let g = curg_of_p(s, p.id).map_or(0, |g| g.id());
+                        crate::trace::preempt(g, p.id);
+                    }
+                }
                 p.preempt.store(true, Ordering::Release);
                 sysretake = true;
             }
@@ -206,6 +241,10 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
         if let Some(pp) = p.cas_from_syscall(PStatus::Idle) {
             pp.bump_syscalltick();
             taken += 1;
+            stats::bump(&stats::SYSMON.retakes, 1);
+            if crate::trace::on() {
+                crate::trace::syscall_handoff(pp.id);
+            }
             syscall::handoffp(pp);
         }
     }

@@ -168,7 +168,7 @@ impl Timers {
         self.timer0.load(Ordering::Acquire)
     }
 
-    #[allow(dead_code)] // read by schedtrace and stats
+    #[cfg_attr(loom, allow(dead_code))] // read by schedtrace
     pub(crate) fn len(&self) -> usize {
         lock(&self.heap).len()
     }

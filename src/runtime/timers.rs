@@ -68,7 +68,17 @@ pub(crate) fn check_timers(pp: &P, now: i64) -> (i64, i64) {
     if now < next {
         return (now, next);
     }
-    pp.timers.run_due(now);
+    let fired = pp.timers.run_due(now);
+    if fired > 0 {
+        // Any M may run any P's heap: a real read-modify-write, but only
+        // when timers fired.
+        pp.counters
+            .timers_fired
+            .fetch_add(fired as u64, Ordering::Relaxed);
+        if crate::trace::on() {
+            crate::trace::timer_fire(pp.id, fired as u64);
+        }
+    }
     (now, pp.timers.next())
 }
 

@@ -13,3 +13,40 @@ pub(crate) fn gettid() -> i32 {
     // SAFETY: gettid has no preconditions and cannot fail.
     unsafe { libc::gettid() }
 }
+
+/// Registers `f` to run when the process exits through `exit(3)`
+/// (returning from `main`, `std::process::exit`). Best effort: a failed
+/// registration (out of memory) is ignored.
+pub(crate) fn at_exit(f: extern "C" fn()) {
+    // SAFETY: `f` is a plain function with the C ABI that atexit expects.
+    unsafe { libc::atexit(f) };
+}
+
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+/// Registers the process for private expedited membarriers (Linux >= 4.14);
+/// false if the kernel (or a seccomp filter) does not allow them.
+pub(crate) fn membarrier_register() -> bool {
+    // SAFETY: membarrier takes integer arguments only and has no memory
+    // effects on our address space beyond ordering.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+            0,
+            0,
+        )
+    };
+    r == 0
+}
+
+/// Runs a full memory barrier on every CPU that is running a thread of
+/// this process (after [`membarrier_register`]): an asymmetric fence that
+/// lets the other side of a Dekker-style protocol use only compiler
+/// fences. False if it failed.
+pub(crate) fn membarrier() -> bool {
+    // SAFETY: as above.
+    let r = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) };
+    r == 0
+}

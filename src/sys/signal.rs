@@ -23,6 +23,11 @@
 //! `SA_NODEFER` is deliberately not used: should the lookup itself fault, the
 //! nested fault finds the signal blocked and the kernel kills the process at
 //! once instead of recursing on the alternate stack.
+//!
+//! SIGQUIT (the goroutine dump, `runtime::dump`): the handler only writes a
+//! byte to a pipe whose read end a runtime thread blocks on, then chains to
+//! the previous handler if that was a function. Nothing else happens in
+//! signal context.
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;
@@ -279,6 +284,108 @@ fn write_all_stderr(mut bytes: &[u8]) {
             return;
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// SIGQUIT: the goroutine dump request
+// ---------------------------------------------------------------------------
+
+/// The write end of the dump request pipe (-1: none).
+static QUIT_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+static PREV_QUIT: PrevAction = PrevAction::new();
+static INSTALL_QUIT: Once = Once::new();
+
+/// A pipe, both ends close-on-exec, the write end non-blocking (a signal
+/// handler writing to a full pipe must not block). Returns (read, write).
+pub(crate) fn pipe() -> io::Result<(std::os::fd::RawFd, std::os::fd::RawFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fcntl on the descriptor we just created.
+    let r = unsafe {
+        let fl = libc::fcntl(fds[1], libc::F_GETFL);
+        libc::fcntl(fds[1], libc::F_SETFL, fl | libc::O_NONBLOCK)
+    };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        // SAFETY: closing the two descriptors we own.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        return Err(e);
+    }
+    Ok((fds[0], fds[1]))
+}
+
+/// Installs the SIGQUIT handler (once per process): on SIGQUIT it writes
+/// one byte to `fd` (the runtime's dump thread reads it), then calls the
+/// handler installed before ours, if that was a function (chaining).
+pub(crate) fn install_quit_handler(fd: std::os::fd::RawFd) -> io::Result<()> {
+    QUIT_FD.store(fd, Ordering::Release);
+    let mut result = Ok(());
+    INSTALL_QUIT.call_once(|| {
+        let mut new = default_action();
+        new.sa_sigaction = on_quit as *const () as libc::sighandler_t;
+        new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+        let mut old = default_action();
+        // SAFETY: `new` is a valid action whose handler has the SA_SIGINFO
+        // signature; `old` is a valid place for the previous one; the mask is
+        // emptied on a live struct.
+        let r = unsafe {
+            libc::sigemptyset(&mut new.sa_mask);
+            libc::sigaction(libc::SIGQUIT, &new, &mut old)
+        };
+        if r != 0 {
+            result = Err(io::Error::last_os_error());
+            return;
+        }
+        // SAFETY: inside INSTALL_QUIT, the only writer; `saved` is still
+        // false, so no reader looks at `action` yet.
+        unsafe { (*PREV_QUIT.action.get()).write(old) };
+        PREV_QUIT.saved.store(true, Ordering::Release);
+    });
+    result
+}
+
+/// The SIGQUIT handler: async-signal-safe (an atomic load and write(2)).
+extern "C" fn on_quit(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    let errno_slot = unsafe { libc::__errno_location() };
+    // SAFETY: as above, a valid pointer.
+    let saved_errno = unsafe { *errno_slot };
+    let fd = QUIT_FD.load(Ordering::Acquire);
+    if fd >= 0 {
+        let b = [b'q'];
+        // SAFETY: writing one byte from a valid buffer; a full pipe (a
+        // request is already pending) fails with EAGAIN, which is fine.
+        unsafe { libc::write(fd, b.as_ptr().cast(), 1) };
+    }
+    let old = PREV_QUIT.get();
+    let handler = old.sa_sigaction;
+    if handler != libc::SIG_DFL && handler != libc::SIG_IGN {
+        if old.sa_flags & libc::SA_SIGINFO != 0 {
+            // SAFETY: a SA_SIGINFO action's handler has this signature; we
+            // pass on the kernel's arguments unchanged.
+            let f = unsafe {
+                mem::transmute::<
+                    libc::sighandler_t,
+                    extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void),
+                >(handler)
+            };
+            f(sig, info, ctx);
+        } else {
+            // SAFETY: a plain action's handler has this signature.
+            let f = unsafe {
+                mem::transmute::<libc::sighandler_t, extern "C" fn(libc::c_int)>(handler)
+            };
+            f(sig);
+        }
+    }
+    // SAFETY: as above.
+    unsafe { *errno_slot = saved_errno };
 }
 
 // ---------------------------------------------------------------------------

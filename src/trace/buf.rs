@@ -1,0 +1,563 @@
+//! Per-thread trace buffers, the session (clock, generation), and the
+//! writer thread.
+//!
+//! # Who may touch a buffer (the busy flag)
+//! A [`TraceBuf`] belongs to one thread, which writes each event into it
+//! between raising and lowering its `busy` flag. Only three other parties
+//! ever look at it, all rare: `stop` collects the last batch; a plain
+//! thread's exit and a thread claiming a freed buffer initialise or flush
+//! it. The last two hold `CONTROL` (the start/stop mutex), so they never
+//! overlap `stop`. Between an event and `stop` the protocol is Dekker's:
+//! - the owner raises `busy`, *then* loads `ON`; if it is clear it writes
+//!   nothing. `stop` clears `ON`, *then* waits until `busy` is down before
+//!   it reads the buffer. Both orders are store-then-load, so either the
+//!   owner sees `ON` clear, or `stop` sees `busy` up and waits for the event
+//!   to complete; never both miss.
+//! - The StoreLoad barrier is asymmetric where the kernel allows
+//!   (`membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, Linux >= 4.14): the
+//!   owner's side is a plain store and a compiler fence (no locked
+//!   instruction on the hot path), and `stop` issues the membarrier, which
+//!   runs a full barrier on every CPU running one of our threads, so the
+//!   owner's store and load cannot be seen reordered across it. Without
+//!   membarrier, the owner's store is a SeqCst swap (a locked instruction)
+//!   and `stop`'s loads are SeqCst.
+//! - `start` writes the session (generation, clock) and then sets `ON` with
+//!   Release; the owner's Acquire load of `ON` sees them. A buffer last
+//!   used by an older generation is reset first.
+//!
+//! Buffers are leaked and registered in `ALL` (so `stop` finds them); a
+//! thread that exits (a plain thread, or an M whose goroutine exited locked
+//! to it) flushes its buffer and puts it on `FREE` for the next thread.
+//!
+//! # The writer
+//! Full batches go to a queue (a mutex and a condvar, taken once per 64 KiB
+//! of events) that a writer thread drains into the file. If the writer
+//! falls 1024 batches (64 MiB) behind, new batches are dropped and counted
+//! in the trailer's `dropped_events`.
+
+use std::cell::{Cell, UnsafeCell};
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::mem::MaybeUninit;
+use std::path::Path;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, Once, OnceLock};
+use std::thread::JoinHandle;
+use std::time::SystemTime;
+
+use super::ON;
+use crate::sys::time::{cputicks, nanotime, tsc_usable};
+
+/// Payload bytes per batch (docs/trace-format.md: 64 KiB).
+const BATCH_BYTES: usize = 64 * 1024;
+/// Batch header: 0xB7, u32 m_id, u32 payload_len.
+const HEADER: usize = 9;
+/// Batches the writer may fall behind before new ones are dropped.
+const MAX_QUEUED: usize = 1024;
+
+/// The current session, read by every event (written by `start` before
+/// `ON` is set with Release). One cache line, read-mostly.
+#[repr(align(64))]
+struct Session {
+    gen: AtomicU64,
+    start_ns: AtomicI64,
+    use_tsc: AtomicBool,
+    base_tsc: AtomicU64,
+    base_ns: AtomicI64,
+    /// Nanoseconds per TSC tick, 32.32 fixed point.
+    mult: AtomicU64,
+}
+
+static SESSION: Session = Session {
+    gen: AtomicU64::new(0),
+    start_ns: AtomicI64::new(0),
+    use_tsc: AtomicBool::new(false),
+    base_tsc: AtomicU64::new(0),
+    base_ns: AtomicI64::new(0),
+    mult: AtomicU64::new(0),
+};
+
+/// The session's clock: nanotime, from the TSC where usable.
+#[inline]
+fn now() -> i64 {
+    let s = &SESSION;
+    if s.use_tsc.load(Ordering::Relaxed) {
+        let ticks = cputicks().wrapping_sub(s.base_tsc.load(Ordering::Relaxed));
+        let ns = (ticks as u128 * s.mult.load(Ordering::Relaxed) as u128) >> 32;
+        s.base_ns.load(Ordering::Relaxed) + ns as i64
+    } else {
+        nanotime()
+    }
+}
+
+/// Nanoseconds per TSC tick (32.32), measured once against nanotime over
+/// 2 ms; `None` if the TSC is not a usable clock.
+fn tsc_mult() -> Option<u64> {
+    static MULT: OnceLock<Option<u64>> = OnceLock::new();
+    *MULT.get_or_init(|| {
+        if !tsc_usable() {
+            return None;
+        }
+        let (t0, n0) = (cputicks(), nanotime());
+        let mut n1 = n0;
+        while n1 - n0 < 2_000_000 {
+            std::hint::spin_loop();
+            n1 = nanotime();
+        }
+        let t1 = cputicks();
+        let ticks = t1.checked_sub(t0).filter(|&t| t > 0)?;
+        Some((((n1 - n0) as u128) << 32).checked_div(ticks as u128)? as u64)
+    })
+}
+
+/// One thread's buffer (module note).
+pub(super) struct TraceBuf {
+    /// The owner is writing an event (module note).
+    busy: AtomicBool,
+    inner: UnsafeCell<Inner>,
+}
+
+// SAFETY: `inner` is only touched by its owner while `busy` is up and
+// `ON` set, by `stop` after `ON` is clear and `busy` is down, and by
+// claim/exit under `CONTROL`, which excludes `stop` (module note).
+unsafe impl Sync for TraceBuf {}
+
+/// The owner's side of the StoreLoad barrier is a compiler fence only
+/// (`stop` issues a membarrier); false: a SeqCst swap.
+static ASYMMETRIC: AtomicBool = AtomicBool::new(false);
+
+struct Inner {
+    /// The session the batch in `data` belongs to.
+    gen: u64,
+    m_id: u32,
+    /// The batch being filled: header and events (empty: none begun).
+    data: Vec<u8>,
+    /// Timestamp of the batch's last event (its base: `start_ns`).
+    last_ts: i64,
+    events: u64,
+}
+
+static ALL: Mutex<Vec<&'static TraceBuf>> = Mutex::new(Vec::new());
+static FREE: Mutex<Vec<&'static TraceBuf>> = Mutex::new(Vec::new());
+/// Ids for threads that are not Ms, counting down (sysmon is u32::MAX).
+static NEXT_EXT_ID: AtomicU32 = AtomicU32::new(u32::MAX - 1);
+
+thread_local! {
+    static LOCAL: Cell<*const TraceBuf> = const { Cell::new(ptr::null()) };
+    /// A batch id chosen for this thread (sysmon), 0 if none.
+    static THREAD_ID: Cell<u32> = const { Cell::new(0) };
+    static EXIT: ExitGuard = const { ExitGuard };
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(super) fn set_thread_id(id: u32) {
+    THREAD_ID.with(|c| c.set(id));
+}
+
+impl TraceBuf {
+    /// The owner raises `busy` before it loads `ON` (module note).
+    #[inline(always)]
+    fn raise(&self) {
+        if ASYMMETRIC.load(Ordering::Relaxed) {
+            self.busy.store(true, Ordering::Relaxed);
+            // The CPU may still order the load of `ON` before this store;
+            // `stop`'s membarrier rules that out where it matters.
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        } else {
+            // SeqCst: in one total order with `stop`'s SeqCst store of `ON`
+            // and load of `busy`.
+            self.busy.swap(true, Ordering::SeqCst);
+        }
+    }
+
+    #[inline(always)]
+    fn lower(&self) {
+        // Release: `stop`'s Acquire load that sees it down sees the event.
+        self.busy.store(false, Ordering::Release);
+    }
+
+    /// `stop`'s side: waits for the owner's event in progress, if any.
+    fn wait_idle(&self) {
+        while self.busy.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+    }
+
+    /// The buffer's state.
+    ///
+    /// # Safety
+    /// The caller may touch the buffer (module note), and no other
+    /// reference from `inner` is live.
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    unsafe fn inner(&self) -> &mut Inner {
+        // SAFETY: exclusive by the protocol (caller's contract).
+        unsafe { &mut *self.inner.get() }
+    }
+}
+
+/// This thread's buffer, claiming one on first use.
+#[inline]
+fn local() -> Option<&'static TraceBuf> {
+    let p = LOCAL.try_with(|c| c.get()).ok()?;
+    if p.is_null() {
+        return claim();
+    }
+    // SAFETY: LOCAL only holds leaked, never-freed buffers.
+    Some(unsafe { &*p })
+}
+
+#[cold]
+fn claim() -> Option<&'static TraceBuf> {
+    let id = match crate::m::current() {
+        Some(m) => m.id as u32,
+        None => match THREAD_ID.try_with(|c| c.get()).unwrap_or(0) {
+            0 => NEXT_EXT_ID.fetch_sub(1, Ordering::Relaxed),
+            id => id,
+        },
+    };
+    // Excludes `stop`, which may be reading a freed buffer (module note).
+    let _control = lock(&CONTROL);
+    let tb: &'static TraceBuf = match lock(&FREE).pop() {
+        Some(tb) => tb,
+        None => {
+            let tb: &'static TraceBuf = Box::leak(Box::new(TraceBuf {
+                busy: AtomicBool::new(false),
+                inner: UnsafeCell::new(Inner {
+                    gen: 0,
+                    m_id: 0,
+                    data: Vec::new(),
+                    last_ts: 0,
+                    events: 0,
+                }),
+            }));
+            lock(&ALL).push(tb);
+            tb
+        }
+    };
+    // SAFETY: no owner yet, and `CONTROL` excludes `stop`.
+    let inner = unsafe { tb.inner() };
+    inner.m_id = id;
+    inner.gen = 0;
+    inner.data.clear();
+    LOCAL.try_with(|c| c.set(tb)).ok()?;
+    // Plain threads exit, and so does an M whose goroutine exits locked to
+    // it: give the buffer back then (registers the destructor; fails only
+    // during thread exit).
+    let _ = EXIT.try_with(|_| ());
+    Some(tb)
+}
+
+/// Flushes and frees this thread's buffer when the thread exits.
+struct ExitGuard;
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        let Ok(p) = LOCAL.try_with(|c| c.replace(ptr::null())) else {
+            return;
+        };
+        if p.is_null() {
+            return;
+        }
+        // SAFETY: LOCAL only holds leaked, never-freed buffers.
+        let tb = unsafe { &*p };
+        let _control = lock(&CONTROL);
+        // SAFETY: we are the owner, between events, and `CONTROL` excludes
+        // `stop`.
+        let inner = unsafe { tb.inner() };
+        if !inner.data.is_empty() {
+            inner.flush();
+        }
+        inner.gen = 0;
+        lock(&FREE).push(tb);
+    }
+}
+
+/// Writes one event into the calling thread's buffer (if tracing is on).
+#[inline(never)]
+pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
+    let Some(tb) = local() else { return };
+    tb.raise();
+    // Acquire: pairs with `start`'s Release store (the session is
+    // visible). After `raise`: see the module note.
+    if ON.load(Ordering::Acquire) {
+        // SAFETY: we own the buffer, `busy` is up and `ON` set.
+        let inner = unsafe { tb.inner() };
+        let gen = SESSION.gen.load(Ordering::Relaxed);
+        if inner.gen != gen {
+            inner.gen = gen;
+            inner.data.clear();
+        }
+        inner.event(ty, args, bytes);
+    }
+    tb.lower();
+}
+
+/// Writes `v` as unsigned LEB128 at `out[*at..]`.
+#[inline(always)]
+fn uvarint(out: &mut [MaybeUninit<u8>], at: &mut usize, mut v: u64) {
+    while v >= 0x80 {
+        out[*at].write((v as u8) | 0x80);
+        *at += 1;
+        v >>= 7;
+    }
+    out[*at].write(v as u8);
+    *at += 1;
+}
+
+/// The most bytes an event takes besides its name: type, delta, 4 fields.
+const MAX_EVENT: usize = 1 + 10 * 5;
+
+impl Inner {
+    fn begin_batch(&mut self) {
+        if self.data.capacity() < HEADER + BATCH_BYTES {
+            self.data = take_vec();
+        }
+        self.data.push(0xB7);
+        self.data.extend_from_slice(&self.m_id.to_le_bytes());
+        self.data.extend_from_slice(&[0; 4]);
+        self.last_ts = SESSION.start_ns.load(Ordering::Relaxed);
+        self.events = 0;
+    }
+
+    #[inline(always)]
+    fn event(&mut self, ty: u8, args: &[u64], bytes: &[u8]) {
+        debug_assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
+        if !self.data.is_empty() && self.data.len() + MAX_EVENT + bytes.len() > HEADER + BATCH_BYTES
+        {
+            self.flush();
+        }
+        if self.data.is_empty() {
+            self.begin_batch();
+        }
+        let ts = now().max(self.last_ts);
+        let delta = (ts - self.last_ts) as u64;
+        self.last_ts = ts;
+        let len = self.data.len();
+        // Written in place: the batch's capacity (HEADER + BATCH_BYTES) has
+        // room for this event (checked above), so no growth, no memcpy.
+        let spare = self.data.spare_capacity_mut();
+        let mut n = 0;
+        spare[n].write(ty);
+        n += 1;
+        uvarint(spare, &mut n, delta);
+        for &a in args {
+            uvarint(spare, &mut n, a);
+        }
+        for &b in bytes {
+            spare[n].write(b);
+            n += 1;
+        }
+        // SAFETY: the `n` bytes after `len` were just initialised, within
+        // the capacity (`spare` bounds-checked every write).
+        unsafe { self.data.set_len(len + n) };
+        self.events += 1;
+    }
+
+    /// Completes the batch in `data` and hands it to the writer.
+    fn flush(&mut self) {
+        let len = (self.data.len() - HEADER) as u32;
+        self.data[5..9].copy_from_slice(&len.to_le_bytes());
+        let batch = std::mem::take(&mut self.data);
+        let mut q = lock(&QUEUE);
+        if q.gen != self.gen || q.done {
+            // A batch of a finished session: nowhere to go.
+            q.free.push(batch);
+            return;
+        }
+        if q.batches.len() >= MAX_QUEUED {
+            q.dropped += self.events;
+            q.free.push(batch);
+            return;
+        }
+        q.batches.push_back(batch);
+        drop(q);
+        QUEUE_CV.notify_one();
+    }
+}
+
+/// The writer's queue (module note).
+struct Queue {
+    gen: u64,
+    batches: VecDeque<Vec<u8>>,
+    /// Emptied buffers for reuse.
+    free: Vec<Vec<u8>>,
+    dropped: u64,
+    /// `stop` collected the last batches: write the trailer and finish.
+    done: bool,
+    end_ns: i64,
+}
+
+static QUEUE: Mutex<Queue> = Mutex::new(Queue {
+    gen: 0,
+    batches: VecDeque::new(),
+    free: Vec::new(),
+    dropped: 0,
+    done: false,
+    end_ns: 0,
+});
+static QUEUE_CV: Condvar = Condvar::new();
+
+fn take_vec() -> Vec<u8> {
+    let v = lock(&QUEUE).free.pop();
+    match v {
+        Some(mut v) => {
+            v.clear();
+            v
+        }
+        None => Vec::with_capacity(HEADER + BATCH_BYTES),
+    }
+}
+
+/// Serialises `start` and `stop`; holds the running writer.
+static CONTROL: Mutex<Option<JoinHandle<io::Result<()>>>> = Mutex::new(None);
+
+pub(super) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
+    let mut control = lock(&CONTROL);
+    if control.is_some() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "tracing is already enabled",
+        ));
+    }
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
+    static MEMBARRIER: OnceLock<bool> = OnceLock::new();
+    let asym = *MEMBARRIER.get_or_init(crate::sys::membarrier_register);
+    ASYMMETRIC.store(asym, Ordering::Relaxed);
+
+    let s = &SESSION;
+    let gen = s.gen.load(Ordering::Relaxed) + 1;
+    let mult = tsc_mult();
+    s.use_tsc.store(mult.is_some(), Ordering::Relaxed);
+    s.mult.store(mult.unwrap_or(0), Ordering::Relaxed);
+    s.base_tsc.store(cputicks(), Ordering::Relaxed);
+    let start_ns = nanotime();
+    s.base_ns.store(start_ns, Ordering::Relaxed);
+    s.start_ns.store(start_ns, Ordering::Relaxed);
+    s.gen.store(gen, Ordering::Relaxed);
+    let unix_ns = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+
+    let mut header = Vec::with_capacity(40);
+    header.extend_from_slice(b"GRTRACE\0");
+    header.extend_from_slice(&1u32.to_le_bytes());
+    header.extend_from_slice(&0u32.to_le_bytes());
+    header.extend_from_slice(&(start_ns as u64).to_le_bytes());
+    header.extend_from_slice(&unix_ns.to_le_bytes());
+    header.extend_from_slice(&gomaxprocs.to_le_bytes());
+    header.extend_from_slice(&0u32.to_le_bytes());
+    out.write_all(&header)?;
+
+    {
+        let mut q = lock(&QUEUE);
+        q.gen = gen;
+        q.batches.clear();
+        q.dropped = 0;
+        q.done = false;
+        q.end_ns = 0;
+    }
+    let writer = std::thread::Builder::new()
+        .name("goroutine-trace".into())
+        .spawn(move || writer(out))?;
+    // A runtime thread for checkdead while it lives (until `stop` joins it).
+    crate::runtime::checkdead::internal_thread_started();
+    *control = Some(writer);
+    // Release: the session above is visible to whoever sees `ON` (Acquire
+    // in `emit`).
+    ON.store(true, Ordering::Release);
+    drop(control);
+
+    static ATEXIT: Once = Once::new();
+    ATEXIT.call_once(|| crate::sys::at_exit(at_exit));
+    // sysmon samples while tracing: it must not stay in its deep sleep.
+    crate::runtime::sysmon::wake_if_waiting();
+    for (g, name) in crate::g::names() {
+        super::go_name(g, &name);
+    }
+    Ok(())
+}
+
+extern "C" fn at_exit() {
+    if let Err(e) = stop() {
+        eprintln!("goroutine: trace: {e}");
+    }
+}
+
+pub(super) fn stop() -> io::Result<()> {
+    let mut control = lock(&CONTROL);
+    let Some(writer) = control.take() else {
+        return Ok(());
+    };
+    // SeqCst: ordered before the loads of `busy` below (module note).
+    ON.store(false, Ordering::SeqCst);
+    if ASYMMETRIC.load(Ordering::Relaxed) && !crate::sys::membarrier() {
+        // Registered at start, so this cannot fail; if it did, the owners'
+        // stores might not be visible yet: give them a moment.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let gen = SESSION.gen.load(Ordering::Relaxed);
+    let all = lock(&ALL).clone();
+    for tb in all {
+        tb.wait_idle();
+        // SAFETY: `ON` is clear and `busy` down: the owner writes nothing
+        // more; claim/exit are excluded by `CONTROL` (module note).
+        let inner = unsafe { tb.inner() };
+        if inner.gen == gen && !inner.data.is_empty() {
+            inner.flush();
+        }
+    }
+    {
+        let mut q = lock(&QUEUE);
+        q.end_ns = now();
+        q.done = true;
+    }
+    QUEUE_CV.notify_all();
+    let r = writer.join();
+    crate::runtime::checkdead::internal_thread_exited();
+    match r {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::other("the trace writer panicked")),
+    }
+}
+
+/// The writer thread: drains the queue into the file, then writes the
+/// trailer.
+fn writer(mut out: BufWriter<File>) -> io::Result<()> {
+    let mut result = Ok(());
+    let mut batches = Vec::new();
+    loop {
+        let (done, end_ns, dropped) = {
+            let mut q = lock(&QUEUE);
+            while q.batches.is_empty() && !q.done {
+                q = QUEUE_CV.wait(q).unwrap_or_else(|e| e.into_inner());
+            }
+            batches.extend(q.batches.drain(..));
+            (q.done, q.end_ns, q.dropped)
+        };
+        for b in batches.drain(..) {
+            if result.is_ok() {
+                result = out.write_all(&b);
+            }
+            let mut q = lock(&QUEUE);
+            if q.free.len() < 64 {
+                q.free.push(b);
+            }
+        }
+        if done {
+            let mut trailer = [0u8; 17];
+            trailer[0] = 0xE0;
+            trailer[1..9].copy_from_slice(&(end_ns as u64).to_le_bytes());
+            trailer[9..17].copy_from_slice(&dropped.to_le_bytes());
+            result = result
+                .and_then(|_| out.write_all(&trailer))
+                .and_then(|_| out.flush());
+            return result;
+        }
+    }
+}
