@@ -63,7 +63,7 @@ pub fn after(d: Duration) -> Receiver<Instant> {
     // The heap entry owns the timer and with it the sender: once the time
     // is sent and the entry dropped, the channel holds the value and then
     // reports closed.
-    let t = timers::Timer::new(TimerFn::Call(Box::new(move || send_time(&tx))));
+    let t = timers::Timer::new(TimerFn::SendTime(tx));
     t.start(deadline_after(nanotime(), d), 0);
     rx
 }
@@ -88,11 +88,6 @@ where
     }
 }
 
-fn send_time(tx: &Sender<Instant>) {
-    // Non-blocking, like Go's sendTime: a full channel drops the tick.
-    let _ = tx.try_send(Instant::now());
-}
-
 /// A single event delivered on a channel (Go's `time.Timer`). Use
 /// [`Timer::c`] in `select!`: `recv(t.c()) -> at => ...`.
 pub struct Timer {
@@ -106,7 +101,7 @@ impl Timer {
     /// A timer that sends the current time on its channel after `d`.
     pub fn new(d: Duration) -> Timer {
         let (tx, rx) = chan(1);
-        let inner = timers::Timer::new(TimerFn::Call(Box::new(move || send_time(&tx))));
+        let inner = timers::Timer::new(TimerFn::SendTime(tx));
         inner.start(deadline_after(nanotime(), d), 0);
         Timer {
             inner,
@@ -163,7 +158,7 @@ impl Ticker {
     pub fn new(d: Duration) -> Ticker {
         assert!(!d.is_zero(), "non-positive interval for Ticker::new");
         let (tx, rx) = chan(1);
-        let inner = timers::Timer::new(TimerFn::Call(Box::new(move || send_time(&tx))));
+        let inner = timers::Timer::new(TimerFn::SendTime(tx));
         let period = period_ns(d);
         inner.start(deadline_after(nanotime(), d), period);
         Ticker { inner, rx }
