@@ -122,6 +122,7 @@ pub mod __private {
 /// thread.
 #[cfg(not(loom))]
 pub fn yield_now() {
+    let _rt = runtime::asyncpreempt::InRuntime::enter();
     if let Some(m) = m::current() {
         // SAFETY: m is the calling thread's own M. Without a P (inside
         // `syscall`) the goroutine cannot be rescheduled: yield the thread.
@@ -141,7 +142,97 @@ pub fn yield_now() {
 #[cfg(not(loom))]
 #[inline]
 pub fn preempt_point() {
+    let _rt = runtime::asyncpreempt::InRuntime::enter();
     runtime::preempt::check()
+}
+
+/// Runs `f` as a **preemptible region** of the calling goroutine and returns
+/// its result: inside it, a goroutine that has run for 10 ms is stopped
+/// wherever it is, between any two instructions (Go's asynchronous
+/// preemption, by signal), instead of only at its next runtime call. A loop
+/// that makes no call at all then no longer keeps its processor from the
+/// other goroutines.
+///
+/// A stopped goroutine may resume on another OS thread, at any instruction
+/// of `f`. So `f` must keep, at *every* instruction, the promise that other
+/// code keeps only at runtime calls:
+///
+/// - **No thread-local state**, directly or through a library:
+///   `thread_local!`, per-thread random generators (`rand::thread_rng()`),
+///   `std::collections::HashMap::new()` and `RandomState::new()` (per-thread
+///   keys), `std::thread::current()`, `errno` read after a libc call
+///   (`io::Error::last_os_error()`, std's file and socket calls).
+/// - **No thread-affine lock or guard**: no `std::sync::Mutex` or `RwLock`
+///   guard, no printing (`println!`, `eprintln!`, `dbg!` lock stdout and
+///   stderr), no `lock_os_thread` state that depends on staying put.
+///   `goroutine::sync` types are fine, and so is every runtime call
+///   (channels, `go`, `join`, `sleep`, sockets, `syscall`): the runtime
+///   cannot be interrupted while inside one of its own calls.
+/// - **No statically linked global allocator** (a `#[global_allocator]` such
+///   as jemalloc or mimalloc) if `f` allocates. The default system
+///   allocator is fine: code in libc and other shared libraries is never
+///   interrupted.
+/// - **No `catch_unwind` inside `f`**. A panic that leaves the region is
+///   fine: nothing is interrupted while a panic unwinds.
+///
+/// The runtime cannot check these rules; breaking one can deadlock or
+/// corrupt that thread-bound state. Pure computation on data the goroutine
+/// owns (a numeric kernel, a parser over a buffer, a simulation step) keeps
+/// them naturally.
+///
+/// Regions nest and belong to their goroutine; outside regions preemption
+/// stays cooperative. A preemption costs a signal and two context switches,
+/// a few microseconds, at most once per 10 ms slice. Called outside a
+/// goroutine, or on targets other than x86-64 Linux, `preemptible` just
+/// calls `f`. The design and its reasons are in `docs/preemption.md`.
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// let spins = goroutine::run(|| {
+///     let stop = Arc::new(AtomicBool::new(false));
+///     let s = stop.clone();
+///     // A loop without a single runtime call: without the region it would
+///     // keep its processor until it ends.
+///     let hog = goroutine::go(move || {
+///         goroutine::preemptible(|| {
+///             let mut n = 0u64;
+///             while !s.load(Ordering::Relaxed) {
+///                 n += 1;
+///             }
+///             n
+///         })
+///     });
+///     goroutine::time::sleep(Duration::from_millis(20));
+///     stop.store(true, Ordering::Relaxed);
+///     hog.join().unwrap()
+/// });
+/// assert!(spins > 0);
+/// ```
+#[cfg(not(loom))]
+#[inline]
+pub fn preemptible<R>(f: impl FnOnce() -> R) -> R {
+    runtime::asyncpreempt::region(f)
+}
+
+/// Hooks for the crate's own tests. Not a stable API.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub mod __test {
+    pub use crate::runtime::asyncpreempt::AsyncPreemptStats;
+
+    /// Counters of asynchronous preemption since the process started.
+    pub fn async_preempt_stats() -> AsyncPreemptStats {
+        crate::runtime::asyncpreempt::stats()
+    }
+
+    /// Runs `f` as if it were a runtime call: no signal may stop the
+    /// goroutine inside it.
+    pub fn as_runtime_call<R>(f: impl FnOnce() -> R) -> R {
+        crate::runtime::asyncpreempt::as_runtime_call(f)
+    }
 }
 
 /// Runs `f`, which may block in the OS (a system call, blocking file I/O, a
@@ -174,12 +265,14 @@ pub fn syscall_blocking<R>(f: impl FnOnce() -> R) -> R {
 /// thread with it. A no-op outside a goroutine.
 #[cfg(not(loom))]
 pub fn lock_os_thread() {
+    let _rt = runtime::asyncpreempt::InRuntime::enter();
     runtime::lockosthread::lock_os_thread()
 }
 
 /// Undoes one `lock_os_thread` (a no-op when not locked).
 #[cfg(not(loom))]
 pub fn unlock_os_thread() {
+    let _rt = runtime::asyncpreempt::InRuntime::enter();
     runtime::lockosthread::unlock_os_thread()
 }
 
@@ -190,6 +283,7 @@ pub fn unlock_os_thread() {
 /// 2 are raised to 2.
 #[cfg(not(loom))]
 pub fn set_max_threads(n: usize) -> usize {
+    let _rt = runtime::asyncpreempt::InRuntime::enter();
     runtime::start();
     runtime::MAX_THREADS.swap(n.max(2), std::sync::atomic::Ordering::Relaxed)
 }
@@ -210,6 +304,7 @@ pub fn num_goroutine() -> usize {
 /// The current GOMAXPROCS (starts the runtime if needed).
 #[cfg(not(loom))]
 pub fn max_procs() -> usize {
+    let _rt = runtime::asyncpreempt::InRuntime::enter();
     runtime::start().gomaxprocs() as usize
 }
 
@@ -219,5 +314,6 @@ pub fn max_procs() -> usize {
 /// stopped at its next scheduling point (a runtime call).
 #[cfg(not(loom))]
 pub fn set_max_procs(n: usize) -> usize {
+    let _rt = runtime::asyncpreempt::InRuntime::enter();
     runtime::procresize::set_max_procs(n)
 }

@@ -29,6 +29,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
+    let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
     crate::runtime::preempt::check();
     let (task, join) = new_task(f);
     let id = proc::newproc(task, stack::default_stack_size(), None);
@@ -106,6 +107,7 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         let size = match self.stack_size {
             Some(n) => stack::validate_stack_size(n)?,
             None => stack::default_stack_size(),
@@ -143,6 +145,7 @@ impl<T> JoinHandle<T> {
     /// of. Parks the calling goroutine; outside the runtime, blocks the
     /// calling thread.
     pub fn join(self) -> Result<T, JoinError> {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         let header = self.task.header();
         if !header.is_complete() {
             if m::current_g().is_some() {

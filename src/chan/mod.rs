@@ -87,6 +87,7 @@ impl<T> Sender<T> {
     /// back, if the channel is closed (also while blocked) or every receiver
     /// is gone.
     pub fn send(&self, v: T) -> Result<(), SendError<T>> {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         crate::runtime::preempt::check();
         self.chan.send(v)
     }
@@ -98,6 +99,7 @@ impl<T> Sender<T> {
         v: T,
         timeout: std::time::Duration,
     ) -> Result<(), SendTimeoutError<T>> {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         let v = match self.try_send(v) {
             Ok(()) => return Ok(()),
             Err(TrySendError::Closed(v)) => return Err(SendTimeoutError::Closed(v)),
@@ -123,6 +125,7 @@ impl<T> Sender<T> {
     /// Sends `v` if that needs no waiting: buffer room, or (unbuffered) a
     /// receiver already blocked.
     pub fn try_send(&self, v: T) -> Result<(), TrySendError<T>> {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.chan.try_send(v)
     }
 
@@ -130,11 +133,13 @@ impl<T> Sender<T> {
     /// get their value back, receivers drain the buffer and then get
     /// [`RecvError`]. Closing a closed channel is an error (Go panics).
     pub fn close(&self) -> Result<(), CloseError> {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.chan.close()
     }
 
     /// Values in the buffer.
     pub fn len(&self) -> usize {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.chan.len()
     }
 
@@ -151,6 +156,7 @@ impl<T> Sender<T> {
     /// Whether the channel is closed (by [`Sender::close`] or by dropping
     /// every sender).
     pub fn is_closed(&self) -> bool {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.chan.is_closed()
     }
 }
@@ -160,12 +166,14 @@ impl<T> Receiver<T> {
     /// thread) until one is available. Fails once the channel is closed and
     /// its buffer drained.
     pub fn recv(&self) -> Result<T, RecvError> {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         crate::runtime::preempt::check();
         self.chan.recv()
     }
 
     /// Receives a value, waiting at most `timeout`.
     pub fn recv_timeout(&self, timeout: std::time::Duration) -> Result<T, RecvTimeoutError> {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         match self.try_recv() {
             Ok(v) => return Ok(v),
             Err(TryRecvError::Closed) => return Err(RecvTimeoutError::Closed),
@@ -186,6 +194,7 @@ impl<T> Receiver<T> {
     /// Receives a value if one is ready: buffered, or (unbuffered) offered
     /// by a blocked sender.
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.chan.try_recv()
     }
 
@@ -202,6 +211,7 @@ impl<T> Receiver<T> {
 
     /// Values in the buffer.
     pub fn len(&self) -> usize {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.chan.len()
     }
 
@@ -217,6 +227,7 @@ impl<T> Receiver<T> {
 
     /// Whether the channel is closed (it may still hold buffered values).
     pub fn is_closed(&self) -> bool {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.chan.is_closed()
     }
 }
@@ -241,12 +252,14 @@ impl<T> Clone for Receiver<T> {
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.chan.drop_sender();
     }
 }
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.chan.drop_receiver();
     }
 }

@@ -249,6 +249,8 @@ impl<T> Drop for JoinRef<T> {
     /// our reference gone when it completes). The CAS orders the two cases
     /// against the completer's `fetch_or` on the same word.
     fn drop(&mut self) {
+        // Dropping a `JoinHandle` may report an unjoined panic (printing).
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         let header = self.header();
         let mut cur = header.state.load(Ordering::Acquire);
         loop {

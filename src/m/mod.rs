@@ -14,13 +14,18 @@
 //!   `park.sleep()` (Acquire).
 //! - `curg` and `spinning` are atomics so that other threads (stats, traces,
 //!   the stack-overflow handler) may read them.
+//! - `async_preempt` and `preempt_sent_at` are set by sysmon just before it
+//!   sends this M's thread `SIGURG`; the handler consumes the flag
+//!   (`runtime::asyncpreempt`). `sigmask` is the thread's signal mask while
+//!   it runs goroutines, recorded once at start (own thread), read by that
+//!   handler on the same thread.
 
 pub(crate) mod note;
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU64, Ordering};
 
 use self::note::Note;
 use crate::g::G;
@@ -41,6 +46,12 @@ pub(crate) struct M {
     lockedg: Cell<Option<&'static G>>,
     /// The thread ended (a goroutine exited while locked to it).
     dead: AtomicBool,
+    /// sysmon asks this M's goroutine to stop asynchronously (see the note).
+    pub(crate) async_preempt: AtomicBool,
+    /// When sysmon sent the last `SIGURG` (nanotime), for latency stats.
+    pub(crate) preempt_sent_at: AtomicI64,
+    /// The thread's signal mask (the kernel's 64-bit word), see the note.
+    pub(crate) sigmask: AtomicU64,
 }
 
 // SAFETY: `p`, `nextp` and `rand` follow the ownership rules in the module
@@ -95,6 +106,14 @@ pub(crate) fn overflow_lookup(addr: usize) -> Option<(u64, usize)> {
     g.overflowed_at(addr).map(|size| (g.id(), size))
 }
 
+/// The calling thread's M, for the asynchronous-preemption signal handler:
+/// async-signal-safe, as `overflow_lookup`.
+pub(crate) fn current_in_signal() -> Option<&'static M> {
+    let m = CURRENT.try_with(|c| c.get()).ok()?;
+    // SAFETY: CURRENT only ever holds a leaked M.
+    unsafe { m.as_ref() }
+}
+
 impl M {
     fn new(id: u64) -> &'static M {
         Box::leak(Box::new(M {
@@ -109,6 +128,9 @@ impl M {
             oldp: Cell::new(None),
             lockedg: Cell::new(None),
             dead: AtomicBool::new(false),
+            async_preempt: AtomicBool::new(false),
+            preempt_sent_at: AtomicI64::new(0),
+            sigmask: AtomicU64::new(0),
         }))
     }
 
@@ -153,8 +175,9 @@ impl M {
     ///
     /// # Safety
     /// Only on this M's own thread, which must hold no P.
-    pub(crate) unsafe fn acquirep(&self, pp: PHandle) {
+    pub(crate) unsafe fn acquirep(&'static self, pp: PHandle) {
         pp.set_status(PStatus::Running);
+        pp.set_m(Some(self));
         // SAFETY: own-thread access (caller's contract).
         let slot = unsafe { &mut *self.p.get() };
         debug_assert!(slot.is_none());
@@ -168,7 +191,9 @@ impl M {
     pub(crate) unsafe fn releasep(&self) -> PHandle {
         // SAFETY: own-thread access (caller's contract).
         let pp = unsafe { (*self.p.get()).take() };
-        pp.expect("releasep: M holds no P")
+        let pp = pp.expect("releasep: M holds no P");
+        pp.set_m(None);
+        pp
     }
 
     /// Hands `pp` to this parked M (Go's `nextp`); `wakeup` must follow.
@@ -264,6 +289,8 @@ pub(crate) fn newm(
 fn mstart(m: &'static M) {
     CURRENT.with(|c| c.set(m));
     m.tid.store(crate::sys::gettid(), Ordering::Relaxed);
+    m.sigmask
+        .store(crate::sys::current_sigmask(), Ordering::Relaxed);
     if let Err(e) = crate::sys::signal::install_altstack_for_current_thread() {
         eprintln!(
             "goroutine: M{}: no alternate signal stack ({e}); stack overflows will not be reported",

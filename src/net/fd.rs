@@ -93,6 +93,7 @@ impl NetFd {
 
     /// The registration, made on first use.
     pub(crate) fn poll(&self) -> io::Result<&PollFd> {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         if let Some(p) = self.poll.get() {
             return Ok(p);
         }
@@ -109,6 +110,9 @@ impl NetFd {
     /// note. Fails with `TimedOut` when the direction's deadline or timeout
     /// passes first.
     pub(crate) fn io<R>(&self, dir: Dir, mut op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        // Every socket operation that may wait comes through here: the
+        // runtime-call guard of the public methods (asyncpreempt.rs).
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         // Socket I/O is a preemption point (a server loop that never blocks
         // still yields after its 10 ms slice).
         crate::runtime::preempt::check();
@@ -148,12 +152,14 @@ impl NetFd {
         if timeout == Some(Duration::ZERO) {
             return Err(zero_timeout());
         }
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.timeouts()[dir as usize] = timeout;
         Ok(())
     }
 
     /// std's `read_timeout` / `write_timeout`.
     pub(crate) fn timeout(&self, dir: Dir) -> Option<Duration> {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.timeouts()[dir as usize]
     }
 
@@ -168,12 +174,21 @@ impl NetFd {
         self.shared.nonblocking.store(nonblocking, Relaxed);
     }
 
+    /// Callers hold an `InRuntime` guard: a std mutex guard is thread-bound.
     fn timeouts(&self) -> std::sync::MutexGuard<'_, [Option<Duration>; 2]> {
         // Nothing panics while holding it, and the data is two plain values.
         self.shared
             .timeouts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for NetFd {
+    /// Deregisters from the netpoller (under its locks): a runtime call.
+    fn drop(&mut self) {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
+        drop(self.poll.take());
     }
 }
 

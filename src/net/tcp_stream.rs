@@ -157,6 +157,7 @@ impl TcpStream {
 
 /// One connection attempt (Go's `netFD.connect`).
 fn connect_one(addr: &SocketAddr, deadline: Option<Instant>) -> io::Result<TcpStream> {
+    let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
     let stream = TcpStream::from_nonblocking(socket::stream_socket(addr)?.into());
     match socket::connect(stream.as_fd(), addr) {
         Ok(()) => return Ok(stream),

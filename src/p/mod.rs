@@ -26,7 +26,7 @@ pub(crate) mod runq;
 
 use std::cell::UnsafeCell;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, Ordering};
 
 use self::runq::RunQueue;
 use crate::g::stack::StackCache;
@@ -85,6 +85,11 @@ pub(crate) struct P {
     pub(crate) preempt: AtomicBool,
     /// This P's timer heap (any M may run it; see `runtime::timers`).
     pub(crate) timers: Timers,
+    /// The M holding this P (Go's `p.m`): set by `acquirep`, cleared by
+    /// `releasep`, read by sysmon to signal that M's thread (asynchronous
+    /// preemption). A hint only: the signal handler re-checks everything on
+    /// the target thread.
+    m: AtomicPtr<crate::m::M>,
     local: UnsafeCell<PLocal>,
 }
 
@@ -105,6 +110,7 @@ impl P {
             syscalltick: AtomicU32::new(0),
             preempt: AtomicBool::new(false),
             timers: Timers::new(),
+            m: AtomicPtr::new(std::ptr::null_mut()),
             local: UnsafeCell::new(PLocal {
                 gfree: Vec::new(),
                 stacks: StackCache::new(),
@@ -151,6 +157,15 @@ impl P {
             .map(|_| PHandle(self))
     }
 
+    /// The M holding this P, if any (a hint; see the field).
+    #[inline]
+    pub(crate) fn m(&self) -> Option<&'static crate::m::M> {
+        // Relaxed: M records are leaked and fully built before their thread
+        // starts; the reader re-validates on the target thread.
+        // SAFETY: null or a leaked (never freed) M.
+        unsafe { self.m.load(Ordering::Relaxed).as_ref() }
+    }
+
     #[inline]
     pub(crate) fn ngoroutine(&self) -> i64 {
         self.ngoroutine.load(Ordering::Relaxed)
@@ -183,6 +198,13 @@ impl PHandle {
     #[inline]
     pub(crate) fn set_status(&self, s: PStatus) {
         self.0.status.store(s as u32, Ordering::Release)
+    }
+
+    /// Records the M holding the P (`acquirep` / `releasep`).
+    #[inline]
+    pub(crate) fn set_m(&self, m: Option<&'static crate::m::M>) {
+        let p = m.map_or(std::ptr::null_mut(), |m| m as *const _ as *mut _);
+        self.0.m.store(p, Ordering::Relaxed)
     }
 
     #[inline]

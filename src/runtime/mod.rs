@@ -23,6 +23,8 @@
 //! - `syscall.rs`: entering and leaving blocking system calls, `handoffp`.
 //! - `lockosthread.rs`: wiring a goroutine to its thread.
 //! - `preempt.rs`: the cooperative preemption check.
+//! - `asyncpreempt.rs`: preemptible regions, the `InRuntime` guard, the
+//!   `SIGURG` decision and trampoline (asynchronous preemption).
 //! - `sysmon.rs`: the monitor thread: preemption, syscall retake, polling.
 //! - `checkdead.rs`: deadlock detection.
 //! - `panics.rs`: reporting goroutine panics nobody joins.
@@ -30,6 +32,7 @@
 //!   (`--cfg goroutine_randomize`).
 //! - `env.rs`: GOMAXPROCS.
 
+pub(crate) mod asyncpreempt;
 pub(crate) mod checkdead;
 pub(crate) mod env;
 pub(crate) mod globrunq;
@@ -191,6 +194,7 @@ impl Sched {
     /// while holding it; the state may be inconsistent, so that is fatal.
     #[inline]
     pub(crate) fn lock(&self) -> MutexGuard<'_, Locked> {
+        asyncpreempt::debug_check_guarded();
         match self.lock.lock() {
             Ok(g) => g,
             Err(_) => throw("sched lock poisoned"),

@@ -24,6 +24,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::asyncpreempt::InRuntime;
 use super::{globrunq, idle, sched, throw};
 use crate::g::context::{self, Action};
 use crate::g::Status;
@@ -43,10 +44,16 @@ pub(crate) fn syscall<R>(block: bool, f: impl FnOnce() -> R) -> R {
         // Already without a P (a nested call): nothing to hand off.
         return f();
     }
-    entersyscall(m, block);
+    // Guarded separately: `f` is the caller's code, and runs with the G in
+    // `Syscall` status, where no signal preempts it anyway.
+    {
+        let _rt = InRuntime::enter();
+        entersyscall(m, block);
+    }
     struct Exit;
     impl Drop for Exit {
         fn drop(&mut self) {
+            let _rt = InRuntime::enter();
             exitsyscall();
         }
     }

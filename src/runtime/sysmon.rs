@@ -5,7 +5,9 @@
 //! - starts an M when a timer is overdue and no M is looking (all busy);
 //! - `retake`s: a P whose goroutine has run for 10 ms without a scheduling
 //!   point gets `preempt` set (cooperative preemption: the goroutine yields
-//!   at its next runtime call or `preempt_point()`, to the global queue);
+//!   at its next runtime call or `preempt_point()`, to the global queue),
+//!   and if that goroutine is in a preemptible region its thread also gets
+//!   `SIGURG` (asynchronous preemption, `asyncpreempt.rs`);
 //!   a P that has stayed in one system call for a whole sysmon tick is taken
 //!   (`Syscall -> Idle` CAS) and handed off, unless it has no work and other
 //!   Ms are idle or spinning, in which case it waits 10 ms.
@@ -18,7 +20,7 @@
 //! sysmon's own view of each P (last schedtick/syscalltick seen and when)
 //! is private to this thread: no other code reads it.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::{idle, sched, syscall, timers};
 use crate::p::PStatus;
@@ -27,6 +29,16 @@ use crate::sys::time::nanotime;
 /// A goroutine may run this long before sysmon asks it to yield (Go's
 /// forcePreemptNS).
 pub(crate) const FORCE_PREEMPT_NS: i64 = 10_000_000;
+
+/// The slice in effect: `FORCE_PREEMPT_NS`, unless the undocumented test
+/// knob `GOROUTINE_DEBUG_FORCEPREEMPTNS` (nanoseconds, at least 100 us)
+/// shortens it so that preemption tests see thousands of preemptions per
+/// second. Written once before sysmon starts.
+static FORCE_PREEMPT: AtomicI64 = AtomicI64::new(FORCE_PREEMPT_NS);
+
+fn force_preempt_ns() -> i64 {
+    FORCE_PREEMPT.load(Ordering::Relaxed)
+}
 
 #[derive(Clone, Copy, Default)]
 struct PView {
@@ -38,6 +50,12 @@ struct PView {
 
 /// Starts the sysmon thread (once, at runtime start).
 pub(crate) fn start() {
+    if let Some(ns) = std::env::var("GOROUTINE_DEBUG_FORCEPREEMPTNS")
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
+    {
+        FORCE_PREEMPT.store(ns.clamp(100_000, FORCE_PREEMPT_NS), Ordering::Relaxed);
+    }
     let r = std::thread::Builder::new()
         .name("goroutine-sysmon".into())
         .stack_size(128 * 1024)
@@ -68,13 +86,15 @@ fn sysmon() {
     let mut views: Vec<PView> = Vec::new();
     let mut idle_cycles = 0u32;
     let mut delay_us = 20u64;
+    // At most one slice between looks at the Ps (10 ms, Go's cap).
+    let max_delay_us = (force_preempt_ns() as u64 / 1_000).min(10_000);
     loop {
         if idle_cycles == 0 {
             delay_us = 20;
         } else if idle_cycles > 50 {
             delay_us *= 2;
         }
-        delay_us = delay_us.min(10_000);
+        delay_us = delay_us.min(max_delay_us);
         std::thread::sleep(std::time::Duration::from_micros(delay_us));
         let mut now = nanotime();
 
@@ -153,8 +173,12 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
             if pd.schedtick != t {
                 pd.schedtick = t;
                 pd.schedwhen = now;
-            } else if pd.schedwhen + FORCE_PREEMPT_NS <= now {
+            } else if pd.schedwhen + force_preempt_ns() <= now {
                 p.preempt.store(true, Ordering::Release);
+                #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+                if status == PStatus::Running {
+                    super::asyncpreempt::preempt_m(p, now);
+                }
             }
         }
         if status != PStatus::Syscall {

@@ -48,6 +48,7 @@ impl Condvar {
     /// Unlocks the guard's mutex, waits for a notification, and locks the
     /// mutex again before returning (Go's `Cond.Wait`).
     pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         let mutex = guard.mutex();
         let t = self.notify.add();
         drop(guard);
@@ -71,12 +72,14 @@ impl Condvar {
     /// Wakes the longest-waiting waiter, if any (Go's `Cond.Signal`).
     #[inline]
     pub fn notify_one(&self) {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.notify.notify_one();
     }
 
     /// Wakes every current waiter (Go's `Cond.Broadcast`).
     #[inline]
     pub fn notify_all(&self) {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.notify.notify_all();
     }
 }

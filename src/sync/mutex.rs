@@ -101,6 +101,7 @@ impl<T: ?Sized> Mutex<T> {
     /// calling thread) until it is available.
     #[inline]
     pub fn lock(&self) -> MutexGuard<'_, T> {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         crate::runtime::preempt::check();
         self.raw.lock(WaitReason::SyncMutexLock);
         MutexGuard {
@@ -154,6 +155,7 @@ impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
 impl<T: ?Sized> Drop for MutexGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.mutex.raw.unlock();
     }
 }

@@ -75,6 +75,7 @@ impl Once {
         }
         impl Drop for Finish<'_> {
             fn drop(&mut self) {
+                let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
                 if self.ran {
                     // Release: pairs with the Acquire loads of the fast path.
                     self.once.done.store(1, Ordering::Release);
@@ -83,7 +84,11 @@ impl Once {
             }
         }
 
-        self.m.lock(WaitReason::SyncOnceDo);
+        {
+            // Not held across `f`: the caller's code (see `InRuntime`).
+            let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
+            self.m.lock(WaitReason::SyncOnceDo);
+        }
         let mut finish = Finish {
             once: self,
             ran: false,

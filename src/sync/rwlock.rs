@@ -92,6 +92,7 @@ impl<T: ?Sized> RwLock<T> {
     /// waiting for it (Go's `RLock`).
     #[inline]
     pub fn read(&self) -> RwLockReadGuard<'_, T> {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.raw.read();
         RwLockReadGuard {
             lock: self,
@@ -111,6 +112,7 @@ impl<T: ?Sized> RwLock<T> {
     /// Locks for writing, waiting for other writers and for the readers
     /// inside; new readers queue behind us meanwhile (Go's `Lock`).
     pub fn write(&self) -> RwLockWriteGuard<'_, T> {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.raw.write();
         RwLockWriteGuard {
             lock: self,
@@ -144,6 +146,7 @@ impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
 impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.lock.raw.read_unlock();
     }
 }
@@ -168,6 +171,7 @@ impl<T: ?Sized> DerefMut for RwLockWriteGuard<'_, T> {
 impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.lock.raw.write_unlock();
     }
 }

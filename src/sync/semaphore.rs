@@ -79,6 +79,7 @@ impl Semaphore {
     /// If `n` exceeds the semaphore's size: such a request could never be
     /// granted (Go's `Acquire` would block until its context is done).
     pub fn acquire(&self, n: usize) {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         let mut st = lock(&self.state);
         if self.size - st.cur >= n && st.head.is_null() {
             st.cur += n;
@@ -112,6 +113,7 @@ impl Semaphore {
     /// Acquires `n` units if they are available now and nobody is waiting
     /// (a waiter at the front has priority).
     pub fn try_acquire(&self, n: usize) -> bool {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         let mut st = lock(&self.state);
         let ok = self.size - st.cur >= n && st.head.is_null();
         if ok {
@@ -126,6 +128,7 @@ impl Semaphore {
     /// If more units are released than are held (`semaphore: released more
     /// than held`).
     pub fn release(&self, n: usize) {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         let mut st = lock(&self.state);
         if n > st.cur {
             drop(st);
@@ -173,7 +176,10 @@ impl Semaphore {
 
 impl std::fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let st = lock(&self.state);
+        let st = {
+            let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
+            lock(&self.state)
+        };
         f.debug_struct("Semaphore")
             .field("size", &self.size)
             .field("held", &st.cur)

@@ -175,17 +175,23 @@ impl WaitGroup {
     /// misuses (a positive `add` from zero racing with `wait`).
     #[inline]
     pub fn add(&self, delta: isize) {
+        #[cfg(not(loom))]
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.inner.add(delta);
     }
 
     /// Decrements the counter by one (`add(-1)`).
     #[inline]
     pub fn done(&self) {
+        #[cfg(not(loom))]
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.inner.add(-1);
     }
 
     /// Waits until the counter is zero.
     pub fn wait(&self) {
+        #[cfg(not(loom))]
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.inner.wait();
     }
 }

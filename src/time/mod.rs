@@ -35,6 +35,7 @@ use crate::sys::time::{after as deadline_after, nanotime};
 /// goroutine parks and its P runs others. Called outside the runtime, it
 /// sleeps the OS thread. A zero duration returns at once.
 pub fn sleep(d: Duration) {
+    let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
     if d.is_zero() {
         crate::runtime::preempt::check();
         return;
@@ -59,6 +60,7 @@ pub fn sleep_until(deadline: Instant) {
 /// A channel that receives the current time once `d` has passed (Go's
 /// `time.After`).
 pub fn after(d: Duration) -> Receiver<Instant> {
+    let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
     let (tx, rx) = chan(1);
     // The heap entry owns the timer and with it the sender: once the time
     // is sent and the entry dropped, the channel holds the value and then
@@ -74,6 +76,7 @@ pub fn after_func<F>(d: Duration, f: F) -> Timer
 where
     F: Fn() + Send + Sync + 'static,
 {
+    let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
     let f = Arc::new(f);
     let (tx, rx) = chan(0);
     let t = timers::Timer::new(TimerFn::Call(Box::new(move || {
@@ -105,6 +108,7 @@ pub struct Timer {
 impl Timer {
     /// A timer that sends the current time on its channel after `d`.
     pub fn new(d: Duration) -> Timer {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         let (tx, rx) = chan(1);
         let inner = timers::Timer::new(TimerFn::Call(Box::new(move || send_time(&tx))));
         inner.start(deadline_after(nanotime(), d), 0);
@@ -123,11 +127,13 @@ impl Timer {
     /// Prevents the timer from firing; false if it already fired or was
     /// stopped. As in Go, a value already in the channel stays there.
     pub fn stop(&self) -> bool {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.inner.stop()
     }
 
     /// Re-arms the timer to fire after `d`; true if it was still pending.
     pub fn reset(&self, d: Duration) -> bool {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.inner.start(deadline_after(nanotime(), d), 0)
     }
 }
@@ -136,6 +142,7 @@ impl Drop for Timer {
     /// Dropping a channel timer stops it (nobody could receive its value);
     /// an `after_func` timer keeps running, as in Go.
     fn drop(&mut self) {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         if self._keep.is_none() {
             self.inner.stop();
         }
@@ -161,6 +168,7 @@ impl Ticker {
     /// # Panics
     /// If `d` is zero (Go: "non-positive interval for NewTicker").
     pub fn new(d: Duration) -> Ticker {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         assert!(!d.is_zero(), "non-positive interval for Ticker::new");
         let (tx, rx) = chan(1);
         let inner = timers::Timer::new(TimerFn::Call(Box::new(move || send_time(&tx))));
@@ -176,6 +184,7 @@ impl Ticker {
 
     /// Stops the ticker (no more ticks are sent; the channel stays open).
     pub fn stop(&self) {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.inner.stop();
     }
 
@@ -184,6 +193,7 @@ impl Ticker {
     /// # Panics
     /// If `d` is zero.
     pub fn reset(&self, d: Duration) {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         assert!(!d.is_zero(), "non-positive interval for Ticker::reset");
         self.inner
             .start(deadline_after(nanotime(), d), period_ns(d));
@@ -192,6 +202,7 @@ impl Ticker {
 
 impl Drop for Ticker {
     fn drop(&mut self) {
+        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
         self.inner.stop();
     }
 }
