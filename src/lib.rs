@@ -292,7 +292,7 @@ pub fn set_max_threads(n: usize) -> usize {
 /// called from a thread that is not running a goroutine.
 #[cfg(not(loom))]
 pub fn current_id() -> u64 {
-    m::current_g().map_or(0, |g| g.id())
+    m::current_g_checked().map_or(0, |g| g.id())
 }
 
 /// The number of goroutines that exist (spawned and not yet finished).

@@ -53,7 +53,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    if m::current_g().is_some() {
+    if m::current_g_checked().is_some() {
         return f();
     }
     match go(f).join() {

@@ -347,6 +347,7 @@ impl G {
     fn unbump(counter: &AtomicU8) {
         std::sync::atomic::compiler_fence(Ordering::SeqCst);
         let n = counter.load(Ordering::Relaxed);
+        debug_assert!(n > 0, "preemption counter underflow");
         counter.store(n.wrapping_sub(1), Ordering::Relaxed);
     }
 

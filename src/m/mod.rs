@@ -25,7 +25,9 @@ pub(crate) mod note;
 use std::cell::{Cell, UnsafeCell};
 use std::io;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
+};
 
 use self::note::Note;
 use crate::g::G;
@@ -52,7 +54,14 @@ pub(crate) struct M {
     pub(crate) preempt_sent_at: AtomicI64,
     /// The thread's signal mask (the kernel's 64-bit word), see the note.
     pub(crate) sigmask: AtomicU64,
+    /// An address near the top of this M's own thread stack (g0), recorded
+    /// at start: g0 runs below it, within `M_STACK_SIZE` (see
+    /// `current_g_checked`).
+    g0_hi: AtomicUsize,
 }
+
+/// Stack size of M threads (the scheduler's g0 stack).
+const M_STACK_SIZE: usize = 256 * 1024;
 
 // SAFETY: `p`, `nextp` and `rand` follow the ownership rules in the module
 // note (own thread only, or handed over through the park note); the rest are
@@ -94,6 +103,44 @@ pub(crate) fn current_g() -> Option<&'static G> {
     current().and_then(|m| m.curg())
 }
 
+/// The running goroutine, looked up safely from code that may be preempted
+/// asynchronously *during* the lookup (a preemptible region; the runtime's
+/// own guards and region markers use it, as does `current_id`).
+///
+/// [`current_g`] reads the thread's M, then the M's `curg`. Stopped between
+/// the two reads and resumed on another thread, it would read the *old*
+/// thread's `curg`: another goroutine, or none. So each answer is checked
+/// against the caller's stack pointer, which moves with the goroutine: a G
+/// is accepted only if the caller runs on that G's stack, "none" only if it
+/// runs on the M's own thread stack (g0); otherwise the lookup is repeated,
+/// now on the new thread. A second preemption inside the same few
+/// instructions would need another whole time slice to pass there; the
+/// loop is bounded anyway.
+#[inline(never)]
+pub(crate) fn current_g_checked() -> Option<&'static G> {
+    let mut tries = 0;
+    loop {
+        // A plain thread never becomes an M, and goroutines run only on Ms.
+        let m = current()?;
+        let g = m.curg();
+        let here = 0u8;
+        let sp = std::hint::black_box(&here) as *const u8 as usize;
+        let ok = match g {
+            Some(g) => g
+                .stack_range()
+                .is_some_and(|(lo, hi)| sp >= lo && sp < hi),
+            None => {
+                let hi = m.g0_hi.load(Ordering::Relaxed);
+                sp <= hi && sp > hi.saturating_sub(M_STACK_SIZE)
+            }
+        };
+        tries += 1;
+        if ok || tries == 8 {
+            return g;
+        }
+    }
+}
+
 /// Async-signal-safe lookup for the stack-overflow handler: if `addr` is in
 /// the guard page of the goroutine running on this thread, its id and size.
 pub(crate) fn overflow_lookup(addr: usize) -> Option<(u64, usize)> {
@@ -131,6 +178,7 @@ impl M {
             async_preempt: AtomicBool::new(false),
             preempt_sent_at: AtomicI64::new(0),
             sigmask: AtomicU64::new(0),
+            g0_hi: AtomicUsize::new(0),
         }))
     }
 
@@ -267,7 +315,7 @@ pub(crate) fn newm(
     unsafe { m.set_nextp(pp, spinning) };
     let r = std::thread::Builder::new()
         .name(format!("goroutine-m{id}"))
-        .stack_size(256 * 1024)
+        .stack_size(M_STACK_SIZE)
         .spawn(move || mstart(m));
     match r {
         Ok(_) => {
@@ -287,6 +335,11 @@ pub(crate) fn newm(
 
 /// The body of every M thread.
 fn mstart(m: &'static M) {
+    let marker = 0u8;
+    m.g0_hi.store(
+        std::hint::black_box(&marker) as *const u8 as usize,
+        Ordering::Relaxed,
+    );
     CURRENT.with(|c| c.set(m));
     m.tid.store(crate::sys::gettid(), Ordering::Relaxed);
     m.sigmask

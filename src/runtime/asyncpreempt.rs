@@ -42,9 +42,7 @@
 //!
 //! Counters ([`stats`]) are kept for tests and tuning.
 
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-pub(crate) use imp::preempt_m;
-pub(crate) use imp::region;
+pub(crate) use imp::{preempt_m, region};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -79,7 +77,8 @@ impl InRuntime {
 
 #[inline(never)]
 fn enter_slow() -> Option<&'static G> {
-    let g = m::current_g()?;
+    // Not yet protected: the lookup itself may be preempted.
+    let g = m::current_g_checked()?;
     g.runtime_enter().then_some(g)
 }
 
@@ -160,6 +159,9 @@ pub(crate) fn stats() -> AsyncPreemptStats {
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 mod imp {
+    /// Nothing to signal elsewhere.
+    pub(crate) fn preempt_m(_p: &'static crate::p::P, _now: i64) {}
+
     /// Elsewhere a region is just a call: cooperative preemption only.
     #[inline]
     pub(crate) fn region<R>(f: impl FnOnce() -> R) -> R {
@@ -200,7 +202,7 @@ mod imp {
     impl Region {
         #[inline]
         fn enter() -> Region {
-            let Some(g) = m::current_g() else {
+            let Some(g) = m::current_g_checked() else {
                 return Region(None);
             };
             if !REGIONS_USED.load(Ordering::Relaxed) {
@@ -231,9 +233,9 @@ mod imp {
         });
     }
 
-    /// sysmon: asks the goroutine running on `p` to stop, by signal (Go's
-    /// preemptone). Called after setting `P::preempt`, for a P in `Running`
-    /// state. Only a goroutine in a region is signalled; everything else is
+    /// sysmon (and stop-the-world): asks the goroutine running on `p` to
+    /// stop, by signal (Go's preemptone). Called after setting
+    /// `P::preempt`, for a P in `Running` state. Only a goroutine in a region is signalled; everything else is
     /// decided by the handler on the target thread.
     pub(crate) fn preempt_m(p: &'static P, now: i64) {
         if !REGIONS_USED.load(Ordering::Relaxed) {
@@ -363,6 +365,7 @@ mod imp {
         // SAFETY: g is the goroutine running on this thread and we are on
         // its stack (the handler checked the interrupted SP).
         unsafe { context::switch_to_scheduler(g, Action::Preempt) };
+        debug_assert_eq!(g.in_runtime(), 1, "the handler raised it from 0");
         // SAFETY: `saved` is the save area the handler wrote for g, above
         // this frame on g's stack; nothing below it is used again.
         unsafe { sys::resume(saved, g.in_runtime_counter()) }

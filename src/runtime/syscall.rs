@@ -33,22 +33,22 @@ use crate::p::{PHandle, PStatus};
 
 /// Runs `f` as a blocking system call (see `crate::syscall`).
 pub(crate) fn syscall<R>(block: bool, f: impl FnOnce() -> R) -> R {
-    let Some(m) = m::current() else {
-        return f();
-    };
-    if m.curg().is_none() {
-        return f();
-    }
-    // SAFETY: m is the calling thread's own M.
-    if unsafe { m.p() }.is_none() {
-        // Already without a P (a nested call): nothing to hand off.
-        return f();
-    }
-    // Guarded separately: `f` is the caller's code, and runs with the G in
+    // Guarded in two parts: `f` is the caller's code, and runs with the G in
     // `Syscall` status, where no signal preempts it anyway.
-    {
+    let entered = {
         let _rt = InRuntime::enter();
-        entersyscall(m, block);
+        match m::current() {
+            // SAFETY: m is the calling thread's own M. Without a P (a
+            // nested call) there is nothing to hand off.
+            Some(m) if m.curg().is_some() && unsafe { m.p() }.is_some() => {
+                entersyscall(m, block);
+                true
+            }
+            _ => false,
+        }
+    };
+    if !entered {
+        return f();
     }
     struct Exit;
     impl Drop for Exit {

@@ -175,7 +175,6 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
                 pd.schedwhen = now;
             } else if pd.schedwhen + force_preempt_ns() <= now {
                 p.preempt.store(true, Ordering::Release);
-                #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
                 if status == PStatus::Running {
                     super::asyncpreempt::preempt_m(p, now);
                 }
