@@ -253,6 +253,11 @@ mod imp {
         if tid == 0 {
             return;
         }
+        // Still set: the last signal is pending (its thread has not run
+        // since, e.g. descheduled by the OS); one is enough.
+        if m.async_preempt.load(Ordering::Relaxed) {
+            return;
+        }
         m.preempt_sent_at.store(now, Ordering::Relaxed);
         // Release: pairs with the handler's Acquire swap (the send time is
         // visible to the trampoline).
