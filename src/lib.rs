@@ -122,17 +122,18 @@ pub mod __private {
 /// thread.
 #[cfg(not(loom))]
 pub fn yield_now() {
-    let _rt = runtime::asyncpreempt::InRuntime::enter();
-    if let Some(m) = m::current() {
-        // SAFETY: m is the calling thread's own M. Without a P (inside
-        // `syscall`) the goroutine cannot be rescheduled: yield the thread.
-        if let (Some(g), Some(_)) = (m.curg(), unsafe { m.p() }) {
-            // SAFETY: `g` is the goroutine running on this thread, on its stack.
-            unsafe { g::context::switch_to_scheduler(g, g::context::Action::Yield) };
-            return;
+    runtime::asyncpreempt::in_runtime(move || {
+        if let Some(m) = m::current() {
+            // SAFETY: m is the calling thread's own M. Without a P (inside
+            // `syscall`) the goroutine cannot be rescheduled: yield the thread.
+            if let (Some(g), Some(_)) = (m.curg(), unsafe { m.p() }) {
+                // SAFETY: `g` is the goroutine running on this thread, on its stack.
+                unsafe { g::context::switch_to_scheduler(g, g::context::Action::Yield) };
+                return;
+            }
         }
-    }
-    std::thread::yield_now()
+        std::thread::yield_now()
+    })
 }
 
 /// A preemption point for long loops that make no other runtime call: if
@@ -142,8 +143,7 @@ pub fn yield_now() {
 #[cfg(not(loom))]
 #[inline]
 pub fn preempt_point() {
-    let _rt = runtime::asyncpreempt::InRuntime::enter();
-    runtime::preempt::check()
+    runtime::asyncpreempt::in_runtime(runtime::preempt::check)
 }
 
 /// Runs `f` as a **preemptible region** of the calling goroutine and returns
@@ -265,15 +265,13 @@ pub fn syscall_blocking<R>(f: impl FnOnce() -> R) -> R {
 /// thread with it. A no-op outside a goroutine.
 #[cfg(not(loom))]
 pub fn lock_os_thread() {
-    let _rt = runtime::asyncpreempt::InRuntime::enter();
-    runtime::lockosthread::lock_os_thread()
+    runtime::asyncpreempt::in_runtime(runtime::lockosthread::lock_os_thread)
 }
 
 /// Undoes one `lock_os_thread` (a no-op when not locked).
 #[cfg(not(loom))]
 pub fn unlock_os_thread() {
-    let _rt = runtime::asyncpreempt::InRuntime::enter();
-    runtime::lockosthread::unlock_os_thread()
+    runtime::asyncpreempt::in_runtime(runtime::lockosthread::unlock_os_thread)
 }
 
 /// Sets the most OS threads the runtime may create (default 10,000, or
@@ -283,9 +281,10 @@ pub fn unlock_os_thread() {
 /// 2 are raised to 2.
 #[cfg(not(loom))]
 pub fn set_max_threads(n: usize) -> usize {
-    let _rt = runtime::asyncpreempt::InRuntime::enter();
-    runtime::start();
-    runtime::MAX_THREADS.swap(n.max(2), std::sync::atomic::Ordering::Relaxed)
+    runtime::asyncpreempt::in_runtime(move || {
+        runtime::start();
+        runtime::MAX_THREADS.swap(n.max(2), std::sync::atomic::Ordering::Relaxed)
+    })
 }
 
 /// The id of the calling goroutine (the main goroutine is 1), or 0 when
@@ -304,8 +303,7 @@ pub fn num_goroutine() -> usize {
 /// The current GOMAXPROCS (starts the runtime if needed).
 #[cfg(not(loom))]
 pub fn max_procs() -> usize {
-    let _rt = runtime::asyncpreempt::InRuntime::enter();
-    runtime::start().gomaxprocs() as usize
+    runtime::asyncpreempt::in_runtime(move || runtime::start().gomaxprocs() as usize)
 }
 
 /// Sets GOMAXPROCS to `n` and returns the previous value; `n == 0` only
@@ -314,6 +312,5 @@ pub fn max_procs() -> usize {
 /// stopped at its next scheduling point (a runtime call).
 #[cfg(not(loom))]
 pub fn set_max_procs(n: usize) -> usize {
-    let _rt = runtime::asyncpreempt::InRuntime::enter();
-    runtime::procresize::set_max_procs(n)
+    runtime::asyncpreempt::in_runtime(move || runtime::procresize::set_max_procs(n))
 }

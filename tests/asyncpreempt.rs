@@ -25,7 +25,10 @@ use goroutine::{go, preemptible, run, select};
 fn watchdog(secs: u64, what: &'static str) {
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(secs));
-        eprintln!("watchdog: {what} still running after {secs} s: {:?}", async_preempt_stats());
+        eprintln!(
+            "watchdog: {what} still running after {secs} s: {:?}",
+            async_preempt_stats()
+        );
         std::process::exit(101);
     });
 }
@@ -308,6 +311,8 @@ isolated_test! {
             let empty = go(|| {
                 preemptible(|| {
                     READY[1].store(true, Relaxed);
+                    // Go's empty loop: nothing but the load and the branch.
+                    #[allow(clippy::missing_spin_loop)]
                     while !STOP.load(Relaxed) {}
                 })
             });
@@ -521,7 +526,10 @@ fn avx512_round(n: u64) -> bool {
     // SAFETY: the function reads 32 x 64 bytes of `table`, writes 31 x 64
     // bytes of `out` and 7 u16 of `kout`; AVX-512F was detected.
     unsafe { aptest_avx512_spin(n, table.as_ptr(), out.as_mut_ptr(), kout.as_mut_ptr()) };
-    let regs_ok = out.iter().enumerate().all(|(i, &v)| v == i as f64 + n as f64);
+    let regs_ok = out
+        .iter()
+        .enumerate()
+        .all(|(i, &v)| v == i as f64 + n as f64);
     let k_ok = kout.iter().enumerate().all(|(k, &v)| {
         let init = (0x1111u32 * (k as u32 + 1)) as u16;
         v == if n % 2 == 0 { init } else { !init }
@@ -538,7 +546,9 @@ fn avx_round(n: u64) -> bool {
     let mut out = [0.0f64; 15 * 4];
     // SAFETY: reads 16 x 32 bytes, writes 15 x 32 bytes; AVX was detected.
     unsafe { aptest_avx_spin(n, table.as_ptr(), out.as_mut_ptr()) };
-    out.iter().enumerate().all(|(i, &v)| v == i as f64 + n as f64)
+    out.iter()
+        .enumerate()
+        .all(|(i, &v)| v == i as f64 + n as f64)
 }
 
 // Thousands of preemptions per second (the slice shortened to 250 us
@@ -733,6 +743,7 @@ isolated_test! {
                     });
                     // Own code again: preemptible; the ticker must advance.
                     let t = TICKS.load(Relaxed);
+                    #[allow(clippy::missing_spin_loop)]
                     while TICKS.load(Relaxed) == t {}
                     during
                 })

@@ -21,7 +21,9 @@ fn skynet(up: Sender<u64>, num: u64, size: u64) {
         go(move || skynet(tx, num + i * sub, sub));
     }
     drop(tx);
-    let sum: u64 = (0..10).map(|_| rx.recv().expect("skynet: child gone")).sum();
+    let sum: u64 = (0..10)
+        .map(|_| rx.recv().expect("skynet: child gone"))
+        .sum();
     up.send(sum).expect("skynet: parent gone");
 }
 

@@ -363,18 +363,19 @@ impl<T> CaseImpl for SendArm<'_, T> {
 /// arm was ready (the `default` arm).
 pub fn select<const N: usize>(mut cases: [Case<'_>; N], block: bool) -> Option<usize> {
     const { assert!(N <= u16::MAX as usize, "select!: too many arms") };
-    let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
-    crate::runtime::preempt::check();
-    let mut pollorder = [0u16; N];
-    let mut lockorder = [0u16; N];
-    let mut sudogs = [const { MaybeUninit::<Sudog>::uninit() }; N];
-    selectgo(
-        &mut cases,
-        &mut pollorder,
-        &mut lockorder,
-        &mut sudogs,
-        block,
-    )
+    crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::preempt::check();
+        let mut pollorder = [0u16; N];
+        let mut lockorder = [0u16; N];
+        let mut sudogs = [const { MaybeUninit::<Sudog>::uninit() }; N];
+        selectgo(
+            &mut cases,
+            &mut pollorder,
+            &mut lockorder,
+            &mut sudogs,
+            block,
+        )
+    })
 }
 
 fn selectgo(

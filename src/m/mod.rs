@@ -126,9 +126,7 @@ pub(crate) fn current_g_checked() -> Option<&'static G> {
         let here = 0u8;
         let sp = std::hint::black_box(&here) as *const u8 as usize;
         let ok = match g {
-            Some(g) => g
-                .stack_range()
-                .is_some_and(|(lo, hi)| sp >= lo && sp < hi),
+            Some(g) => g.stack_range().is_some_and(|(lo, hi)| sp >= lo && sp < hi),
             None => {
                 let hi = m.g0_hi.load(Ordering::Relaxed);
                 sp <= hi && sp > hi.saturating_sub(M_STACK_SIZE)

@@ -24,7 +24,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::asyncpreempt::InRuntime;
+use super::asyncpreempt::in_runtime;
 use super::{globrunq, idle, sched, throw};
 use crate::g::context::{self, Action};
 use crate::g::Status;
@@ -35,26 +35,22 @@ use crate::p::{PHandle, PStatus};
 pub(crate) fn syscall<R>(block: bool, f: impl FnOnce() -> R) -> R {
     // Guarded in two parts: `f` is the caller's code, and runs with the G in
     // `Syscall` status, where no signal preempts it anyway.
-    let entered = {
-        let _rt = InRuntime::enter();
-        match m::current() {
-            // SAFETY: m is the calling thread's own M. Without a P (a
-            // nested call) there is nothing to hand off.
-            Some(m) if m.curg().is_some() && unsafe { m.p() }.is_some() => {
-                entersyscall(m, block);
-                true
-            }
-            _ => false,
+    let entered = in_runtime(|| match m::current() {
+        // SAFETY: m is the calling thread's own M. Without a P (a nested
+        // call) there is nothing to hand off.
+        Some(m) if m.curg().is_some() && unsafe { m.p() }.is_some() => {
+            entersyscall(m, block);
+            true
         }
-    };
+        _ => false,
+    });
     if !entered {
         return f();
     }
     struct Exit;
     impl Drop for Exit {
         fn drop(&mut self) {
-            let _rt = InRuntime::enter();
-            exitsyscall();
+            in_runtime(exitsyscall);
         }
     }
     let guard = Exit;

@@ -207,9 +207,11 @@ impl Timers {
                 let mut st = lock(&e.timer.state);
                 if st.seq != e.seq {
                     drop(st);
-                    let _ = self.zombies.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |z| {
-                        Some(z.saturating_sub(1))
-                    });
+                    let _ = self
+                        .zombies
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |z| {
+                            Some(z.saturating_sub(1))
+                        });
                     publish_top(&self.timer0, &h);
                     continue;
                 }
@@ -397,7 +399,11 @@ mod loom_models {
             h.run_due(10);
             let stopped = stopper.join().unwrap();
             let n = fired.load(Ordering::SeqCst);
-            assert_eq!(n + stopped as usize, 1, "fired {n}, stop returned {stopped}");
+            assert_eq!(
+                n + stopped as usize,
+                1,
+                "fired {n}, stop returned {stopped}"
+            );
         });
     }
 

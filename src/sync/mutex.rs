@@ -101,13 +101,14 @@ impl<T: ?Sized> Mutex<T> {
     /// calling thread) until it is available.
     #[inline]
     pub fn lock(&self) -> MutexGuard<'_, T> {
-        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
-        crate::runtime::preempt::check();
-        self.raw.lock(WaitReason::SyncMutexLock);
-        MutexGuard {
-            mutex: self,
-            _marker: PhantomData,
-        }
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            crate::runtime::preempt::check();
+            self.raw.lock(WaitReason::SyncMutexLock);
+            MutexGuard {
+                mutex: self,
+                _marker: PhantomData,
+            }
+        })
     }
 
     /// Locks the mutex if that is possible without waiting (Go's
@@ -155,8 +156,9 @@ impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
 impl<T: ?Sized> Drop for MutexGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
-        self.mutex.raw.unlock();
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.mutex.raw.unlock();
+        })
     }
 }
 

@@ -92,12 +92,13 @@ impl<T: ?Sized> RwLock<T> {
     /// waiting for it (Go's `RLock`).
     #[inline]
     pub fn read(&self) -> RwLockReadGuard<'_, T> {
-        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
-        self.raw.read();
-        RwLockReadGuard {
-            lock: self,
-            _marker: PhantomData,
-        }
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.raw.read();
+            RwLockReadGuard {
+                lock: self,
+                _marker: PhantomData,
+            }
+        })
     }
 
     /// Locks for reading if no writer holds or waits for the lock.
@@ -112,12 +113,13 @@ impl<T: ?Sized> RwLock<T> {
     /// Locks for writing, waiting for other writers and for the readers
     /// inside; new readers queue behind us meanwhile (Go's `Lock`).
     pub fn write(&self) -> RwLockWriteGuard<'_, T> {
-        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
-        self.raw.write();
-        RwLockWriteGuard {
-            lock: self,
-            _marker: PhantomData,
-        }
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.raw.write();
+            RwLockWriteGuard {
+                lock: self,
+                _marker: PhantomData,
+            }
+        })
     }
 
     /// Locks for writing if nobody holds the lock.
@@ -146,8 +148,9 @@ impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
 impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
-        self.lock.raw.read_unlock();
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.lock.raw.read_unlock();
+        })
     }
 }
 
@@ -171,8 +174,9 @@ impl<T: ?Sized> DerefMut for RwLockWriteGuard<'_, T> {
 impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
-        self.lock.raw.write_unlock();
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.lock.raw.write_unlock();
+        })
     }
 }
 

@@ -176,7 +176,8 @@ impl WaitGroup {
     #[inline]
     pub fn add(&self, delta: isize) {
         #[cfg(not(loom))]
-        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
+        crate::runtime::asyncpreempt::in_runtime(|| self.inner.add(delta));
+        #[cfg(loom)]
         self.inner.add(delta);
     }
 
@@ -184,14 +185,16 @@ impl WaitGroup {
     #[inline]
     pub fn done(&self) {
         #[cfg(not(loom))]
-        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
+        crate::runtime::asyncpreempt::in_runtime(|| self.inner.add(-1));
+        #[cfg(loom)]
         self.inner.add(-1);
     }
 
     /// Waits until the counter is zero.
     pub fn wait(&self) {
         #[cfg(not(loom))]
-        let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
+        crate::runtime::asyncpreempt::in_runtime(|| self.inner.wait());
+        #[cfg(loom)]
         self.inner.wait();
     }
 }

@@ -86,7 +86,8 @@ pub(crate) struct SavedContext {
 
 const _: () = assert!(size_of::<SavedContext>() == 304);
 const _: () = assert!(offset_of!(SavedContext, gregs) == offset_of!(libc::ucontext_t, uc_mcontext));
-const _: () = assert!(offset_of!(SavedContext, uc_sigmask) == offset_of!(libc::ucontext_t, uc_sigmask));
+const _: () =
+    assert!(offset_of!(SavedContext, uc_sigmask) == offset_of!(libc::ucontext_t, uc_sigmask));
 const _: () = assert!(libc::SYS_rt_sigreturn == 15);
 
 const REG_RDI: usize = 8;
@@ -231,7 +232,8 @@ pub(crate) fn preemptible_pc(pc: usize) -> bool {
 }
 
 fn stub_range() -> (usize, usize) {
-    let lo = goroutine_asyncpreempt_sigreturn as unsafe extern "C" fn(*mut SavedContext, *mut u8) -> ! as usize;
+    let lo = goroutine_asyncpreempt_sigreturn
+        as unsafe extern "C" fn(*mut SavedContext, *mut u8) -> ! as usize;
     // SAFETY: only the address of the label is taken, never its contents
     // (an unsafe operation before Rust 1.82, the crate's MSRV is 1.80).
     #[allow(unused_unsafe)]
@@ -383,7 +385,10 @@ impl Interrupted {
         // area; `_fpx_sw_bytes` lies inside it (magic1, extended_size).
         let (magic1, extended) = unsafe {
             let sw = (fp_src + FPX_SW_BYTES) as *const u32;
-            (ptr::read_unaligned(sw), ptr::read_unaligned(sw.add(1)) as usize)
+            (
+                ptr::read_unaligned(sw),
+                ptr::read_unaligned(sw.add(1)) as usize,
+            )
         };
         let fp_size = if magic1 == FP_XSTATE_MAGIC1 {
             extended
