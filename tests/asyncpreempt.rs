@@ -80,6 +80,81 @@ std::arch::global_asm!(
     "4:",
     "mov rax, -1",
     "ret",
+    // aptest_gpr_spin(n, out: 13 x u64): every general register counts
+    // with its own step; each iteration also carries a CF from an `add` into
+    // an `adc`, and reads back DF between `std` and `cld`: a preemption
+    // between those instructions must restore the flags too.
+    ".globl aptest_gpr_spin",
+    "aptest_gpr_spin:",
+    "push rbx",
+    "push rbp",
+    "push r12",
+    "push r13",
+    "push r14",
+    "push r15",
+    "push rsi",
+    "mov rcx, rdi",
+    "mov eax, 1",
+    "mov ebx, 2",
+    "mov edx, 3",
+    "mov esi, 4",
+    "mov edi, 5",
+    "mov ebp, 6",
+    "mov r8d, 7",
+    "mov r9d, 8",
+    "mov r10d, 9",
+    "mov r11d, 10",
+    "mov r12d, 11",
+    "xor r13d, r13d",
+    "xor r15d, r15d",
+    "test rcx, rcx",
+    "jz 3f",
+    "2:",
+    "add rax, 1",
+    "add rbx, 2",
+    "add rdx, 3",
+    "add rsi, 4",
+    "add rdi, 5",
+    "add rbp, 6",
+    "add r8, 7",
+    "add r9, 8",
+    "add r10, 9",
+    "add r11, 10",
+    "add r12, 11",
+    "mov r14, -1",
+    "add r14, 1",
+    "adc r15, 0",
+    "std",
+    "pushfq",
+    "pop r14",
+    "cld",
+    "shr r14, 10",
+    "and r14, 1",
+    "add r13, r14",
+    "dec rcx",
+    "jnz 2b",
+    "3:",
+    "pop rcx",
+    "mov [rcx], rax",
+    "mov [rcx + 8], rbx",
+    "mov [rcx + 16], rdx",
+    "mov [rcx + 24], rsi",
+    "mov [rcx + 32], rdi",
+    "mov [rcx + 40], rbp",
+    "mov [rcx + 48], r8",
+    "mov [rcx + 56], r9",
+    "mov [rcx + 64], r10",
+    "mov [rcx + 72], r11",
+    "mov [rcx + 80], r12",
+    "mov [rcx + 88], r13",
+    "mov [rcx + 96], r15",
+    "pop r15",
+    "pop r14",
+    "pop r13",
+    "pop r12",
+    "pop rbp",
+    "pop rbx",
+    "ret",
     // SIMD register loops: every vector register accumulates its own
     // distinct values for n iterations, then all are stored. A register (or
     // lane, or opmask) lost or swapped by a preemption changes the result.
@@ -286,6 +361,7 @@ extern "C" {
     fn aptest_frameless_spin(stop: *const AtomicBool) -> u64;
     fn aptest_avx512_spin(n: u64, table: *const f64, out: *mut f64, kout: *mut u16);
     fn aptest_avx_spin(n: u64, table: *const f64, out: *mut f64);
+    fn aptest_gpr_spin(n: u64, out: *mut u64);
 }
 
 // Go's TestAsyncPreempt: at GOMAXPROCS=1, goroutines that never reach a
@@ -537,6 +613,17 @@ fn avx512_round(n: u64) -> bool {
     regs_ok && k_ok
 }
 
+/// Runs the general-register loop and checks every register, the carries
+/// and the direction-flag readings.
+fn gpr_round(n: u64) -> bool {
+    let mut out = [0u64; 13];
+    // SAFETY: the function writes 13 u64 to `out` and restores the
+    // callee-saved registers it uses.
+    unsafe { aptest_gpr_spin(n, out.as_mut_ptr()) };
+    let regs_ok = (0..11).all(|i| out[i] == (i as u64 + 1) * (n + 1));
+    regs_ok && out[11] == n && out[12] == n
+}
+
 /// The same with the 16 YMM registers (AVX).
 fn avx_round(n: u64) -> bool {
     let mut table = [0.0f64; 16 * 4];
@@ -555,7 +642,8 @@ fn avx_round(n: u64) -> bool {
 // through the test-only knob; 4 Ps on however many CPUs: about 1,000 per
 // second on a loaded 2-CPU machine, where the OS often has the target thread
 // descheduled) across allocation-heavy,
-// mutex-heavy, channel, scalar floating-point and SIMD region code. Every
+// mutex-heavy, channel, general-register and flags, scalar floating-point
+// and SIMD region code. Every
 // result is checked; any register, flag or red-zone byte lost or corrupted
 // by a save/restore, or a runtime call interrupted, shows up as a wrong
 // result, a hang (watchdog) or a crash.
@@ -563,7 +651,9 @@ isolated_test! {
     fn stress_preemption_preserves_every_result() ["GOMAXPROCS" = "4", "GOROUTINE_DEBUG_FORCEPREEMPTNS" = "250000"] {
         watchdog(180, "stress");
         static STOP: AtomicBool = AtomicBool::new(false);
-        static FAILURES: AtomicUsize = AtomicUsize::new(0);
+        // Wrong results per kind of work (see KINDS).
+        static FAILURES: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
+        const KINDS: [&str; 6] = ["alloc", "chan", "f64", "gpr+flags", "avx512", "avx"];
         let secs: u64 = std::env::var("APTEST_STRESS_SECS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -581,7 +671,7 @@ isolated_test! {
                         let mut n = 0;
                         while !STOP.load(Relaxed) {
                             if !alloc_round(w * 1_000_003 + n) {
-                                FAILURES.fetch_add(1, Relaxed);
+                                FAILURES[0].fetch_add(1, Relaxed);
                             }
                             n += 1;
                         }
@@ -634,7 +724,7 @@ isolated_test! {
                         n += 1;
                     }
                     if sum != n * n.saturating_sub(1) / 2 {
-                        FAILURES.fetch_add(1, Relaxed);
+                        FAILURES[1].fetch_add(1, Relaxed);
                     }
                     ("chan recv", n)
                 })
@@ -649,11 +739,26 @@ isolated_test! {
                             let s = (w + n) % 8;
                             let got = fp_kernel(s, 200_000);
                             if got.to_bits() != fp_ref[s as usize].to_bits() {
-                                FAILURES.fetch_add(1, Relaxed);
+                                FAILURES[2].fetch_add(1, Relaxed);
                             }
                             n += 1;
                         }
                         ("f64", n)
+                    })
+                }));
+            }
+            // General registers and flags.
+            for w in 0..2u64 {
+                hs.push(go(move || {
+                    preemptible(|| {
+                        let mut n = 0;
+                        while !STOP.load(Relaxed) {
+                            if !gpr_round(100_000 + w + n % 5) {
+                                FAILURES[3].fetch_add(1, Relaxed);
+                            }
+                            n += 1;
+                        }
+                        ("gpr+flags", n)
                     })
                 }));
             }
@@ -665,7 +770,7 @@ isolated_test! {
                             let mut n = 0;
                             while !STOP.load(Relaxed) {
                                 if !avx512_round(300_000 + w + n % 2) {
-                                    FAILURES.fetch_add(1, Relaxed);
+                                    FAILURES[4].fetch_add(1, Relaxed);
                                 }
                                 n += 1;
                             }
@@ -679,7 +784,7 @@ isolated_test! {
                             let mut n = 0;
                             while !STOP.load(Relaxed) {
                                 if !avx_round(500_000 + n % 3) {
-                                    FAILURES.fetch_add(1, Relaxed);
+                                    FAILURES[5].fetch_add(1, Relaxed);
                                 }
                                 n += 1;
                             }
@@ -705,7 +810,13 @@ isolated_test! {
             "stress: {:.0} preemptions/s over {took:.1} s; rounds: {rounds:?}",
             stats.preemptions as f64 / took
         );
-        assert_eq!(FAILURES.load(Relaxed), 0, "wrong results under preemption");
+        let failed: Vec<(&str, usize)> = KINDS
+            .iter()
+            .zip(&FAILURES)
+            .map(|(k, f)| (*k, f.load(Relaxed)))
+            .filter(|(_, f)| *f > 0)
+            .collect();
+        assert!(failed.is_empty(), "wrong results under preemption: {failed:?}");
         for (what, n) in &rounds {
             assert!(*n > 0, "{what} made no progress");
         }

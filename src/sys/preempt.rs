@@ -504,3 +504,67 @@ extern "C" {
     fn goroutine_asyncpreempt_sigreturn(saved: *mut SavedContext, in_runtime: *mut u8) -> !;
     static goroutine_asyncpreempt_sigreturn_end: u8;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_range_is_the_runtime_object_not_libc_nor_the_stub() {
+        assert!(find_code_ranges());
+        let here = code_range_is_the_runtime_object_not_libc_nor_the_stub as fn() as usize;
+        assert!(preemptible_pc(here));
+        assert!(preemptible_pc(on_sigurg as *const () as usize));
+        // SAFETY: dlsym with a NUL-terminated name; only the address is used.
+        let getpid = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"getpid".as_ptr()) } as usize;
+        assert_ne!(getpid, 0);
+        assert!(!preemptible_pc(getpid), "a PC in libc must be refused");
+        let (lo, hi) = stub_range();
+        assert!(hi > lo && hi - lo < 64);
+        for pc in lo..hi {
+            assert!(!preemptible_pc(pc), "the sigreturn stub must be refused");
+        }
+        assert!(!preemptible_pc(0));
+    }
+
+    /// A fake kernel context whose SP is `sp` and whose FP state is `fp`.
+    fn fake(sp: usize, fp: &mut [u8]) -> SavedContext {
+        // SAFETY: all-zero is a valid SavedContext (integers and a stack_t).
+        let mut c: SavedContext = unsafe { mem::zeroed() };
+        c.gregs[REG_RSP] = sp as u64;
+        c.fpstate = fp.as_mut_ptr() as u64;
+        c
+    }
+
+    #[test]
+    fn save_area_layout() {
+        let mut fp = vec![0u8; 4096];
+        // Legacy FP state only (no xstate magic): 512 bytes.
+        for sp in [0x7000_1000usize, 0x7000_1008, 0x7000_0ff3] {
+            let mut c = fake(sp, &mut fp);
+            let it = Interrupted { uc: &mut c };
+            let p = it.plan().unwrap();
+            assert_eq!(p.fp_size, FXSAVE_SIZE);
+            assert_eq!(p.fp % 64, 0, "xrstor needs 64-byte alignment");
+            assert!(p.fp + p.fp_size <= sp - RED_ZONE, "the red zone is kept");
+            assert_eq!(p.uc % 64, 0);
+            assert!(p.uc + size_of::<SavedContext>() <= p.fp);
+            assert_eq!(p.entry_sp, p.uc - 8);
+            assert_eq!(p.entry_sp % 16, 8, "the ABI's alignment at a call");
+        }
+        // With the xstate trailer, `extended_size` bytes.
+        fp[FPX_SW_BYTES..FPX_SW_BYTES + 4].copy_from_slice(&FP_XSTATE_MAGIC1.to_ne_bytes());
+        fp[FPX_SW_BYTES + 4..FPX_SW_BYTES + 8].copy_from_slice(&2696u32.to_ne_bytes());
+        let mut c = fake(0x7000_1000, &mut fp);
+        let p = Interrupted { uc: &mut c }.plan().unwrap();
+        assert_eq!(p.fp_size, 2696);
+        assert!(p.fp + 2696 <= 0x7000_1000 - RED_ZONE);
+        // An absurd size or a missing FP state: refused.
+        fp[FPX_SW_BYTES + 4..FPX_SW_BYTES + 8].copy_from_slice(&(1u32 << 20).to_ne_bytes());
+        let mut c = fake(0x7000_1000, &mut fp);
+        assert!(Interrupted { uc: &mut c }.plan().is_none());
+        let mut c = fake(0x7000_1000, &mut fp);
+        c.fpstate = 0;
+        assert!(Interrupted { uc: &mut c }.plan().is_none());
+    }
+}
