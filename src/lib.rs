@@ -27,8 +27,17 @@
 //! the reference may point into another thread's storage. Re-read the
 //! thread-local after the call instead. The runtime itself follows this rule:
 //! its own current G/M/P are re-read after every switch, through an
-//! out-of-line accessor, never cached. (`lock_os_thread`, arriving with the
-//! edge-cases work, pins a goroutine to one thread for code that needs it.)
+//! out-of-line accessor, never cached. ([`lock_os_thread`] pins a goroutine
+//! to one thread for code that needs it.) Inside a [`preemptible`] region
+//! the goroutine may move between *any* two instructions, so there no
+//! thread-local state may be used at all.
+//!
+//! # Preemption
+//! A goroutine that has run for 10 ms is asked to yield (Go's sysmon). It
+//! does so at its next runtime call or [`preempt_point`]; inside a
+//! [`preemptible`] region it is also stopped by a signal wherever it is
+//! (Go's asynchronous preemption, for code that promises to allow it; x86-64
+//! Linux). Design: `docs/preemption.md`.
 //!
 //! # Stacks
 //! Each goroutine gets a 256 KiB stack (configurable per goroutine with
