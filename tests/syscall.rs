@@ -151,7 +151,8 @@ isolated_test! {
                 let mut n = 0u64;
                 while !f.load(Ordering::Relaxed) {
                     tx.send(n).unwrap();
-                    n += rx.recv().unwrap() + 1;
+                    assert_eq!(rx.recv().unwrap(), n);
+                    n += 1;
                 }
                 n
             });
