@@ -824,6 +824,135 @@ isolated_test! {
     }
 }
 
+/// Spins for about `iters` cheap steps: region code between runtime calls,
+/// where the signals land.
+fn spin_some(iters: u64) -> u64 {
+    let mut x = iters | 1;
+    for _ in 0..iters {
+        x = xorshift(x);
+    }
+    std::hint::black_box(x)
+}
+
+/// One pass over the runtime's API from inside a region; returns a checksum
+/// that depends only on `i`.
+fn api_tour(i: u64) -> u64 {
+    use goroutine::sync::{Condvar, Mutex, Once, RwLock, Semaphore, WaitGroup};
+    let mut sum = 0u64;
+    spin_some(2_000);
+    // Spawn and join, from inside the region and from a region inside it.
+    sum += go(move || preemptible(|| i + 1)).join().unwrap();
+    spin_some(2_000);
+    // Channels: buffered, select, try_*, len, close, iteration.
+    let (tx, rx) = goroutine::chan::<u64>(4);
+    tx.send(i).unwrap();
+    assert_eq!(tx.len(), 1);
+    assert!(tx.try_send(i + 1).is_ok());
+    select! {
+        recv(rx) -> v => sum += v.unwrap(),
+        default => unreachable!("a value was ready"),
+    }
+    sum += rx.try_recv().unwrap();
+    tx.close().unwrap();
+    assert!(rx.is_closed());
+    assert_eq!(rx.iter().count(), 0);
+    drop((tx, rx));
+    spin_some(2_000);
+    // Timers.
+    goroutine::time::sleep(Duration::from_micros(50));
+    let t = goroutine::time::Timer::new(Duration::from_secs(60));
+    assert!(t.stop());
+    drop(t);
+    let _ = goroutine::time::after(Duration::from_micros(10))
+        .recv()
+        .unwrap();
+    let tick = goroutine::time::Ticker::new(Duration::from_micros(100));
+    let _ = tick.c().recv().unwrap();
+    tick.stop();
+    drop(tick);
+    spin_some(2_000);
+    // sync.
+    let m = Arc::new(Mutex::new(0u64));
+    let cv = Arc::new(Condvar::new());
+    let wg = WaitGroup::new();
+    wg.add(1);
+    let (m2, cv2, wg2) = (m.clone(), cv.clone(), wg.clone());
+    go(move || {
+        preemptible(|| {
+            *m2.lock() = 1;
+            cv2.notify_all();
+            wg2.done();
+        })
+    });
+    let mut g = m.lock();
+    while *g == 0 {
+        g = cv.wait(g);
+    }
+    drop(g);
+    wg.wait();
+    let rw = RwLock::new(i);
+    sum += *rw.read();
+    *rw.write() += 1;
+    if let Some(mut w) = rw.try_write() {
+        *w += 1;
+    }
+    sum += *rw.read();
+    let sem = Semaphore::new(2);
+    sem.acquire(2);
+    assert!(!sem.try_acquire(1));
+    sem.release(2);
+    let once = Once::new();
+    once.call_once(|| sum += 1);
+    once.call_once(|| sum += 1000);
+    spin_some(2_000);
+    // Scheduling calls.
+    goroutine::yield_now();
+    goroutine::preempt_point();
+    assert_ne!(goroutine::current_id(), 0);
+    sum += goroutine::syscall(|| i % 3);
+    goroutine::lock_os_thread();
+    spin_some(2_000);
+    goroutine::unlock_os_thread();
+    sum
+}
+
+fn api_tour_expected(i: u64) -> u64 {
+    (i + 1) + i + (i + 1) + i + (i + 2) + 1 + i % 3
+}
+
+// Every public runtime call made from inside regions while signals arrive
+// every 250 us. Debug builds assert at every switch and runtime lock that a
+// goroutine in a region is inside a runtime call (a missing guard fails
+// here); every result is checked.
+isolated_test! {
+    fn runtime_api_inside_regions() ["GOMAXPROCS" = "2", "GOROUTINE_DEBUG_FORCEPREEMPTNS" = "250000"] {
+        watchdog(180, "API tour");
+        let stats = run(|| {
+            let hs: Vec<_> = (0..4u64)
+                .map(|w| {
+                    go(move || {
+                        preemptible(|| {
+                            let t = Instant::now();
+                            let mut i = w * 1000;
+                            while t.elapsed() < Duration::from_secs(2) {
+                                assert_eq!(api_tour(i), api_tour_expected(i), "tour {i}");
+                                i += 1;
+                            }
+                            i - w * 1000
+                        })
+                    })
+                })
+                .collect();
+            for h in hs {
+                assert!(h.join().unwrap() > 0);
+            }
+            async_preempt_stats()
+        });
+        report("API tour", &stats);
+        assert!(stats.preemptions > 0, "{stats:?}");
+    }
+}
+
 // A region's runtime calls are never interrupted: a goroutine in a region
 // that spends 300 ms inside a (test-hook) runtime call at GOMAXPROCS=1 is
 // not stopped there (the other goroutine cannot run meanwhile) although

@@ -124,7 +124,10 @@ impl<T: ?Sized> RwLock<T> {
 
     /// Locks for writing if nobody holds the lock.
     pub fn try_write(&self) -> Option<RwLockWriteGuard<'_, T>> {
-        self.raw.try_write().then(|| RwLockWriteGuard {
+        // A failed attempt unlocks the writer mutex, which may wake a
+        // waiter: a runtime call.
+        let locked = crate::runtime::asyncpreempt::in_runtime(|| self.raw.try_write());
+        locked.then(|| RwLockWriteGuard {
             lock: self,
             _marker: PhantomData,
         })
