@@ -424,6 +424,10 @@ isolated_test! {
 // must make progress within a factor of 20 (Go's bound): the hog pair's
 // slice ends (by signal, inside its loop) and the light pair gets the P.
 isolated_test! {
+    // Go skips it under -race too: the randomized scheduler sends readied
+    // goroutines to the global queue, so the light pair loses the slice it
+    // should inherit through runnext (golang/go#38266).
+    #[cfg_attr(goroutine_randomize, ignore = "checks the exact runnext policy")]
     fn test_ping_pong_hog() ["GOMAXPROCS" = "1"] {
         watchdog(60, "TestPingPongHog");
         let (hog, light) = run(|| {
