@@ -843,7 +843,8 @@ fn spin_some(iters: u64) -> u64 {
 fn api_tour(i: u64) -> u64 {
     use goroutine::sync::{Condvar, Mutex, Once, RwLock, Semaphore, WaitGroup};
     let mut sum = 0u64;
-    spin_some(2_000);
+    // Long enough to outlast a 250 us slice: a signal lands here.
+    spin_some(300_000);
     // Spawn and join, from inside the region and from a region inside it.
     sum += go(move || preemptible(|| i + 1)).join().unwrap();
     spin_some(2_000);
@@ -1022,6 +1023,9 @@ isolated_test! {
                             std::hint::black_box(libc::getpid());
                             libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
                         }
+                        // Some of the loop's own time is spent in its own
+                        // code, where the signals that do preempt land.
+                        spin_some(100);
                         calls += 1;
                     }
                     calls
