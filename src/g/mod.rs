@@ -318,6 +318,10 @@ impl G {
     /// The in-runtime count itself, for the sigreturn stub that drops the
     /// trampoline's count with its last instruction before the system call.
     #[inline]
+    #[cfg_attr(
+        not(all(target_os = "linux", target_arch = "x86_64")),
+        allow(dead_code)
+    )] // asynchronous preemption is x86-64 Linux only
     pub(crate) fn in_runtime_counter(&self) -> &AtomicU8 {
         &self.in_runtime
     }
@@ -353,12 +357,20 @@ impl G {
 
     /// Enters a preemptible region; false if the depth is saturated.
     #[inline]
+    #[cfg_attr(
+        not(all(target_os = "linux", target_arch = "x86_64")),
+        allow(dead_code)
+    )] // asynchronous preemption is x86-64 Linux only
     pub(crate) fn region_enter(&self) -> bool {
         G::bump(&self.region_depth)
     }
 
     /// Leaves a region entered with a successful `region_enter`.
     #[inline]
+    #[cfg_attr(
+        not(all(target_os = "linux", target_arch = "x86_64")),
+        allow(dead_code)
+    )] // asynchronous preemption is x86-64 Linux only
     pub(crate) fn region_exit(&self) {
         G::unbump(&self.region_depth)
     }
