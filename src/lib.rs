@@ -28,7 +28,16 @@
 //! thread-local after the call instead. The runtime itself follows this rule:
 //! its own current G/M/P are re-read after every switch, through an
 //! out-of-line accessor, never cached. ([`lock_os_thread`] pins a goroutine
-//! to one thread for code that needs it.)
+//! to one thread for code that needs it.) Inside a [`preemptible`] region
+//! the goroutine may move between *any* two instructions, so there no
+//! thread-local state may be used at all.
+//!
+//! # Preemption
+//! A goroutine that has run for 10 ms is asked to yield (Go's sysmon). It
+//! does so at its next runtime call or [`preempt_point`]; inside a
+//! [`preemptible`] region it is also stopped by a signal wherever it is
+//! (Go's asynchronous preemption, for code that promises to allow it; x86-64
+//! Linux). Design: `docs/preemption.md`.
 //!
 //! # Stacks
 //! Each goroutine gets a 256 KiB stack (configurable per goroutine with
@@ -141,16 +150,18 @@ pub mod __private {
 /// thread.
 #[cfg(not(loom))]
 pub fn yield_now() {
-    if let Some(m) = m::current() {
-        // SAFETY: m is the calling thread's own M. Without a P (inside
-        // `syscall`) the goroutine cannot be rescheduled: yield the thread.
-        if let (Some(g), Some(_)) = (m.curg(), unsafe { m.p() }) {
-            // SAFETY: `g` is the goroutine running on this thread, on its stack.
-            unsafe { g::context::switch_to_scheduler(g, g::context::Action::Yield) };
-            return;
+    runtime::asyncpreempt::in_runtime(move || {
+        if let Some(m) = m::current() {
+            // SAFETY: m is the calling thread's own M. Without a P (inside
+            // `syscall`) the goroutine cannot be rescheduled: yield the thread.
+            if let (Some(g), Some(_)) = (m.curg(), unsafe { m.p() }) {
+                // SAFETY: `g` is the goroutine running on this thread, on its stack.
+                unsafe { g::context::switch_to_scheduler(g, g::context::Action::Yield) };
+                return;
+            }
         }
-    }
-    std::thread::yield_now()
+        std::thread::yield_now()
+    })
 }
 
 /// A preemption point for long loops that make no other runtime call: if
@@ -160,7 +171,96 @@ pub fn yield_now() {
 #[cfg(not(loom))]
 #[inline]
 pub fn preempt_point() {
-    runtime::preempt::check()
+    runtime::asyncpreempt::in_runtime(runtime::preempt::check)
+}
+
+/// Runs `f` as a **preemptible region** of the calling goroutine and returns
+/// its result: inside it, a goroutine that has run for 10 ms is stopped
+/// wherever it is, between any two instructions (Go's asynchronous
+/// preemption, by signal), instead of only at its next runtime call. A loop
+/// that makes no call at all then no longer keeps its processor from the
+/// other goroutines.
+///
+/// A stopped goroutine may resume on another OS thread, at any instruction
+/// of `f`. So `f` must keep, at *every* instruction, the promise that other
+/// code keeps only at runtime calls:
+///
+/// - **No thread-local state**, directly or through a library:
+///   `thread_local!`, per-thread random generators (`rand::thread_rng()`),
+///   `std::collections::HashMap::new()` and `RandomState::new()` (per-thread
+///   keys), `std::thread::current()`, `errno` read after a libc call
+///   (`io::Error::last_os_error()`, std's file and socket calls).
+/// - **No thread-affine lock or guard**: no `std::sync::Mutex` or `RwLock`
+///   guard, no printing (`println!`, `eprintln!`, `dbg!` lock stdout and
+///   stderr), no `lock_os_thread` state that depends on staying put.
+///   `goroutine::sync` types are fine, and so is every runtime call
+///   (channels, `go`, `join`, `sleep`, sockets, `syscall`): the runtime
+///   cannot be interrupted while inside one of its own calls.
+/// - **No statically linked global allocator** (a `#[global_allocator]` such
+///   as jemalloc or mimalloc) if `f` allocates. The default system
+///   allocator is fine: code in libc and other shared libraries is never
+///   interrupted.
+/// - **No `catch_unwind` inside `f`**. A panic that leaves the region is
+///   fine: nothing is interrupted while a panic unwinds.
+///
+/// The runtime cannot check these rules; breaking one can deadlock or
+/// corrupt that thread-bound state. Pure computation on data the goroutine
+/// owns (a numeric kernel, a parser over a buffer, a simulation step) keeps
+/// them naturally.
+///
+/// Regions nest and belong to their goroutine; outside regions preemption
+/// stays cooperative. A preemption costs a signal and two context switches,
+/// a few microseconds, at most once per 10 ms slice. Called outside a
+/// goroutine, or on targets other than x86-64 Linux, `preemptible` just
+/// calls `f`. The design and its reasons are in `docs/preemption.md`.
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// let spins = goroutine::run(|| {
+///     let stop = Arc::new(AtomicBool::new(false));
+///     let s = stop.clone();
+///     // A loop without a single runtime call: without the region it would
+///     // keep its processor until it ends.
+///     let hog = goroutine::go(move || {
+///         goroutine::preemptible(|| {
+///             let mut n = 0u64;
+///             while !s.load(Ordering::Relaxed) {
+///                 n += 1;
+///             }
+///             n
+///         })
+///     });
+///     goroutine::time::sleep(Duration::from_millis(20));
+///     stop.store(true, Ordering::Relaxed);
+///     hog.join().unwrap()
+/// });
+/// assert!(spins > 0);
+/// ```
+#[cfg(not(loom))]
+#[inline]
+pub fn preemptible<R>(f: impl FnOnce() -> R) -> R {
+    runtime::asyncpreempt::region(f)
+}
+
+/// Hooks for the crate's own tests. Not a stable API.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub mod __test {
+    pub use crate::runtime::asyncpreempt::AsyncPreemptStats;
+
+    /// Counters of asynchronous preemption since the process started.
+    pub fn async_preempt_stats() -> AsyncPreemptStats {
+        crate::runtime::asyncpreempt::stats()
+    }
+
+    /// Runs `f` as if it were a runtime call: no signal may stop the
+    /// goroutine inside it.
+    pub fn as_runtime_call<R>(f: impl FnOnce() -> R) -> R {
+        crate::runtime::asyncpreempt::as_runtime_call(f)
+    }
 }
 
 /// Runs `f`, which may block in the OS (a system call, blocking file I/O, a
@@ -193,13 +293,13 @@ pub fn syscall_blocking<R>(f: impl FnOnce() -> R) -> R {
 /// thread with it. A no-op outside a goroutine.
 #[cfg(not(loom))]
 pub fn lock_os_thread() {
-    runtime::lockosthread::lock_os_thread()
+    runtime::asyncpreempt::in_runtime(runtime::lockosthread::lock_os_thread)
 }
 
 /// Undoes one `lock_os_thread` (a no-op when not locked).
 #[cfg(not(loom))]
 pub fn unlock_os_thread() {
-    runtime::lockosthread::unlock_os_thread()
+    runtime::asyncpreempt::in_runtime(runtime::lockosthread::unlock_os_thread)
 }
 
 /// Sets the most OS threads the runtime may create (default 10,000, or
@@ -209,15 +309,17 @@ pub fn unlock_os_thread() {
 /// 2 are raised to 2.
 #[cfg(not(loom))]
 pub fn set_max_threads(n: usize) -> usize {
-    runtime::start();
-    runtime::MAX_THREADS.swap(n.max(2), std::sync::atomic::Ordering::Relaxed)
+    runtime::asyncpreempt::in_runtime(move || {
+        runtime::start();
+        runtime::MAX_THREADS.swap(n.max(2), std::sync::atomic::Ordering::Relaxed)
+    })
 }
 
 /// The id of the calling goroutine (the main goroutine is 1), or 0 when
 /// called from a thread that is not running a goroutine.
 #[cfg(not(loom))]
 pub fn current_id() -> u64 {
-    m::current_g().map_or(0, |g| g.id())
+    m::current_g_checked().map_or(0, |g| g.id())
 }
 
 /// The number of goroutines that exist (spawned and not yet finished).
@@ -229,7 +331,7 @@ pub fn num_goroutine() -> usize {
 /// The current GOMAXPROCS (starts the runtime if needed).
 #[cfg(not(loom))]
 pub fn max_procs() -> usize {
-    runtime::start().gomaxprocs() as usize
+    runtime::asyncpreempt::in_runtime(move || runtime::start().gomaxprocs() as usize)
 }
 
 /// Sets GOMAXPROCS to `n` and returns the previous value; `n == 0` only
@@ -238,7 +340,7 @@ pub fn max_procs() -> usize {
 /// stopped at its next scheduling point (a runtime call).
 #[cfg(not(loom))]
 pub fn set_max_procs(n: usize) -> usize {
-    runtime::procresize::set_max_procs(n)
+    runtime::asyncpreempt::in_runtime(move || runtime::procresize::set_max_procs(n))
 }
 
 /// A snapshot of the scheduler: goroutines by status, run queue lengths,

@@ -29,14 +29,16 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    crate::runtime::preempt::check();
-    let (task, join) = new_task(f);
-    let id = proc::newproc(task, stack::default_stack_size(), None);
-    JoinHandle {
-        task: join,
-        id,
-        _t: PhantomData,
-    }
+    crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::preempt::check();
+        let (task, join) = new_task(f);
+        let id = proc::newproc(task, stack::default_stack_size(), None);
+        JoinHandle {
+            task: join,
+            id,
+            _t: PhantomData,
+        }
+    })
 }
 
 /// Runs `f` as a goroutine and blocks the calling thread until it returns,
@@ -52,7 +54,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    if m::current_g().is_some() {
+    if m::current_g_checked().is_some() {
         return f();
     }
     match go(f).join() {
@@ -106,16 +108,18 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let size = match self.stack_size {
-            Some(n) => stack::validate_stack_size(n)?,
-            None => stack::default_stack_size(),
-        };
-        let (task, join) = new_task(f);
-        let id = proc::newproc(task, size, self.name.map(Arc::from));
-        Ok(JoinHandle {
-            task: join,
-            id,
-            _t: PhantomData,
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            let size = match self.stack_size {
+                Some(n) => stack::validate_stack_size(n)?,
+                None => stack::default_stack_size(),
+            };
+            let (task, join) = new_task(f);
+            let id = proc::newproc(task, size, self.name.map(Arc::from));
+            Ok(JoinHandle {
+                task: join,
+                id,
+                _t: PhantomData,
+            })
         })
     }
 }
@@ -143,25 +147,27 @@ impl<T> JoinHandle<T> {
     /// of. Parks the calling goroutine; outside the runtime, blocks the
     /// calling thread.
     pub fn join(self) -> Result<T, JoinError> {
-        let header = self.task.header();
-        if !header.is_complete() {
-            if m::current_g().is_some() {
-                park::park(WaitReason::Join, &mut |g| {
-                    // SAFETY: this JoinHandle is the single joiner, and it is
-                    // consumed by this call, so `register` runs once.
-                    unsafe { header.register(Waiter::Goroutine(g)) }
-                });
-            } else {
-                // SAFETY: as above.
-                if unsafe { header.register(Waiter::Thread(std::thread::current())) } {
-                    let _blocked = crate::runtime::checkdead::thread_blocked();
-                    while !header.is_complete() {
-                        std::thread::park();
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            let header = self.task.header();
+            if !header.is_complete() {
+                if m::current_g().is_some() {
+                    park::park(WaitReason::Join, &mut |g| {
+                        // SAFETY: this JoinHandle is the single joiner, and it is
+                        // consumed by this call, so `register` runs once.
+                        unsafe { header.register(Waiter::Goroutine(g)) }
+                    });
+                } else {
+                    // SAFETY: as above.
+                    if unsafe { header.register(Waiter::Thread(std::thread::current())) } {
+                        let _blocked = crate::runtime::checkdead::thread_blocked();
+                        while !header.is_complete() {
+                            std::thread::park();
+                        }
                     }
                 }
             }
-        }
-        self.task.take_output()
+            self.task.take_output()
+        })
     }
 }
 

@@ -71,6 +71,8 @@ impl Lock {
 
     #[inline]
     pub(crate) fn lock(&self) {
+        #[cfg(not(loom))]
+        crate::runtime::asyncpreempt::debug_check_guarded();
         if !self.try_lock() {
             self.lock_slow();
         }

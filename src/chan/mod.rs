@@ -87,8 +87,10 @@ impl<T> Sender<T> {
     /// back, if the channel is closed (also while blocked) or every receiver
     /// is gone.
     pub fn send(&self, v: T) -> Result<(), SendError<T>> {
-        crate::runtime::preempt::check();
-        self.chan.send(v)
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            crate::runtime::preempt::check();
+            self.chan.send(v)
+        })
     }
 
     /// Sends `v`, waiting at most `timeout`; on failure the value comes
@@ -98,44 +100,46 @@ impl<T> Sender<T> {
         v: T,
         timeout: std::time::Duration,
     ) -> Result<(), SendTimeoutError<T>> {
-        let v = match self.try_send(v) {
-            Ok(()) => return Ok(()),
-            Err(TrySendError::Closed(v)) => return Err(SendTimeoutError::Closed(v)),
-            Err(TrySendError::Full(v)) if timeout.is_zero() => {
-                return Err(SendTimeoutError::Timeout(v))
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            let v = match self.try_send(v) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Closed(v)) => return Err(SendTimeoutError::Closed(v)),
+                Err(TrySendError::Full(v)) if timeout.is_zero() => {
+                    return Err(SendTimeoutError::Timeout(v))
+                }
+                Err(TrySendError::Full(v)) => v,
+            };
+            let timer = crate::time::Timer::new(timeout);
+            let mut arm = select::SendArm::new(Some(self), v);
+            let mut tarm = select::RecvArm::new(Some(timer.c()));
+            select::select([arm.case(), tarm.case()], true);
+            match arm.take() {
+                Some(Ok(())) => Ok(()),
+                Some(Err(SendError(v))) => Err(SendTimeoutError::Closed(v)),
+                None => match arm.into_value() {
+                    Some(v) => Err(SendTimeoutError::Timeout(v)),
+                    None => crate::runtime::throw("send_timeout: value lost"),
+                },
             }
-            Err(TrySendError::Full(v)) => v,
-        };
-        let timer = crate::time::Timer::new(timeout);
-        let mut arm = select::SendArm::new(Some(self), v);
-        let mut tarm = select::RecvArm::new(Some(timer.c()));
-        select::select([arm.case(), tarm.case()], true);
-        match arm.take() {
-            Some(Ok(())) => Ok(()),
-            Some(Err(SendError(v))) => Err(SendTimeoutError::Closed(v)),
-            None => match arm.into_value() {
-                Some(v) => Err(SendTimeoutError::Timeout(v)),
-                None => crate::runtime::throw("send_timeout: value lost"),
-            },
-        }
+        })
     }
 
     /// Sends `v` if that needs no waiting: buffer room, or (unbuffered) a
     /// receiver already blocked.
     pub fn try_send(&self, v: T) -> Result<(), TrySendError<T>> {
-        self.chan.try_send(v)
+        crate::runtime::asyncpreempt::in_runtime(move || self.chan.try_send(v))
     }
 
     /// Closes the channel for every sender (Go's `close`): blocked senders
     /// get their value back, receivers drain the buffer and then get
     /// [`RecvError`]. Closing a closed channel is an error (Go panics).
     pub fn close(&self) -> Result<(), CloseError> {
-        self.chan.close()
+        crate::runtime::asyncpreempt::in_runtime(move || self.chan.close())
     }
 
     /// Values in the buffer.
     pub fn len(&self) -> usize {
-        self.chan.len()
+        crate::runtime::asyncpreempt::in_runtime(move || self.chan.len())
     }
 
     /// Whether the buffer holds no values.
@@ -151,7 +155,7 @@ impl<T> Sender<T> {
     /// Whether the channel is closed (by [`Sender::close`] or by dropping
     /// every sender).
     pub fn is_closed(&self) -> bool {
-        self.chan.is_closed()
+        crate::runtime::asyncpreempt::in_runtime(move || self.chan.is_closed())
     }
 }
 
@@ -160,33 +164,39 @@ impl<T> Receiver<T> {
     /// thread) until one is available. Fails once the channel is closed and
     /// its buffer drained.
     pub fn recv(&self) -> Result<T, RecvError> {
-        crate::runtime::preempt::check();
-        self.chan.recv()
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            crate::runtime::preempt::check();
+            self.chan.recv()
+        })
     }
 
     /// Receives a value, waiting at most `timeout`.
     pub fn recv_timeout(&self, timeout: std::time::Duration) -> Result<T, RecvTimeoutError> {
-        match self.try_recv() {
-            Ok(v) => return Ok(v),
-            Err(TryRecvError::Closed) => return Err(RecvTimeoutError::Closed),
-            Err(TryRecvError::Empty) if timeout.is_zero() => return Err(RecvTimeoutError::Timeout),
-            Err(TryRecvError::Empty) => {}
-        }
-        let timer = crate::time::Timer::new(timeout);
-        let mut arm = select::RecvArm::new(Some(self));
-        let mut tarm = select::RecvArm::new(Some(timer.c()));
-        select::select([arm.case(), tarm.case()], true);
-        match arm.take() {
-            Some(Ok(v)) => Ok(v),
-            Some(Err(RecvError)) => Err(RecvTimeoutError::Closed),
-            None => Err(RecvTimeoutError::Timeout),
-        }
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            match self.try_recv() {
+                Ok(v) => return Ok(v),
+                Err(TryRecvError::Closed) => return Err(RecvTimeoutError::Closed),
+                Err(TryRecvError::Empty) if timeout.is_zero() => {
+                    return Err(RecvTimeoutError::Timeout)
+                }
+                Err(TryRecvError::Empty) => {}
+            }
+            let timer = crate::time::Timer::new(timeout);
+            let mut arm = select::RecvArm::new(Some(self));
+            let mut tarm = select::RecvArm::new(Some(timer.c()));
+            select::select([arm.case(), tarm.case()], true);
+            match arm.take() {
+                Some(Ok(v)) => Ok(v),
+                Some(Err(RecvError)) => Err(RecvTimeoutError::Closed),
+                None => Err(RecvTimeoutError::Timeout),
+            }
+        })
     }
 
     /// Receives a value if one is ready: buffered, or (unbuffered) offered
     /// by a blocked sender.
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        self.chan.try_recv()
+        crate::runtime::asyncpreempt::in_runtime(move || self.chan.try_recv())
     }
 
     /// A blocking iterator: yields values until the channel is closed and
@@ -202,7 +212,7 @@ impl<T> Receiver<T> {
 
     /// Values in the buffer.
     pub fn len(&self) -> usize {
-        self.chan.len()
+        crate::runtime::asyncpreempt::in_runtime(move || self.chan.len())
     }
 
     /// Whether the buffer holds no values.
@@ -217,7 +227,7 @@ impl<T> Receiver<T> {
 
     /// Whether the channel is closed (it may still hold buffered values).
     pub fn is_closed(&self) -> bool {
-        self.chan.is_closed()
+        crate::runtime::asyncpreempt::in_runtime(move || self.chan.is_closed())
     }
 }
 
@@ -241,13 +251,17 @@ impl<T> Clone for Receiver<T> {
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        self.chan.drop_sender();
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.chan.drop_sender();
+        })
     }
 }
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
-        self.chan.drop_receiver();
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.chan.drop_receiver();
+        })
     }
 }
 

@@ -363,17 +363,19 @@ impl<T> CaseImpl for SendArm<'_, T> {
 /// arm was ready (the `default` arm).
 pub fn select<const N: usize>(mut cases: [Case<'_>; N], block: bool) -> Option<usize> {
     const { assert!(N <= u16::MAX as usize, "select!: too many arms") };
-    crate::runtime::preempt::check();
-    let mut pollorder = [0u16; N];
-    let mut lockorder = [0u16; N];
-    let mut sudogs = [const { MaybeUninit::<Sudog>::uninit() }; N];
-    selectgo(
-        &mut cases,
-        &mut pollorder,
-        &mut lockorder,
-        &mut sudogs,
-        block,
-    )
+    crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::preempt::check();
+        let mut pollorder = [0u16; N];
+        let mut lockorder = [0u16; N];
+        let mut sudogs = [const { MaybeUninit::<Sudog>::uninit() }; N];
+        selectgo(
+            &mut cases,
+            &mut pollorder,
+            &mut lockorder,
+            &mut sudogs,
+            block,
+        )
+    })
 }
 
 fn selectgo(
@@ -520,6 +522,7 @@ unsafe fn selunlock(cases: &[Case<'_>], lockorder: &[u16]) {
 
 /// `select! {}`: blocks forever (Go's `select {}`).
 pub fn block_forever() -> ! {
+    let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
     park_forever(WaitReason::SelectNoCases)
 }
 

@@ -33,7 +33,8 @@ pub(crate) enum Action {
     /// Go to the tail of the current P's ring (Go's goyield: used after a
     /// direct handoff put the woken G in this P's runnext).
     YieldLocal,
-    /// Preempted by sysmon (cooperative): go to the global queue.
+    /// Preempted by sysmon (cooperatively, or by signal from a preemptible
+    /// region): go to the global queue.
     Preempt,
     /// Back from a system call and no P was free: queue the G globally and
     /// park the M (Go's exitsyscall0).
@@ -81,6 +82,7 @@ pub(crate) fn resume(co: &mut Option<GCoroutine>) -> Switch {
 /// must be made from its own stack.
 #[inline]
 pub(crate) unsafe fn switch_to_scheduler(g: &'static G, action: Action) {
+    crate::runtime::asyncpreempt::debug_check_guarded_g(g);
     let y = g.yielder() as *const Yielder<(), Action>;
     // SAFETY: `yielder` was set by `new` from the coroutine's own yielder,
     // which lives as long as the coroutine; we are running on that

@@ -170,6 +170,13 @@ pub(crate) struct G {
     coroutine: UnsafeCell<Option<GCoroutine>>,
     status: AtomicU32,
     wait_reason: AtomicU8,
+    /// Nesting depth of `goroutine::preemptible` regions, and of runtime
+    /// calls in progress (`InRuntime` guards). Written only by the G itself
+    /// while it runs; read by the SIGURG handler on the same thread and, as
+    /// a hint, by sysmon (`runtime::asyncpreempt`'s note). They fill the
+    /// padding after `wait_reason`: the record stays two cache lines.
+    region_depth: AtomicU8,
+    in_runtime: AtomicU8,
     /// The corosensei yielder of the running coroutine: the way back to the
     /// M's scheduler context (Go's g0). Written by the G itself on first run.
     yielder: AtomicPtr<()>,
@@ -236,6 +243,8 @@ impl G {
             coroutine: UnsafeCell::new(None),
             status: AtomicU32::new(Status::Idle as u32),
             wait_reason: AtomicU8::new(0),
+            region_depth: AtomicU8::new(0),
+            in_runtime: AtomicU8::new(0),
             yielder: AtomicPtr::new(ptr::null_mut()),
             id: AtomicU64::new(0),
             guard_lo: AtomicUsize::new(0),
@@ -343,6 +352,106 @@ impl G {
         self.yielder.store(y, Ordering::Relaxed)
     }
 
+    /// Preemptible-region depth (see the field).
+    #[inline]
+    pub(crate) fn region_depth(&self) -> u8 {
+        self.region_depth.load(Ordering::Relaxed)
+    }
+
+    /// Runtime calls in progress (see the field).
+    #[inline]
+    pub(crate) fn in_runtime(&self) -> u8 {
+        self.in_runtime.load(Ordering::Relaxed)
+    }
+
+    /// The in-runtime count itself, for the sigreturn stub that drops the
+    /// trampoline's count with its last instruction before the system call.
+    #[inline]
+    #[cfg_attr(
+        not(all(target_os = "linux", target_arch = "x86_64")),
+        allow(dead_code)
+    )] // asynchronous preemption is x86-64 Linux only
+    pub(crate) fn in_runtime_counter(&self) -> &AtomicU8 {
+        &self.in_runtime
+    }
+
+    /// Increments one of the two counters of the running G (only the G
+    /// itself writes them, so a load and a store suffice). Returns false,
+    /// leaving it alone, if it is at its maximum: it then stays non-zero
+    /// until the outer levels end, which is all its readers ask.
+    ///
+    /// The signal fences keep the compiler from moving the caller's memory
+    /// accesses across the update: the SIGURG handler, on this thread, must
+    /// see the count raised before the first access of the guarded code and
+    /// until the last.
+    #[inline(always)]
+    fn bump(counter: &AtomicU8) -> bool {
+        let n = counter.load(Ordering::Relaxed);
+        if n == u8::MAX {
+            return false;
+        }
+        counter.store(n + 1, Ordering::Relaxed);
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        true
+    }
+
+    /// Undoes a successful [`G::bump`].
+    #[inline(always)]
+    fn unbump(counter: &AtomicU8) {
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        let n = counter.load(Ordering::Relaxed);
+        debug_assert!(n > 0, "preemption counter underflow");
+        counter.store(n.wrapping_sub(1), Ordering::Relaxed);
+    }
+
+    /// Enters a preemptible region; false if the depth is saturated.
+    #[inline]
+    #[cfg_attr(
+        not(all(target_os = "linux", target_arch = "x86_64")),
+        allow(dead_code)
+    )] // asynchronous preemption is x86-64 Linux only
+    pub(crate) fn region_enter(&self) -> bool {
+        G::bump(&self.region_depth)
+    }
+
+    /// Leaves a region entered with a successful `region_enter`.
+    #[inline]
+    #[cfg_attr(
+        not(all(target_os = "linux", target_arch = "x86_64")),
+        allow(dead_code)
+    )] // asynchronous preemption is x86-64 Linux only
+    pub(crate) fn region_exit(&self) {
+        G::unbump(&self.region_depth)
+    }
+
+    /// Enters a runtime call; false if the count is saturated.
+    #[inline]
+    pub(crate) fn runtime_enter(&self) -> bool {
+        G::bump(&self.in_runtime)
+    }
+
+    /// Leaves a runtime call entered with a successful `runtime_enter`.
+    #[inline]
+    pub(crate) fn runtime_exit(&self) {
+        G::unbump(&self.in_runtime)
+    }
+
+    /// Resets both counters of a G being recycled (owner only).
+    pub(crate) fn reset_preempt_counters(&self) {
+        self.region_depth.store(0, Ordering::Relaxed);
+        self.in_runtime.store(0, Ordering::Relaxed);
+    }
+
+    /// The usable stack, `[lo, hi)`, if the G has one. Async-signal-safe.
+    pub(crate) fn stack_range(&self) -> Option<(usize, usize)> {
+        let guard = self.guard_lo.load(Ordering::Relaxed);
+        if guard == 0 {
+            return None;
+        }
+        let lo = guard + crate::sys::mem::page_size();
+        Some((lo, lo + self.stack_bytes.load(Ordering::Relaxed) as usize))
+    }
+
     /// Records the stack's guard page (`[lo, hi)`, one page) and size.
     pub(crate) fn set_stack_bounds(&self, guard: (usize, usize), usable: usize) {
         debug_assert!(guard.0 == 0 || guard.1 - guard.0 == crate::sys::mem::page_size());
@@ -397,6 +506,7 @@ mod tests {
         assert!(std::mem::offset_of!(G, yielder) + 8 <= 64);
         assert!(std::mem::offset_of!(G, status) + 4 <= 64);
         assert!(std::mem::offset_of!(G, wait_reason) < 64);
+        assert!(std::mem::offset_of!(G, in_runtime) < 64);
     }
 
     #[test]

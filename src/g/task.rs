@@ -249,34 +249,37 @@ impl<T> Drop for JoinRef<T> {
     /// our reference gone when it completes). The CAS orders the two cases
     /// against the completer's `fetch_or` on the same word.
     fn drop(&mut self) {
-        let header = self.header();
-        let mut cur = header.state.load(Ordering::Acquire);
-        loop {
-            if cur & COMPLETE != 0 {
-                // SAFETY: COMPLETE observed (Acquire): the stage is final;
-                // our reference keeps the cell alive. After `join` the stage
-                // is `Taken` and nothing is reported.
-                unsafe { (header.vtable.report_unjoined)(self.cell) };
-                break;
+        // Dropping a `JoinHandle` may report an unjoined panic (printing).
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            let header = self.header();
+            let mut cur = header.state.load(Ordering::Acquire);
+            loop {
+                if cur & COMPLETE != 0 {
+                    // SAFETY: COMPLETE observed (Acquire): the stage is final;
+                    // our reference keeps the cell alive. After `join` the stage
+                    // is `Taken` and nothing is reported.
+                    unsafe { (header.vtable.report_unjoined)(self.cell) };
+                    break;
+                }
+                if cur >> 2 == 1 {
+                    // We are the last reference and it is not complete: the
+                    // task was dropped unrun (the release below frees it).
+                    break;
+                }
+                // Release: as in `release`. Not the last reference (checked).
+                match header.state.compare_exchange(
+                    cur,
+                    cur - REF_ONE,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return,
+                    Err(now) => cur = now,
+                }
             }
-            if cur >> 2 == 1 {
-                // We are the last reference and it is not complete: the
-                // task was dropped unrun (the release below frees it).
-                break;
-            }
-            // Release: as in `release`. Not the last reference (checked).
-            match header.state.compare_exchange(
-                cur,
-                cur - REF_ONE,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return,
-                Err(now) => cur = now,
-            }
-        }
-        // SAFETY: we give up the JoinHandle's reference, once.
-        unsafe { release(self.cell) }
+            // SAFETY: we give up the JoinHandle's reference, once.
+            unsafe { release(self.cell) }
+        })
     }
 }
 

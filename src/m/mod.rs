@@ -17,13 +17,20 @@
 //!   (written by the M's own thread in `acquirep`/`releasep`).
 //! - `parks`/`wakes` are statistics counters written by the M's own thread
 //!   (`runtime::stats`).
+//! - `async_preempt` and `preempt_sent_at` are set by sysmon just before it
+//!   sends this M's thread `SIGURG`; the handler consumes the flag
+//!   (`runtime::asyncpreempt`). `sigmask` is the thread's signal mask while
+//!   it runs goroutines, recorded once at start (own thread), read by that
+//!   handler on the same thread.
 
 pub(crate) mod note;
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 
 use self::note::Note;
 use crate::g::G;
@@ -50,10 +57,30 @@ pub(crate) struct M {
     lockedg: Cell<Option<&'static G>>,
     /// The thread ended (a goroutine exited while locked to it).
     dead: AtomicBool,
+    /// sysmon asks this M's goroutine to stop asynchronously (see the note).
+    #[cfg_attr(
+        not(all(target_os = "linux", target_arch = "x86_64")),
+        allow(dead_code)
+    )] // asynchronous preemption is x86-64 Linux only
+    pub(crate) async_preempt: AtomicBool,
+    /// When sysmon sent the last `SIGURG` (nanotime), for latency stats.
+    #[cfg_attr(
+        not(all(target_os = "linux", target_arch = "x86_64")),
+        allow(dead_code)
+    )] // asynchronous preemption is x86-64 Linux only
+    pub(crate) preempt_sent_at: AtomicI64,
+    /// The thread's signal mask (the kernel's 64-bit word), see the note.
+    pub(crate) sigmask: AtomicU64,
+    /// An address near the top of this M's own thread stack (g0), recorded
+    /// at start: g0 runs below it, within `M_STACK_SIZE` (see
+    /// `current_g_checked`).
+    g0_hi: AtomicUsize,
 }
 
 /// `M::p_id` when the M holds no P.
 pub(crate) const NO_P: u32 = u32::MAX;
+/// Stack size of M threads (the scheduler's g0 stack).
+const M_STACK_SIZE: usize = 256 * 1024;
 
 // SAFETY: `p`, `nextp` and `rand` follow the ownership rules in the module
 // note (own thread only, or handed over through the park note); the rest are
@@ -95,6 +122,42 @@ pub(crate) fn current_g() -> Option<&'static G> {
     current().and_then(|m| m.curg())
 }
 
+/// The running goroutine, looked up safely from code that may be preempted
+/// asynchronously *during* the lookup (a preemptible region; the runtime's
+/// own guards and region markers use it, as does `current_id`).
+///
+/// [`current_g`] reads the thread's M, then the M's `curg`. Stopped between
+/// the two reads and resumed on another thread, it would read the *old*
+/// thread's `curg`: another goroutine, or none. So each answer is checked
+/// against the caller's stack pointer, which moves with the goroutine: a G
+/// is accepted only if the caller runs on that G's stack, "none" only if it
+/// runs on the M's own thread stack (g0); otherwise the lookup is repeated,
+/// now on the new thread. A second preemption inside the same few
+/// instructions would need another whole time slice to pass there; the
+/// loop is bounded anyway.
+#[inline(never)]
+pub(crate) fn current_g_checked() -> Option<&'static G> {
+    let mut tries = 0;
+    loop {
+        // A plain thread never becomes an M, and goroutines run only on Ms.
+        let m = current()?;
+        let g = m.curg();
+        let here = 0u8;
+        let sp = std::hint::black_box(&here) as *const u8 as usize;
+        let ok = match g {
+            Some(g) => g.stack_range().is_some_and(|(lo, hi)| sp >= lo && sp < hi),
+            None => {
+                let hi = m.g0_hi.load(Ordering::Relaxed);
+                sp <= hi && sp > hi.saturating_sub(M_STACK_SIZE)
+            }
+        };
+        tries += 1;
+        if ok || tries == 8 {
+            return g;
+        }
+    }
+}
+
 /// Async-signal-safe lookup for the stack-overflow handler: if `addr` is in
 /// the guard page of the goroutine running on this thread, its id and size.
 pub(crate) fn overflow_lookup(addr: usize) -> Option<(u64, usize)> {
@@ -105,6 +168,18 @@ pub(crate) fn overflow_lookup(addr: usize) -> Option<(u64, usize)> {
     let m = unsafe { m.as_ref() }?;
     let g = m.curg()?;
     g.overflowed_at(addr).map(|size| (g.id(), size))
+}
+
+/// The calling thread's M, for the asynchronous-preemption signal handler:
+/// async-signal-safe, as `overflow_lookup`.
+#[cfg_attr(
+    not(all(target_os = "linux", target_arch = "x86_64")),
+    allow(dead_code)
+)] // asynchronous preemption is x86-64 Linux only
+pub(crate) fn current_in_signal() -> Option<&'static M> {
+    let m = CURRENT.try_with(|c| c.get()).ok()?;
+    // SAFETY: CURRENT only ever holds a leaked M.
+    unsafe { m.as_ref() }
 }
 
 impl M {
@@ -124,6 +199,10 @@ impl M {
             wakes: AtomicU64::new(0),
             lockedg: Cell::new(None),
             dead: AtomicBool::new(false),
+            async_preempt: AtomicBool::new(false),
+            preempt_sent_at: AtomicI64::new(0),
+            sigmask: AtomicU64::new(0),
+            g0_hi: AtomicUsize::new(0),
         }))
     }
 
@@ -176,12 +255,13 @@ impl M {
     ///
     /// # Safety
     /// Only on this M's own thread, which must hold no P.
-    pub(crate) unsafe fn acquirep(&self, pp: PHandle) {
+    pub(crate) unsafe fn acquirep(&'static self, pp: PHandle) {
         pp.set_status(PStatus::Running);
         self.p_id.store(pp.id, Ordering::Relaxed);
         if crate::trace::on() {
             crate::trace::proc_start(pp.id);
         }
+        pp.set_m(Some(self));
         // SAFETY: own-thread access (caller's contract).
         let slot = unsafe { &mut *self.p.get() };
         debug_assert!(slot.is_none());
@@ -200,6 +280,7 @@ impl M {
         if crate::trace::on() {
             crate::trace::proc_stop(pp.id);
         }
+        pp.set_m(None);
         pp
     }
 
@@ -274,7 +355,7 @@ pub(crate) fn newm(
     unsafe { m.set_nextp(pp, spinning) };
     let r = std::thread::Builder::new()
         .name(format!("goroutine-m{id}"))
-        .stack_size(256 * 1024)
+        .stack_size(M_STACK_SIZE)
         .spawn(move || mstart(m));
     match r {
         Ok(_) => {
@@ -294,8 +375,15 @@ pub(crate) fn newm(
 
 /// The body of every M thread.
 fn mstart(m: &'static M) {
+    let marker = 0u8;
+    m.g0_hi.store(
+        std::hint::black_box(&marker) as *const u8 as usize,
+        Ordering::Relaxed,
+    );
     CURRENT.with(|c| c.set(m));
     m.tid.store(crate::sys::gettid(), Ordering::Relaxed);
+    m.sigmask
+        .store(crate::sys::current_sigmask(), Ordering::Relaxed);
     if let Err(e) = crate::sys::signal::install_altstack_for_current_thread() {
         eprintln!(
             "goroutine: M{}: no alternate signal stack ({e}); stack overflows will not be reported",

@@ -93,15 +93,17 @@ impl NetFd {
 
     /// The registration, made on first use.
     pub(crate) fn poll(&self) -> io::Result<&PollFd> {
-        if let Some(p) = self.poll.get() {
-            return Ok(p);
-        }
-        let _one = self.register.lock();
-        if let Some(p) = self.poll.get() {
-            return Ok(p);
-        }
-        let p = PollFd::new(self.fd)?;
-        Ok(self.poll.get_or_init(|| p))
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            if let Some(p) = self.poll.get() {
+                return Ok(p);
+            }
+            let _one = self.register.lock();
+            if let Some(p) = self.poll.get() {
+                return Ok(p);
+            }
+            let p = PollFd::new(self.fd)?;
+            Ok(self.poll.get_or_init(|| p))
+        })
     }
 
     /// Runs `op` (a non-blocking system call on this descriptor) until it
@@ -109,38 +111,42 @@ impl NetFd {
     /// note. Fails with `TimedOut` when the direction's deadline or timeout
     /// passes first.
     pub(crate) fn io<R>(&self, dir: Dir, mut op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
-        // Socket I/O is a preemption point (a server loop that never blocks
-        // still yields after its 10 ms slice).
-        crate::runtime::preempt::check();
-        let absolute = decode(self.shared.deadlines[dir as usize].load(Relaxed));
-        if absolute.is_some_and(|d| Instant::now() >= d) {
-            return Err(timed_out());
-        }
-        match retry_interrupted(&mut op) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if self.shared.nonblocking.load(Relaxed) {
-                    return Err(e);
-                }
-            }
-            done => return done,
-        }
-        let deadline = earlier(
-            absolute,
-            self.timeout(dir)
-                .and_then(|t| Instant::now().checked_add(t)),
-        );
-        let poll = self.poll()?;
-        let _one_waiter = self.waiters[dir as usize].lock();
-        loop {
-            match dir {
-                Dir::Read => poll.wait_read(deadline)?,
-                Dir::Write => poll.wait_write(deadline)?,
+        // Every socket operation that may wait comes through here: the
+        // runtime-call guard of the public methods (asyncpreempt.rs).
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            // Socket I/O is a preemption point (a server loop that never blocks
+            // still yields after its 10 ms slice).
+            crate::runtime::preempt::check();
+            let absolute = decode(self.shared.deadlines[dir as usize].load(Relaxed));
+            if absolute.is_some_and(|d| Instant::now() >= d) {
+                return Err(timed_out());
             }
             match retry_interrupted(&mut op) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if self.shared.nonblocking.load(Relaxed) {
+                        return Err(e);
+                    }
+                }
                 done => return done,
             }
-        }
+            let deadline = earlier(
+                absolute,
+                self.timeout(dir)
+                    .and_then(|t| Instant::now().checked_add(t)),
+            );
+            let poll = self.poll()?;
+            let _one_waiter = self.waiters[dir as usize].lock();
+            loop {
+                match dir {
+                    Dir::Read => poll.wait_read(deadline)?,
+                    Dir::Write => poll.wait_write(deadline)?,
+                }
+                match retry_interrupted(&mut op) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    done => return done,
+                }
+            }
+        })
     }
 
     /// std's `set_read_timeout` / `set_write_timeout`.
@@ -148,13 +154,15 @@ impl NetFd {
         if timeout == Some(Duration::ZERO) {
             return Err(zero_timeout());
         }
-        self.timeouts()[dir as usize] = timeout;
-        Ok(())
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.timeouts()[dir as usize] = timeout;
+            Ok(())
+        })
     }
 
     /// std's `read_timeout` / `write_timeout`.
     pub(crate) fn timeout(&self, dir: Dir) -> Option<Duration> {
-        self.timeouts()[dir as usize]
+        crate::runtime::asyncpreempt::in_runtime(move || self.timeouts()[dir as usize])
     }
 
     /// Go's `SetReadDeadline` / `SetWriteDeadline`.
@@ -168,12 +176,22 @@ impl NetFd {
         self.shared.nonblocking.store(nonblocking, Relaxed);
     }
 
+    /// Callers hold an `InRuntime` guard: a std mutex guard is thread-bound.
     fn timeouts(&self) -> std::sync::MutexGuard<'_, [Option<Duration>; 2]> {
         // Nothing panics while holding it, and the data is two plain values.
         self.shared
             .timeouts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for NetFd {
+    /// Deregisters from the netpoller (under its locks): a runtime call.
+    fn drop(&mut self) {
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            drop(self.poll.take());
+        })
     }
 }
 

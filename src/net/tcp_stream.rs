@@ -157,32 +157,34 @@ impl TcpStream {
 
 /// One connection attempt (Go's `netFD.connect`).
 fn connect_one(addr: &SocketAddr, deadline: Option<Instant>) -> io::Result<TcpStream> {
-    let stream = TcpStream::from_nonblocking(socket::stream_socket(addr)?.into());
-    match socket::connect(stream.as_fd(), addr) {
-        Ok(()) => return Ok(stream),
-        // EINTR: the connection goes on asynchronously, as EINPROGRESS.
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EINPROGRESS | libc::EALREADY | libc::EINTR)
-            ) => {}
-        Err(e) => return Err(e),
-    }
-    let poll = stream.fd.poll()?;
-    loop {
-        poll.wait_write(deadline)?;
-        if let Some(e) = stream.inner.take_error()? {
-            return Err(e);
-        }
-        // SO_ERROR is also 0 while the connection is in progress, and the
-        // netpoller may wake us spuriously: connected only if there is a
-        // peer (Go does the same check).
-        match stream.inner.peer_addr() {
-            Ok(_) => return Ok(stream),
-            Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {}
+    crate::runtime::asyncpreempt::in_runtime(move || {
+        let stream = TcpStream::from_nonblocking(socket::stream_socket(addr)?.into());
+        match socket::connect(stream.as_fd(), addr) {
+            Ok(()) => return Ok(stream),
+            // EINTR: the connection goes on asynchronously, as EINPROGRESS.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINPROGRESS | libc::EALREADY | libc::EINTR)
+                ) => {}
             Err(e) => return Err(e),
         }
-    }
+        let poll = stream.fd.poll()?;
+        loop {
+            poll.wait_write(deadline)?;
+            if let Some(e) = stream.inner.take_error()? {
+                return Err(e);
+            }
+            // SO_ERROR is also 0 while the connection is in progress, and the
+            // netpoller may wake us spuriously: connected only if there is a
+            // peer (Go does the same check).
+            match stream.inner.peer_addr() {
+                Ok(_) => return Ok(stream),
+                Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    })
 }
 
 impl Read for &TcpStream {

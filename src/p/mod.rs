@@ -28,7 +28,7 @@ pub(crate) mod runq;
 
 use std::cell::UnsafeCell;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, Ordering};
 
 use self::runq::RunQueue;
 use crate::g::stack::StackCache;
@@ -90,6 +90,11 @@ pub(crate) struct P {
     pub(crate) timers: Timers,
     /// Statistics, written by the owner only (`runtime::stats`).
     pub(crate) counters: PCounters,
+    /// The M holding this P (Go's `p.m`): set by `acquirep`, cleared by
+    /// `releasep`, read by sysmon to signal that M's thread (asynchronous
+    /// preemption). A hint only: the signal handler re-checks everything on
+    /// the target thread.
+    m: AtomicPtr<crate::m::M>,
     local: UnsafeCell<PLocal>,
 }
 
@@ -111,6 +116,7 @@ impl P {
             preempt: AtomicBool::new(false),
             timers: Timers::new(),
             counters: PCounters::default(),
+            m: AtomicPtr::new(std::ptr::null_mut()),
             local: UnsafeCell::new(PLocal {
                 gfree: Vec::new(),
                 stacks: StackCache::new(),
@@ -157,6 +163,19 @@ impl P {
             .map(|_| PHandle(self))
     }
 
+    /// The M holding this P, if any (a hint; see the field).
+    #[inline]
+    #[cfg_attr(
+        not(all(target_os = "linux", target_arch = "x86_64")),
+        allow(dead_code)
+    )] // asynchronous preemption is x86-64 Linux only
+    pub(crate) fn m(&self) -> Option<&'static crate::m::M> {
+        // Relaxed: M records are leaked and fully built before their thread
+        // starts; the reader re-validates on the target thread.
+        // SAFETY: null or a leaked (never freed) M.
+        unsafe { self.m.load(Ordering::Relaxed).as_ref() }
+    }
+
     #[inline]
     pub(crate) fn ngoroutine(&self) -> i64 {
         self.ngoroutine.load(Ordering::Relaxed)
@@ -189,6 +208,13 @@ impl PHandle {
     #[inline]
     pub(crate) fn set_status(&self, s: PStatus) {
         self.0.status.store(s as u32, Ordering::Release)
+    }
+
+    /// Records the M holding the P (`acquirep` / `releasep`).
+    #[inline]
+    pub(crate) fn set_m(&self, m: Option<&'static crate::m::M>) {
+        let p = m.map_or(std::ptr::null_mut(), |m| m as *const _ as *mut _);
+        self.0.m.store(p, Ordering::Relaxed)
     }
 
     #[inline]

@@ -23,6 +23,8 @@
 //! - `syscall.rs`: entering and leaving blocking system calls, `handoffp`.
 //! - `lockosthread.rs`: wiring a goroutine to its thread.
 //! - `preempt.rs`: the cooperative preemption check.
+//! - `asyncpreempt.rs`: preemptible regions, the `InRuntime` guard, the
+//!   `SIGURG` decision and trampoline (asynchronous preemption).
 //! - `sysmon.rs`: the monitor thread: preemption, syscall retake, polling,
 //!   schedtrace, trace samples.
 //! - `checkdead.rs`: deadlock detection.
@@ -34,6 +36,7 @@
 //! - `dump.rs`: the goroutine dump and SIGQUIT.
 //! - `env.rs`: GOMAXPROCS, GOROUTINE_MAX_THREADS, GODEBUG.
 
+pub(crate) mod asyncpreempt;
 pub(crate) mod checkdead;
 pub(crate) mod dump;
 pub(crate) mod env;
@@ -212,6 +215,7 @@ impl Sched {
     /// while holding it; the state may be inconsistent, so that is fatal.
     #[inline]
     pub(crate) fn lock(&self) -> MutexGuard<'_, Locked> {
+        asyncpreempt::debug_check_guarded();
         match self.lock.lock() {
             Ok(g) => g,
             Err(_) => throw("sched lock poisoned"),

@@ -77,6 +77,9 @@ fn named_or_traced(id: u64, parent: u64, p: u32, name: &Option<Arc<str>>) {
 
 fn init(g: &'static G, id: u64, task: TaskRef, stack_size: usize, name: Option<Arc<str>>) {
     g.set_id(id);
+    // Both are zero when a goroutine returns (regions and guards are
+    // scoped); resetting keeps a recycled G clean whatever happened.
+    g.reset_preempt_counters();
     // SAFETY: the G came off a free list (or is new): we own it until it is
     // published on a run queue below.
     let inner = unsafe { g.inner() };

@@ -105,7 +105,30 @@ fn stop_the_world() {
     let wait = l.stopwait > 0;
     drop(l);
     if wait {
-        s.stopnote.sleep();
+        // Goroutines in preemptible regions may never reach a runtime call:
+        // signal them too, and again every 100 us while some P still runs
+        // (a signal is refused while its goroutine is in libc or a runtime
+        // call), as Go's stopTheWorldWithSema does. sysmon does not help
+        // here: it sleeps during a stop-the-world.
+        loop {
+            preempt_running_async(s);
+            if s.stopnote.sleep_timeout(100_000) {
+                break;
+            }
+        }
+    }
+}
+
+/// Signals the goroutine of every running P that is in a preemptible region
+/// (the asynchronous half of Go's preemptall).
+fn preempt_running_async(s: &'static super::Sched) {
+    let now = crate::sys::time::nanotime();
+    for id in 0..s.gomaxprocs() as usize {
+        if let Some(p) = s.allp(id) {
+            if p.status() == PStatus::Running {
+                super::asyncpreempt::preempt_m(p, now);
+            }
+        }
     }
 }
 

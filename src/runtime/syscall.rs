@@ -24,6 +24,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::asyncpreempt::in_runtime;
 use super::{globrunq, idle, sched, stats, throw};
 use crate::g::context::{self, Action};
 use crate::g::Status;
@@ -33,22 +34,24 @@ use crate::trace;
 
 /// Runs `f` as a blocking system call (see `crate::syscall`).
 pub(crate) fn syscall<R>(block: bool, f: impl FnOnce() -> R) -> R {
-    let Some(m) = m::current() else {
-        return f();
-    };
-    if m.curg().is_none() {
+    // Guarded in two parts: `f` is the caller's code, and runs with the G in
+    // `Syscall` status, where no signal preempts it anyway.
+    let entered = in_runtime(|| match m::current() {
+        // SAFETY: m is the calling thread's own M. Without a P (a nested
+        // call) there is nothing to hand off.
+        Some(m) if m.curg().is_some() && unsafe { m.p() }.is_some() => {
+            entersyscall(m, block);
+            true
+        }
+        _ => false,
+    });
+    if !entered {
         return f();
     }
-    // SAFETY: m is the calling thread's own M.
-    if unsafe { m.p() }.is_none() {
-        // Already without a P (a nested call): nothing to hand off.
-        return f();
-    }
-    entersyscall(m, block);
     struct Exit;
     impl Drop for Exit {
         fn drop(&mut self) {
-            exitsyscall();
+            in_runtime(exitsyscall);
         }
     }
     let guard = Exit;

@@ -5,7 +5,9 @@
 //! - starts an M when a timer is overdue and no M is looking (all busy);
 //! - `retake`s: a P whose goroutine has run for 10 ms without a scheduling
 //!   point gets `preempt` set (cooperative preemption: the goroutine yields
-//!   at its next runtime call or `preempt_point()`, to the global queue);
+//!   at its next runtime call or `preempt_point()`, to the global queue),
+//!   and if that goroutine is in a preemptible region its thread also gets
+//!   `SIGURG` (asynchronous preemption, `asyncpreempt.rs`);
 //!   a P that has stayed in one system call for a whole sysmon tick, or is
 //!   in a system call after 10 ms with one G (Go's `sysretake`: a G that
 //!   loops on short calls), is taken (`Syscall -> Idle` CAS) and handed
@@ -23,7 +25,7 @@
 //! sysmon's own view of each P (last schedtick/syscalltick seen and when)
 //! is private to this thread: no other code reads it.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::{env, idle, sched, stats, syscall, timers};
 use crate::p::PStatus;
@@ -32,6 +34,16 @@ use crate::sys::time::nanotime;
 /// A goroutine may run this long before sysmon asks it to yield (Go's
 /// forcePreemptNS).
 pub(crate) const FORCE_PREEMPT_NS: i64 = 10_000_000;
+
+/// The slice in effect: `FORCE_PREEMPT_NS`, unless the undocumented test
+/// knob `GOROUTINE_DEBUG_FORCEPREEMPTNS` (nanoseconds, at least 100 us)
+/// shortens it so that preemption tests see thousands of preemptions per
+/// second. Written once before sysmon starts.
+static FORCE_PREEMPT: AtomicI64 = AtomicI64::new(FORCE_PREEMPT_NS);
+
+fn force_preempt_ns() -> i64 {
+    FORCE_PREEMPT.load(Ordering::Relaxed)
+}
 
 #[derive(Clone, Copy, Default)]
 struct PView {
@@ -43,6 +55,12 @@ struct PView {
 
 /// Starts the sysmon thread (once, at runtime start).
 pub(crate) fn start() {
+    if let Some(ns) = std::env::var("GOROUTINE_DEBUG_FORCEPREEMPTNS")
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
+    {
+        FORCE_PREEMPT.store(ns.clamp(100_000, FORCE_PREEMPT_NS), Ordering::Relaxed);
+    }
     let r = std::thread::Builder::new()
         .name("goroutine-sysmon".into())
         .stack_size(128 * 1024)
@@ -95,13 +113,15 @@ fn sysmon() {
     let schedtrace_ns = env::godebug().schedtrace_ms.saturating_mul(1_000_000);
     let mut last_schedtrace = nanotime();
     let mut last_sample = 0i64;
+    // At most one slice between looks at the Ps (10 ms, Go's cap).
+    let max_delay_us = (force_preempt_ns() as u64 / 1_000).min(10_000);
     loop {
         if idle_cycles == 0 {
             delay_us = 20;
         } else if idle_cycles > 50 {
             delay_us *= 2;
         }
-        delay_us = delay_us.min(10_000);
+        delay_us = delay_us.min(max_delay_us);
         std::thread::sleep(std::time::Duration::from_micros(delay_us));
         let mut now = stats::refresh_coarse_now();
 
@@ -210,7 +230,7 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
             if pd.schedtick != t {
                 pd.schedtick = t;
                 pd.schedwhen = now;
-            } else if pd.schedwhen + FORCE_PREEMPT_NS <= now {
+            } else if pd.schedwhen + force_preempt_ns() <= now {
                 if !p.preempt.load(Ordering::Relaxed) {
                     stats::bump(&stats::SYSMON.preempt_requests, 1);
                     if crate::trace::on() {
@@ -220,6 +240,9 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
                 }
                 p.preempt.store(true, Ordering::Release);
                 sysretake = true;
+                if status == PStatus::Running {
+                    super::asyncpreempt::preempt_m(p, now);
+                }
             }
         }
         if status != PStatus::Syscall {

@@ -48,11 +48,13 @@ impl Condvar {
     /// Unlocks the guard's mutex, waits for a notification, and locks the
     /// mutex again before returning (Go's `Cond.Wait`).
     pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-        let mutex = guard.mutex();
-        let t = self.notify.add();
-        drop(guard);
-        self.notify.wait(t);
-        mutex.lock()
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            let mutex = guard.mutex();
+            let t = self.notify.add();
+            drop(guard);
+            self.notify.wait(t);
+            mutex.lock()
+        })
     }
 
     /// Waits while `condition` holds (re-checked under the lock after each
@@ -71,13 +73,17 @@ impl Condvar {
     /// Wakes the longest-waiting waiter, if any (Go's `Cond.Signal`).
     #[inline]
     pub fn notify_one(&self) {
-        self.notify.notify_one();
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.notify.notify_one();
+        })
     }
 
     /// Wakes every current waiter (Go's `Cond.Broadcast`).
     #[inline]
     pub fn notify_all(&self) {
-        self.notify.notify_all();
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.notify.notify_all();
+        })
     }
 }
 

@@ -101,12 +101,14 @@ impl<T: ?Sized> Mutex<T> {
     /// calling thread) until it is available.
     #[inline]
     pub fn lock(&self) -> MutexGuard<'_, T> {
-        crate::runtime::preempt::check();
-        self.raw.lock(WaitReason::SyncMutexLock);
-        MutexGuard {
-            mutex: self,
-            _marker: PhantomData,
-        }
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            crate::runtime::preempt::check();
+            self.raw.lock(WaitReason::SyncMutexLock);
+            MutexGuard {
+                mutex: self,
+                _marker: PhantomData,
+            }
+        })
     }
 
     /// Locks the mutex if that is possible without waiting (Go's
@@ -154,7 +156,9 @@ impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
 impl<T: ?Sized> Drop for MutexGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        self.mutex.raw.unlock();
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.mutex.raw.unlock();
+        })
     }
 }
 

@@ -75,15 +75,19 @@ impl Once {
         }
         impl Drop for Finish<'_> {
             fn drop(&mut self) {
-                if self.ran {
-                    // Release: pairs with the Acquire loads of the fast path.
-                    self.once.done.store(1, Ordering::Release);
-                }
-                self.once.m.unlock();
+                crate::runtime::asyncpreempt::in_runtime(|| {
+                    if self.ran {
+                        // Release: pairs with the Acquire loads of the fast
+                        // path.
+                        self.once.done.store(1, Ordering::Release);
+                    }
+                    self.once.m.unlock();
+                })
             }
         }
 
-        self.m.lock(WaitReason::SyncOnceDo);
+        // Not around `f`: the caller's code (see `in_runtime`).
+        crate::runtime::asyncpreempt::in_runtime(|| self.m.lock(WaitReason::SyncOnceDo));
         let mut finish = Finish {
             once: self,
             ran: false,

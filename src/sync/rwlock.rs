@@ -92,11 +92,13 @@ impl<T: ?Sized> RwLock<T> {
     /// waiting for it (Go's `RLock`).
     #[inline]
     pub fn read(&self) -> RwLockReadGuard<'_, T> {
-        self.raw.read();
-        RwLockReadGuard {
-            lock: self,
-            _marker: PhantomData,
-        }
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.raw.read();
+            RwLockReadGuard {
+                lock: self,
+                _marker: PhantomData,
+            }
+        })
     }
 
     /// Locks for reading if no writer holds or waits for the lock.
@@ -111,16 +113,21 @@ impl<T: ?Sized> RwLock<T> {
     /// Locks for writing, waiting for other writers and for the readers
     /// inside; new readers queue behind us meanwhile (Go's `Lock`).
     pub fn write(&self) -> RwLockWriteGuard<'_, T> {
-        self.raw.write();
-        RwLockWriteGuard {
-            lock: self,
-            _marker: PhantomData,
-        }
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.raw.write();
+            RwLockWriteGuard {
+                lock: self,
+                _marker: PhantomData,
+            }
+        })
     }
 
     /// Locks for writing if nobody holds the lock.
     pub fn try_write(&self) -> Option<RwLockWriteGuard<'_, T>> {
-        self.raw.try_write().then(|| RwLockWriteGuard {
+        // A failed attempt unlocks the writer mutex, which may wake a
+        // waiter: a runtime call.
+        let locked = crate::runtime::asyncpreempt::in_runtime(|| self.raw.try_write());
+        locked.then(|| RwLockWriteGuard {
             lock: self,
             _marker: PhantomData,
         })
@@ -144,7 +151,9 @@ impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
 impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        self.lock.raw.read_unlock();
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.lock.raw.read_unlock();
+        })
     }
 }
 
@@ -168,7 +177,9 @@ impl<T: ?Sized> DerefMut for RwLockWriteGuard<'_, T> {
 impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        self.lock.raw.write_unlock();
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.lock.raw.write_unlock();
+        })
     }
 }
 

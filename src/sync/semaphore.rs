@@ -79,45 +79,49 @@ impl Semaphore {
     /// If `n` exceeds the semaphore's size: such a request could never be
     /// granted (Go's `Acquire` would block until its context is done).
     pub fn acquire(&self, n: usize) {
-        let mut st = lock(&self.state);
-        if self.size - st.cur >= n && st.head.is_null() {
-            st.cur += n;
-            return;
-        }
-        if n > self.size {
-            drop(st);
-            panic!("semaphore: acquire of {n} exceeds the size {}", self.size);
-        }
-        let w = Waiter {
-            n,
-            next: UnsafeCell::new(ptr::null()),
-            cell: WaitCell::new(),
-        };
-        // SAFETY: `w` is not published yet.
-        let mode = unsafe { w.cell.prepare() };
-        let wp: *const Waiter = &w;
-        if st.tail.is_null() {
-            st.head = wp;
-        } else {
-            // SAFETY: `tail` is a live record (its owner waits until
-            // granted), and we hold the lock.
-            unsafe { (*st.tail).next.with_mut(|p| *p = wp) };
-        }
-        st.tail = wp;
-        // `w` stays in this frame until a releaser granted and woke it; the
-        // units are ours when `block` returns.
-        w.cell.block(mode, st, WaitReason::Semacquire);
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            let mut st = lock(&self.state);
+            if self.size - st.cur >= n && st.head.is_null() {
+                st.cur += n;
+                return;
+            }
+            if n > self.size {
+                drop(st);
+                panic!("semaphore: acquire of {n} exceeds the size {}", self.size);
+            }
+            let w = Waiter {
+                n,
+                next: UnsafeCell::new(ptr::null()),
+                cell: WaitCell::new(),
+            };
+            // SAFETY: `w` is not published yet.
+            let mode = unsafe { w.cell.prepare() };
+            let wp: *const Waiter = &w;
+            if st.tail.is_null() {
+                st.head = wp;
+            } else {
+                // SAFETY: `tail` is a live record (its owner waits until
+                // granted), and we hold the lock.
+                unsafe { (*st.tail).next.with_mut(|p| *p = wp) };
+            }
+            st.tail = wp;
+            // `w` stays in this frame until a releaser granted and woke it; the
+            // units are ours when `block` returns.
+            w.cell.block(mode, st, WaitReason::Semacquire);
+        })
     }
 
     /// Acquires `n` units if they are available now and nobody is waiting
     /// (a waiter at the front has priority).
     pub fn try_acquire(&self, n: usize) -> bool {
-        let mut st = lock(&self.state);
-        let ok = self.size - st.cur >= n && st.head.is_null();
-        if ok {
-            st.cur += n;
-        }
-        ok
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            let mut st = lock(&self.state);
+            let ok = self.size - st.cur >= n && st.head.is_null();
+            if ok {
+                st.cur += n;
+            }
+            ok
+        })
     }
 
     /// Releases `n` units and grants waiters in FIFO order.
@@ -126,58 +130,63 @@ impl Semaphore {
     /// If more units are released than are held (`semaphore: released more
     /// than held`).
     pub fn release(&self, n: usize) {
-        let mut st = lock(&self.state);
-        if n > st.cur {
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            let mut st = lock(&self.state);
+            if n > st.cur {
+                drop(st);
+                panic!("semaphore: released more than held");
+            }
+            st.cur -= n;
+            // Grant from the front while the front waiter fits.
+            let first = st.head;
+            let mut last: *const Waiter = ptr::null();
+            let mut s = st.head;
+            while !s.is_null() {
+                // SAFETY: a live record in the list, under the lock.
+                let (wn, next) = unsafe { ((*s).n, (*s).next.with(|p| *p)) };
+                if self.size - st.cur < wn {
+                    break;
+                }
+                st.cur += wn;
+                last = s;
+                s = next;
+            }
+            if last.is_null() {
+                return;
+            }
+            // Detach the granted prefix `first..=last`.
+            st.head = s;
+            if s.is_null() {
+                st.tail = ptr::null();
+            }
             drop(st);
-            panic!("semaphore: released more than held");
-        }
-        st.cur -= n;
-        // Grant from the front while the front waiter fits.
-        let first = st.head;
-        let mut last: *const Waiter = ptr::null();
-        let mut s = st.head;
-        while !s.is_null() {
-            // SAFETY: a live record in the list, under the lock.
-            let (wn, next) = unsafe { ((*s).n, (*s).next.with(|p| *p)) };
-            if self.size - st.cur < wn {
-                break;
+            let mut g = first;
+            loop {
+                // SAFETY: the detached records are ours until woken; read `next`
+                // before waking, after which the record may be gone.
+                let next = unsafe { (*g).next.with(|p| *p) };
+                let done = g == last;
+                // SAFETY: unlinked and granted by us, woken once.
+                unsafe { WaitCell::wake(&(*g).cell) };
+                if done {
+                    break;
+                }
+                g = next;
             }
-            st.cur += wn;
-            last = s;
-            s = next;
-        }
-        if last.is_null() {
-            return;
-        }
-        // Detach the granted prefix `first..=last`.
-        st.head = s;
-        if s.is_null() {
-            st.tail = ptr::null();
-        }
-        drop(st);
-        let mut g = first;
-        loop {
-            // SAFETY: the detached records are ours until woken; read `next`
-            // before waking, after which the record may be gone.
-            let next = unsafe { (*g).next.with(|p| *p) };
-            let done = g == last;
-            // SAFETY: unlinked and granted by us, woken once.
-            unsafe { WaitCell::wake(&(*g).cell) };
-            if done {
-                break;
-            }
-            g = next;
-        }
+        })
     }
 }
 
 impl std::fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let st = lock(&self.state);
+        let (held, waiting) = crate::runtime::asyncpreempt::in_runtime(|| {
+            let st = lock(&self.state);
+            (st.cur, !st.head.is_null())
+        });
         f.debug_struct("Semaphore")
             .field("size", &self.size)
-            .field("held", &st.cur)
-            .field("waiting", &!st.head.is_null())
+            .field("held", &held)
+            .field("waiting", &waiting)
             .finish()
     }
 }

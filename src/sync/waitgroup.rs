@@ -175,17 +175,26 @@ impl WaitGroup {
     /// misuses (a positive `add` from zero racing with `wait`).
     #[inline]
     pub fn add(&self, delta: isize) {
+        #[cfg(not(loom))]
+        crate::runtime::asyncpreempt::in_runtime(|| self.inner.add(delta));
+        #[cfg(loom)]
         self.inner.add(delta);
     }
 
     /// Decrements the counter by one (`add(-1)`).
     #[inline]
     pub fn done(&self) {
+        #[cfg(not(loom))]
+        crate::runtime::asyncpreempt::in_runtime(|| self.inner.add(-1));
+        #[cfg(loom)]
         self.inner.add(-1);
     }
 
     /// Waits until the counter is zero.
     pub fn wait(&self) {
+        #[cfg(not(loom))]
+        crate::runtime::asyncpreempt::in_runtime(|| self.inner.wait());
+        #[cfg(loom)]
         self.inner.wait();
     }
 }

@@ -4,6 +4,8 @@
 
 pub(crate) mod futex;
 pub(crate) mod mem;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) mod preempt;
 pub(crate) mod signal;
 pub(crate) mod socket;
 pub(crate) mod time;
@@ -49,4 +51,17 @@ pub(crate) fn membarrier() -> bool {
     // SAFETY: as above.
     let r = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) };
     r == 0
+}
+
+/// The calling thread's signal mask as the kernel's 64-bit word (0 where
+/// asynchronous preemption is not supported: nothing reads it there).
+pub(crate) fn current_sigmask() -> u64 {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    {
+        preempt::current_sigmask()
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    {
+        0
+    }
 }

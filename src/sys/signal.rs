@@ -52,7 +52,7 @@ static LOOKUP: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
 static INSTALL: Once = Once::new();
 
 /// The action that was installed for a signal before ours.
-struct PrevAction {
+pub(super) struct PrevAction {
     action: UnsafeCell<MaybeUninit<libc::sigaction>>,
     /// Set (Release) once `action` is written; never cleared.
     saved: AtomicBool,
@@ -63,15 +63,27 @@ struct PrevAction {
 unsafe impl Sync for PrevAction {}
 
 impl PrevAction {
-    const fn new() -> PrevAction {
+    pub(super) const fn new() -> PrevAction {
         PrevAction {
             action: UnsafeCell::new(MaybeUninit::uninit()),
             saved: AtomicBool::new(false),
         }
     }
 
+    /// Records the previous action.
+    ///
+    /// # Safety
+    /// At most once per `PrevAction`, by the one thread installing our
+    /// handler (inside a `Once`).
+    pub(super) unsafe fn save(&self, old: libc::sigaction) {
+        // SAFETY: `saved` is still false (called once), so no reader looks
+        // at `action` yet; the Release store below publishes it.
+        unsafe { (*self.action.get()).write(old) };
+        self.saved.store(true, Ordering::Release);
+    }
+
     /// The saved action, or `SIG_DFL` if none was saved (yet).
-    fn get(&self) -> libc::sigaction {
+    pub(super) fn get(&self) -> libc::sigaction {
         if self.saved.load(Ordering::Acquire) {
             // SAFETY: written once before `saved` was set (see Sync above).
             unsafe { (*self.action.get()).assume_init() }
@@ -84,7 +96,7 @@ impl PrevAction {
 static PREV_SEGV: PrevAction = PrevAction::new();
 static PREV_BUS: PrevAction = PrevAction::new();
 
-fn default_action() -> libc::sigaction {
+pub(super) fn default_action() -> libc::sigaction {
     // SAFETY: sigaction is a plain C struct for which all-zero is valid:
     // SIG_DFL (0), no flags, an empty mask.
     unsafe { mem::zeroed() }
@@ -115,10 +127,8 @@ pub(crate) fn install_overflow_handler(lookup: OverflowLookup) {
                 // Only possible for an invalid signal number.
                 continue;
             }
-            // SAFETY: we are inside INSTALL, the only writer, and `saved` is
-            // still false, so no reader looks at `action` yet.
-            unsafe { (*prev.action.get()).write(old) };
-            prev.saved.store(true, Ordering::Release);
+            // SAFETY: we are inside INSTALL, the only writer.
+            unsafe { prev.save(old) };
         }
     });
 }
@@ -191,6 +201,23 @@ unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_
         // action for an ignored or blocked synchronous fault).
         return;
     }
+    // SAFETY: forwarding the kernel's arguments (our contract).
+    unsafe { call_handler(&old, sig, info, ctx) };
+}
+
+/// Calls the handler function of `old` (neither `SIG_DFL` nor `SIG_IGN`)
+/// as the kernel would have: honouring `SA_RESETHAND` and `SA_SIGINFO`.
+///
+/// # Safety
+/// Must be called from a signal handler with the arguments the kernel
+/// passed to it; `old.sa_sigaction` must be a handler function.
+pub(super) unsafe fn call_handler(
+    old: &libc::sigaction,
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    ctx: *mut libc::c_void,
+) {
+    let handler = old.sa_sigaction;
     if old.sa_flags & libc::SA_RESETHAND != 0 {
         // What the kernel would have done on entry to that handler.
         let dfl = default_action();

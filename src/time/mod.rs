@@ -35,20 +35,22 @@ use crate::sys::time::{after as deadline_after, nanotime};
 /// goroutine parks and its P runs others. Called outside the runtime, it
 /// sleeps the OS thread. A zero duration returns at once.
 pub fn sleep(d: Duration) {
-    if d.is_zero() {
-        crate::runtime::preempt::check();
-        return;
-    }
-    let Some(g) = m::current_g() else {
-        std::thread::sleep(d);
-        return;
-    };
-    let when = deadline_after(nanotime(), d);
-    let t = timers::Timer::new(TimerFn::Ready(g));
-    park::park(WaitReason::Sleep, &mut |_g| {
-        t.start(when, 0);
-        true
-    });
+    crate::runtime::asyncpreempt::in_runtime(move || {
+        if d.is_zero() {
+            crate::runtime::preempt::check();
+            return;
+        }
+        let Some(g) = m::current_g() else {
+            std::thread::sleep(d);
+            return;
+        };
+        let when = deadline_after(nanotime(), d);
+        let t = timers::Timer::new(TimerFn::Ready(g));
+        park::park(WaitReason::Sleep, &mut |_g| {
+            t.start(when, 0);
+            true
+        });
+    })
 }
 
 /// Pauses until `deadline` (returns at once if it has passed).
@@ -59,13 +61,15 @@ pub fn sleep_until(deadline: Instant) {
 /// A channel that receives the current time once `d` has passed (Go's
 /// `time.After`).
 pub fn after(d: Duration) -> Receiver<Instant> {
-    let (tx, rx) = chan(1);
-    // The heap entry owns the timer and with it the sender: once the time
-    // is sent and the entry dropped, the channel holds the value and then
-    // reports closed.
-    let t = timers::Timer::new(TimerFn::SendTime(tx));
-    t.start(deadline_after(nanotime(), d), 0);
-    rx
+    crate::runtime::asyncpreempt::in_runtime(move || {
+        let (tx, rx) = chan(1);
+        // The heap entry owns the timer and with it the sender: once the time
+        // is sent and the entry dropped, the channel holds the value and then
+        // reports closed.
+        let t = timers::Timer::new(TimerFn::SendTime(tx));
+        t.start(deadline_after(nanotime(), d), 0);
+        rx
+    })
 }
 
 /// Spawns `f` as a goroutine once `d` has passed (Go's `time.AfterFunc`).
@@ -74,18 +78,20 @@ pub fn after_func<F>(d: Duration, f: F) -> Timer
 where
     F: Fn() + Send + Sync + 'static,
 {
-    let f = Arc::new(f);
-    let (tx, rx) = chan(0);
-    let t = timers::Timer::new(TimerFn::Call(Box::new(move || {
-        let f = f.clone();
-        crate::go(move || f());
-    })));
-    t.start(deadline_after(nanotime(), d), 0);
-    Timer {
-        inner: t,
-        rx,
-        _keep: Some(tx),
-    }
+    crate::runtime::asyncpreempt::in_runtime(move || {
+        let f = Arc::new(f);
+        let (tx, rx) = chan(0);
+        let t = timers::Timer::new(TimerFn::Call(Box::new(move || {
+            let f = f.clone();
+            crate::go(move || f());
+        })));
+        t.start(deadline_after(nanotime(), d), 0);
+        Timer {
+            inner: t,
+            rx,
+            _keep: Some(tx),
+        }
+    })
 }
 
 /// A single event delivered on a channel (Go's `time.Timer`). Use
@@ -100,14 +106,16 @@ pub struct Timer {
 impl Timer {
     /// A timer that sends the current time on its channel after `d`.
     pub fn new(d: Duration) -> Timer {
-        let (tx, rx) = chan(1);
-        let inner = timers::Timer::new(TimerFn::SendTime(tx));
-        inner.start(deadline_after(nanotime(), d), 0);
-        Timer {
-            inner,
-            rx,
-            _keep: None,
-        }
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            let (tx, rx) = chan(1);
+            let inner = timers::Timer::new(TimerFn::SendTime(tx));
+            inner.start(deadline_after(nanotime(), d), 0);
+            Timer {
+                inner,
+                rx,
+                _keep: None,
+            }
+        })
     }
 
     /// The channel the time is delivered on.
@@ -118,12 +126,14 @@ impl Timer {
     /// Prevents the timer from firing; false if it already fired or was
     /// stopped. As in Go, a value already in the channel stays there.
     pub fn stop(&self) -> bool {
-        self.inner.stop()
+        crate::runtime::asyncpreempt::in_runtime(move || self.inner.stop())
     }
 
     /// Re-arms the timer to fire after `d`; true if it was still pending.
     pub fn reset(&self, d: Duration) -> bool {
-        self.inner.start(deadline_after(nanotime(), d), 0)
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.inner.start(deadline_after(nanotime(), d), 0)
+        })
     }
 }
 
@@ -131,9 +141,11 @@ impl Drop for Timer {
     /// Dropping a channel timer stops it (nobody could receive its value);
     /// an `after_func` timer keeps running, as in Go.
     fn drop(&mut self) {
-        if self._keep.is_none() {
-            self.inner.stop();
-        }
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            if self._keep.is_none() {
+                self.inner.stop();
+            }
+        })
     }
 }
 
@@ -156,12 +168,14 @@ impl Ticker {
     /// # Panics
     /// If `d` is zero (Go: "non-positive interval for NewTicker").
     pub fn new(d: Duration) -> Ticker {
-        assert!(!d.is_zero(), "non-positive interval for Ticker::new");
-        let (tx, rx) = chan(1);
-        let inner = timers::Timer::new(TimerFn::SendTime(tx));
-        let period = period_ns(d);
-        inner.start(deadline_after(nanotime(), d), period);
-        Ticker { inner, rx }
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            assert!(!d.is_zero(), "non-positive interval for Ticker::new");
+            let (tx, rx) = chan(1);
+            let inner = timers::Timer::new(TimerFn::SendTime(tx));
+            let period = period_ns(d);
+            inner.start(deadline_after(nanotime(), d), period);
+            Ticker { inner, rx }
+        })
     }
 
     /// The channel ticks are delivered on.
@@ -171,7 +185,9 @@ impl Ticker {
 
     /// Stops the ticker (no more ticks are sent; the channel stays open).
     pub fn stop(&self) {
-        self.inner.stop();
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.inner.stop();
+        })
     }
 
     /// Stops the ticker and restarts it with period `d`.
@@ -179,15 +195,19 @@ impl Ticker {
     /// # Panics
     /// If `d` is zero.
     pub fn reset(&self, d: Duration) {
-        assert!(!d.is_zero(), "non-positive interval for Ticker::reset");
-        self.inner
-            .start(deadline_after(nanotime(), d), period_ns(d));
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            assert!(!d.is_zero(), "non-positive interval for Ticker::reset");
+            self.inner
+                .start(deadline_after(nanotime(), d), period_ns(d));
+        })
     }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        self.inner.stop();
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            self.inner.stop();
+        })
     }
 }
 
