@@ -7,6 +7,8 @@ pub(crate) mod mem;
 pub(crate) mod signal;
 pub(crate) mod socket;
 pub(crate) mod time;
+#[cfg(goroutine_sanitize = "thread")]
+pub(crate) mod tsan;
 
 /// The kernel thread id of the calling thread.
 pub(crate) fn gettid() -> i32 {
