@@ -19,6 +19,29 @@
 //! across a switch: every access goes through `m::current()`, an out-of-line
 //! function, so the compiler cannot reuse a thread-local address computed
 //! before the switch.
+//!
+//! # Sanitizers
+//!
+//! A sanitizer must be told about every stack switch (README, "Sanitizers"):
+//!
+//! - AddressSanitizer: corosensei's `sanitizer` feature, switched on in
+//!   Cargo.toml for `cfg(sanitize = "address")` builds only, calls
+//!   `__sanitizer_start_switch_fiber` / `__sanitizer_finish_switch_fiber`
+//!   around each switch and unpoisons a stack before it is reused. Nothing
+//!   here.
+//! - ThreadSanitizer (`--cfg goroutine_sanitize="thread"`): each goroutine
+//!   is a TSan fiber, created on its first resume and destroyed when it
+//!   exits. Both switches are announced from the scheduler side of
+//!   [`resume`]: to the G's fiber just before `Coroutine::resume`, back to
+//!   the M's own fiber just after it returns. That way corosensei's
+//!   instrumented frames between the annotation and the real switch are
+//!   entered and left on the same fiber's shadow (call) stack, which would
+//!   otherwise drift by a frame or two per switch; the few instructions of
+//!   corosensei's epilogue that run on the scheduler's stack under the G's
+//!   fiber are harmless because every switch synchronises (flags 0: a
+//!   happens-before edge from the fiber switched away from to the one
+//!   switched to, like a real context switch). A fiber can be switched to
+//!   from any thread, so a G that moves between Ms keeps its fiber.
 
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
@@ -44,7 +67,13 @@ pub(crate) enum Action {
     Park(*mut (dyn FnMut(&'static G) -> bool + 'static)),
 }
 
-pub(crate) type GCoroutine = Coroutine<(), Action, (), Stack>;
+/// A goroutine's execution context: its coroutine (and, under TSan, its
+/// fiber).
+pub(crate) struct GCoroutine {
+    co: Coroutine<(), Action, (), Stack>,
+    #[cfg(goroutine_sanitize = "thread")]
+    fiber: crate::sys::tsan::Fiber,
+}
 
 /// The result of running a G until it switches out.
 pub(crate) enum Switch {
@@ -54,10 +83,15 @@ pub(crate) enum Switch {
 
 /// Creates the coroutine of `g` on `stack`; `body` runs when it is first resumed.
 pub(crate) fn new(stack: Stack, g: &'static G, body: fn(&'static G)) -> GCoroutine {
-    Coroutine::with_stack(stack, move |y: &Yielder<(), Action>, ()| {
+    let co = Coroutine::with_stack(stack, move |y: &Yielder<(), Action>, ()| {
         g.set_yielder(y as *const Yielder<(), Action> as *mut ());
         body(g)
-    })
+    });
+    GCoroutine {
+        co,
+        #[cfg(goroutine_sanitize = "thread")]
+        fiber: crate::sys::tsan::Fiber::new(),
+    }
 }
 
 /// Runs `g` (which must own `co`) until it switches out or returns.
@@ -65,11 +99,16 @@ pub(crate) fn resume(co: &mut Option<GCoroutine>) -> Switch {
     let c = co
         .as_mut()
         .expect("resume of a goroutine without a context");
-    match c.resume(()) {
+    #[cfg(goroutine_sanitize = "thread")]
+    let back = c.fiber.switch_to();
+    let r = c.co.resume(());
+    #[cfg(goroutine_sanitize = "thread")]
+    crate::sys::tsan::switch_back(back);
+    match r {
         CoroutineResult::Yield(a) => Switch::Action(a),
         CoroutineResult::Return(()) => {
             let c = co.take().expect("coroutine vanished");
-            Switch::Exited(c.into_stack())
+            Switch::Exited(c.co.into_stack())
         }
     }
 }

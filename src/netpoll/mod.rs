@@ -153,6 +153,9 @@ pub(crate) fn netpoll(delay_ns: i64) -> Vec<&'static G> {
         let tag = (token.0 >> SEQ_SHIFT) as u64;
         // SAFETY: tokens are addresses of leaked, never-freed PollDescs.
         let pd = unsafe { &*(ptr as *const PollDesc) };
+        // Pairs with the release in `PollFd::new` (TSan only).
+        #[cfg(goroutine_sanitize = "thread")]
+        crate::sys::tsan::acquire(pd);
         if pd.seq.load(Ordering::Acquire) & 0x7fff != tag {
             continue; // the fd was closed (and maybe reused) since
         }
@@ -252,6 +255,11 @@ impl PollFd {
         pd.fd.store(fd, Ordering::Relaxed);
         let seq = pd.seq.load(Ordering::Relaxed) & 0x7fff;
         let token = Token(pd as *const PollDesc as usize | ((seq as usize) << SEQ_SHIFT));
+        // The kernel orders this registration before any event it reports,
+        // but TSan only sees that through one epoll fd, and we register
+        // through a dup of the one `netpoll` waits on (`Registry::try_clone`).
+        #[cfg(goroutine_sanitize = "thread")]
+        crate::sys::tsan::release(pd);
         if let Err(e) = p.registry.register(
             &mut SourceFd(&fd),
             token,

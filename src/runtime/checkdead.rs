@@ -121,6 +121,10 @@ fn looks_dead() -> Option<u64> {
     }
     let accounted =
         live_ms + INTERNAL_THREADS.load(Ordering::SeqCst) + THREADS_BLOCKED.load(Ordering::SeqCst);
+    // ThreadSanitizer's runtime starts a background thread of its own when
+    // the process creates its first thread (sysmon's, at the latest).
+    #[cfg(goroutine_sanitize = "thread")]
+    let accounted = accounted + 1;
     if process_threads()? != accounted {
         return None;
     }

@@ -9,6 +9,8 @@ pub(crate) mod preempt;
 pub(crate) mod signal;
 pub(crate) mod socket;
 pub(crate) mod time;
+#[cfg(goroutine_sanitize = "thread")]
+pub(crate) mod tsan;
 
 /// The kernel thread id of the calling thread.
 pub(crate) fn gettid() -> i32 {

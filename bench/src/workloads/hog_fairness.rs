@@ -17,9 +17,9 @@
 //!    lateness (time slept less 1 ms; nearest-rank p99, and max; ms).
 //!    Checked: the probe never woke early, and every hog spun. Go's hogs
 //!    are plain tight loops (an atomic load of the stop flag and a count),
-//!    preempted asynchronously; ours has no asynchronous preemption yet, so
-//!    its hogs call `goroutine::preempt_point()` each iteration (that is
-//!    where sysmon's 10 ms request is served).
+//!    preempted asynchronously; ours are the same plain loops inside
+//!    `goroutine::preemptible` (asynchronous preemption by `SIGURG`, see
+//!    docs/preemption.md): no preemption point in the loop.
 //!
 //! Peers: OS threads, the process pinned to P CPUs (the kernel preempts;
 //! the probe is `std::thread::sleep`); the ping-pong is capped at 100,000
@@ -181,7 +181,7 @@ pub fn ours(c: Cfg) -> Figure {
         let hs: Vec<_> = (0..procs)
             .map(|_| {
                 let h = hogs.clone();
-                goroutine::go(move || h.spin(goroutine::preempt_point))
+                goroutine::go(move || goroutine::preemptible(|| h.spin(|| {})))
             })
             .collect();
         while !hogs.all_started(procs) {

@@ -329,7 +329,7 @@ pub fn all() -> Vec<Workload> {
         },
         Workload {
             name: "hog_fairness",
-            what: "1 worker: Go's BenchmarkPingPongHog, a ping-pong pair beside a spinning hog (ns per round trip); rows .probe_p99/.probe_max: P hogs beside a probe sleeping 1 ms in a loop, its lateness (ms); ours' hogs call preempt_point(), tokio's consume_budget()",
+            what: "1 worker: Go's BenchmarkPingPongHog, a ping-pong pair beside a spinning hog (ns per round trip); rows .probe_p99/.probe_max: P hogs beside a probe sleeping 1 ms in a loop, its lateness (ms); ours' hogs are plain loops in preemptible() (asynchronous preemption), tokio's await consume_budget()",
             min_procs: 1,
             client: None,
             ours: hog_fairness::ours,
