@@ -242,6 +242,13 @@ pub fn preempt_point() {
 #[cfg(not(loom))]
 #[inline]
 pub fn preemptible<R>(f: impl FnOnce() -> R) -> R {
+    // Sanitizer builds link the sanitizer's allocator and interceptors into
+    // the executable, where the handler's PC check cannot tell them from
+    // user code (the "statically linked allocator" risk of
+    // docs/preemption.md): there regions are not preemptible.
+    #[cfg(any(goroutine_sanitize = "address", goroutine_sanitize = "thread"))]
+    return f();
+    #[cfg(not(any(goroutine_sanitize = "address", goroutine_sanitize = "thread")))]
     runtime::asyncpreempt::region(f)
 }
 
