@@ -74,6 +74,77 @@
 //! - **Errors** are std's `io::Error`s with std's kinds
 //!   (`ConnectionRefused`, `AddrInUse`, `TimedOut`, ...); nothing panics.
 
+/// `Read`/`Write` for a stream type and for `&` it: each call is the std
+/// socket's operation on the non-blocking fd, retried by `NetFd::io`
+/// (parking on the netpoller) while it would block. The type needs fields
+/// `inner` (the std socket) and `fd` (its `NetFd`).
+macro_rules! impl_stream_io {
+    ($t:ty) => {
+        impl std::io::Read for &$t {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                self.fd.io(super::fd::Dir::Read, || {
+                    std::io::Read::read(&mut &self.inner, buf)
+                })
+            }
+
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [std::io::IoSliceMut<'_>],
+            ) -> std::io::Result<usize> {
+                self.fd.io(super::fd::Dir::Read, || {
+                    std::io::Read::read_vectored(&mut &self.inner, bufs)
+                })
+            }
+        }
+
+        impl std::io::Write for &$t {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.fd.io(super::fd::Dir::Write, || {
+                    std::io::Write::write(&mut &self.inner, buf)
+                })
+            }
+
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                self.fd.io(super::fd::Dir::Write, || {
+                    std::io::Write::write_vectored(&mut &self.inner, bufs)
+                })
+            }
+
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+
+        impl std::io::Read for $t {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                std::io::Read::read(&mut &*self, buf)
+            }
+
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [std::io::IoSliceMut<'_>],
+            ) -> std::io::Result<usize> {
+                std::io::Read::read_vectored(&mut &*self, bufs)
+            }
+        }
+
+        impl std::io::Write for $t {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                std::io::Write::write(&mut &*self, buf)
+            }
+
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                std::io::Write::write_vectored(&mut &*self, bufs)
+            }
+
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+    };
+}
+use impl_stream_io;
+
 mod fd;
 mod tcp_listener;
 mod tcp_stream;

@@ -5,7 +5,7 @@
 //! resolved address in turn as std does.
 
 use std::fmt;
-use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::io;
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
@@ -187,54 +187,7 @@ fn connect_one(addr: &SocketAddr, deadline: Option<Instant>) -> io::Result<TcpSt
     })
 }
 
-impl Read for &TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.fd.io(Dir::Read, || (&self.inner).read(buf))
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.fd.io(Dir::Read, || (&self.inner).read_vectored(bufs))
-    }
-}
-
-impl Write for &TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.fd.io(Dir::Write, || (&self.inner).write(buf))
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.fd
-            .io(Dir::Write, || (&self.inner).write_vectored(bufs))
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Read for TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        (&*self).read_vectored(bufs)
-    }
-}
-
-impl Write for TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        (&*self).write_vectored(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+super::impl_stream_io!(TcpStream);
 
 /// Takes over a std stream: puts it in non-blocking mode (its blocking
 /// operations now park instead).

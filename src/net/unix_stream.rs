@@ -2,7 +2,7 @@
 //! goroutine.
 
 use std::fmt;
-use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::io;
 use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::net::SocketAddr;
@@ -124,54 +124,7 @@ impl UnixStream {
     }
 }
 
-impl Read for &UnixStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.fd.io(Dir::Read, || (&self.inner).read(buf))
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.fd.io(Dir::Read, || (&self.inner).read_vectored(bufs))
-    }
-}
-
-impl Write for &UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.fd.io(Dir::Write, || (&self.inner).write(buf))
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.fd
-            .io(Dir::Write, || (&self.inner).write_vectored(bufs))
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Read for UnixStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        (&*self).read_vectored(bufs)
-    }
-}
-
-impl Write for UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        (&*self).write_vectored(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+super::impl_stream_io!(UnixStream);
 
 /// Takes over a std stream: puts it in non-blocking mode.
 impl From<std::os::unix::net::UnixStream> for UnixStream {
