@@ -98,6 +98,11 @@ pub mod trace;
 
 // Under loom only the protocols with models are compiled.
 #[cfg(loom)]
+mod m {
+    #[allow(dead_code)] // the models use the protocol, not the glue
+    pub(crate) mod revoke;
+}
+#[cfg(loom)]
 mod p {
     pub(crate) mod runq;
 }

@@ -522,8 +522,7 @@ unsafe fn selunlock(cases: &[Case<'_>], lockorder: &[u16]) {
 
 /// `select! {}`: blocks forever (Go's `select {}`).
 pub fn block_forever() -> ! {
-    let _rt = crate::runtime::asyncpreempt::InRuntime::enter();
-    park_forever(WaitReason::SelectNoCases)
+    crate::runtime::asyncpreempt::in_runtime(|| park_forever(WaitReason::SelectNoCases))
 }
 
 fn park_forever(reason: WaitReason) -> ! {

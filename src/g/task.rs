@@ -30,7 +30,6 @@ use std::any::Any;
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
-use std::panic::{self, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -349,8 +348,9 @@ where
         Stage::Pending(f) => f,
         _ => crate::runtime::throw("goroutine task ran twice"),
     };
-    let out = panic::catch_unwind(AssertUnwindSafe(f))
-        .map_err(|payload| JoinError::panicked(id, name, payload));
+    // The goroutine's own code: outside the entry gate (`runtime::entry`).
+    let out =
+        crate::runtime::entry::user(f).map_err(|payload| JoinError::panicked(id, name, payload));
     // SAFETY: still the only user until COMPLETE is published.
     unsafe { *cell.stage.get() = Stage::Done(out) };
 }

@@ -22,8 +22,13 @@
 //!   (`runtime::asyncpreempt`). `sigmask` is the thread's signal mask while
 //!   it runs goroutines, recorded once at start (own thread), read by that
 //!   handler on the same thread.
+//! - `revoke` is the handshake through which sysmon or a stop-the-world
+//!   takes the P of an M blocked in the kernel outside the runtime
+//!   (`revoke.rs`); `cpu_clock` (written once at start) lets sysmon read the
+//!   thread's CPU time.
 
 pub(crate) mod note;
+pub(crate) mod revoke;
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;
@@ -75,6 +80,10 @@ pub(crate) struct M {
     /// at start: g0 runs below it, within `M_STACK_SIZE` (see
     /// `current_g_checked`).
     g0_hi: AtomicUsize,
+    /// The revocation handshake (see `revoke.rs`).
+    pub(crate) revoke: revoke::Revoke,
+    /// The thread's CPU-time clock id (-1: unknown), written once at start.
+    cpu_clock: AtomicI32,
 }
 
 /// `M::p_id` when the M holds no P.
@@ -203,6 +212,8 @@ impl M {
             preempt_sent_at: AtomicI64::new(0),
             sigmask: AtomicU64::new(0),
             g0_hi: AtomicUsize::new(0),
+            revoke: revoke::Revoke::new(),
+            cpu_clock: AtomicI32::new(-1),
         }))
     }
 
@@ -228,7 +239,7 @@ impl M {
         self.spinning.store(s, Ordering::Relaxed)
     }
 
-    #[allow(dead_code)] // read by traces and dumps
+    /// The thread's kernel id (0 until it has started).
     pub(crate) fn tid(&self) -> i32 {
         self.tid.load(Ordering::Relaxed)
     }
@@ -241,12 +252,19 @@ impl M {
         (id != NO_P).then_some(id)
     }
 
+    /// The thread's CPU-time clock, once started.
+    pub(crate) fn cpu_clock(&self) -> Option<libc::clockid_t> {
+        let c = self.cpu_clock.load(Ordering::Relaxed);
+        (c != -1).then_some(c)
+    }
+
     /// The P this M holds.
     ///
     /// # Safety
     /// Only on this M's own thread.
     #[inline]
     pub(crate) unsafe fn p(&self) -> Option<&PHandle> {
+        crate::runtime::entry::debug_check_in_runtime(self);
         // SAFETY: own-thread access (caller's contract); no &mut is live.
         unsafe { (*self.p.get()).as_ref() }
     }
@@ -282,6 +300,30 @@ impl M {
         }
         pp.set_m(None);
         pp
+    }
+
+    /// A revoker took this M's P (`runtime::revoke`): the M no longer holds
+    /// it, as other threads see. Called by the revoker between a successful
+    /// `revoke.begin` and `revoke.finish`, while the M cannot enter the
+    /// runtime; the M's own slot still holds the old handle until
+    /// [`forget_revoked_p`](Self::forget_revoked_p).
+    pub(crate) fn mark_p_revoked(&self) {
+        self.p_id.store(NO_P, Ordering::Relaxed);
+    }
+
+    /// Own thread, after the handshake reported its P taken: drops the stale
+    /// handle without running anything on it (the revoker's new handle owns
+    /// the P now).
+    ///
+    /// # Safety
+    /// Only on this M's own thread, after `revoke.wait_decision()` returned
+    /// true.
+    pub(crate) unsafe fn forget_revoked_p(&self) {
+        // SAFETY: own-thread access (caller's contract).
+        // PHandle has no destructor: discarding the stale handle runs
+        // nothing on the P.
+        let stale = unsafe { (*self.p.get()).take() };
+        debug_assert!(stale.is_some(), "revoked M held no P");
     }
 
     /// Hands `pp` to this parked M (Go's `nextp`); `wakeup` must follow.
@@ -382,6 +424,9 @@ fn mstart(m: &'static M) {
     );
     CURRENT.with(|c| c.set(m));
     m.tid.store(crate::sys::gettid(), Ordering::Relaxed);
+    if let Some(c) = crate::sys::thread::current_cpu_clock() {
+        m.cpu_clock.store(c, Ordering::Relaxed);
+    }
     m.sigmask
         .store(crate::sys::current_sigmask(), Ordering::Relaxed);
     if let Err(e) = crate::sys::signal::install_altstack_for_current_thread() {

@@ -200,6 +200,17 @@ impl PHandle {
         PHandle(p)
     }
 
+    /// Claims the P of an M whose handle was revoked (`runtime::revoke`).
+    ///
+    /// # Safety
+    /// The caller won the M's revocation handshake (`m::revoke`: between a
+    /// successful `begin` and `finish`) and saw `p` held by that M: the M's
+    /// own handle is dormant until it forgets it, so this handle is the
+    /// only live one.
+    pub(crate) unsafe fn claim_revoked(p: &'static P) -> PHandle {
+        PHandle(p)
+    }
+
     #[inline]
     pub(crate) fn get(&self) -> &'static P {
         self.0

@@ -46,6 +46,9 @@
 //!
 //! Counters ([`stats`]) are kept for tests and tuning.
 
+/// The entry gate of runtime calls (`entry.rs`): P revocation's check and
+/// this module's guard.
+pub(crate) use super::entry::call as in_runtime;
 pub(crate) use imp::{preempt_m, region};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -56,35 +59,12 @@ use crate::m;
 /// Set once the first region is entered and the handler is installed.
 static REGIONS_USED: AtomicBool = AtomicBool::new(false);
 
-/// Runs `f`, the body of a runtime call (one that touches scheduler state
-/// or takes a runtime lock), so that the calling goroutine cannot be
-/// preempted asynchronously until `f` returns or unwinds: the body of every
-/// public entry point and of the `Drop` of every runtime type that does
-/// work.
-///
-/// Before any region exists this is one relaxed load and a branch, with `f`
-/// inlined on the not-taken side and nothing around it. (A guard value in
-/// each entry point instead costs an unwind landing pad per entry point,
-/// which measured about 12 more instructions per channel operation on the
-/// `pingpong` example, through lost inlining.) Once regions exist, `f` runs
-/// under an [`InRuntime`] guard.
-///
-/// No closure of the user may run inside `f`: it would not be preemptible,
-/// and a region it entered could outlive a no-op guard.
+/// Whether any preemptible region was ever entered (so signals may come).
 #[inline(always)]
-pub(crate) fn in_runtime<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn regions_used() -> bool {
     // Relaxed: a G that entered a region set the flag itself (program
     // order); other Gs cannot be in a region while the flag reads false.
-    if !REGIONS_USED.load(Ordering::Relaxed) {
-        return f();
-    }
-    in_runtime_slow(f)
-}
-
-#[inline(never)]
-fn in_runtime_slow<R>(f: impl FnOnce() -> R) -> R {
-    let _rt = InRuntime(enter_slow());
-    f()
+    REGIONS_USED.load(Ordering::Relaxed)
 }
 
 /// The running G's in-runtime count, raised while this is held. Tied to the
@@ -327,6 +307,11 @@ mod imp {
 
     fn decide(m: &'static M, it: &mut Interrupted) -> Result<(), Refusal> {
         let g = m.curg().ok_or(Refusal::Other)?;
+        // A thread whose P is being taken or was taken (blocked in the
+        // kernel, `runtime::revoke`) is not signalled into the scheduler.
+        if m.revoke.busy() {
+            return Err(Refusal::Other);
+        }
         if g.region_depth() == 0 || g.status() != Status::Running {
             return Err(Refusal::Other);
         }
@@ -386,6 +371,9 @@ mod imp {
         // SAFETY: the handler passed the G running on this thread (a leaked,
         // never freed record).
         let g: &'static G = unsafe { &*(g as *const G) };
+        // Runtime code from here on: through the gate by hand (the word was
+        // even: the goroutine's own code was interrupted).
+        let outer = crate::runtime::entry::enter();
         if let Some(m) = m::current() {
             let sent = m.preempt_sent_at.load(Ordering::Relaxed);
             if sent != 0 {
@@ -402,15 +390,18 @@ mod imp {
         // its stack (the handler checked the interrupted SP).
         unsafe { context::switch_to_scheduler(g, Action::Preempt) };
         debug_assert_eq!(g.in_runtime(), 1, "the handler raised it from 0");
+        if outer {
+            // Back to the goroutine's own code: nothing below touches the P.
+            crate::runtime::entry::leave();
+        }
         // SAFETY: `saved` is the save area the handler wrote for g, above
         // this frame on g's stack; nothing below it is used again.
         unsafe { sys::resume(saved, g.in_runtime_counter()) }
     }
 }
 
-/// Test hook: runs `f` as if it were runtime code (under an [`InRuntime`]
-/// guard), so tests can check that no signal stops a goroutine there.
+/// Test hook: runs `f` as if it were runtime code (through the entry
+/// gate), so tests can check that no signal stops a goroutine there.
 pub(crate) fn as_runtime_call<R>(f: impl FnOnce() -> R) -> R {
-    let _rt = InRuntime::enter();
-    f()
+    in_runtime(f)
 }

@@ -72,12 +72,28 @@ pub(crate) fn parse_gomaxprocs(value: &str, default: usize) -> (usize, Option<St
 }
 
 /// The GODEBUG settings the runtime knows (Go's `debug` vars).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct GoDebug {
     /// `schedtrace=N`: sysmon prints a scheduler line every N ms (0: off).
     pub(crate) schedtrace_ms: i64,
     /// `scheddetail=1`: schedtrace also prints every P, M and goroutine.
     pub(crate) scheddetail: bool,
+    /// `blockwarn=1`: warn once on stderr when a goroutine blocked in the
+    /// kernel outside the runtime loses its P (`runtime::revoke`).
+    pub(crate) blockwarn: bool,
+    /// `blockrevoke=0`: never take the P of such a goroutine (default on).
+    pub(crate) blockrevoke: bool,
+}
+
+impl Default for GoDebug {
+    fn default() -> Self {
+        GoDebug {
+            schedtrace_ms: 0,
+            scheddetail: false,
+            blockwarn: false,
+            blockrevoke: true,
+        }
+    }
 }
 
 static GODEBUG: OnceLock<GoDebug> = OnceLock::new();
@@ -107,13 +123,15 @@ pub(crate) fn parse_godebug(value: &str) -> (GoDebug, Vec<String>) {
             continue;
         };
         let key = key.trim();
-        if key != "schedtrace" && key != "scheddetail" {
+        if !["schedtrace", "scheddetail", "blockwarn", "blockrevoke"].contains(&key) {
             continue;
         }
         match val.trim().parse::<i64>() {
             Ok(n) if n >= 0 => match key {
                 "schedtrace" => d.schedtrace_ms = n,
-                _ => d.scheddetail = n > 0,
+                "scheddetail" => d.scheddetail = n > 0,
+                "blockwarn" => d.blockwarn = n > 0,
+                _ => d.blockrevoke = n > 0,
             },
             _ => warnings.push(format!(
                 "goroutine: GODEBUG: {key}={val:?} is not a non-negative integer; ignored"
@@ -132,6 +150,7 @@ mod tests {
         let d = |schedtrace_ms, scheddetail| GoDebug {
             schedtrace_ms,
             scheddetail,
+            ..GoDebug::default()
         };
         assert_eq!(parse_godebug(""), (d(0, false), vec![]));
         assert_eq!(parse_godebug("schedtrace=1000"), (d(1000, false), vec![]));
@@ -149,6 +168,10 @@ mod tests {
         );
         assert_eq!(parse_godebug("scheddetail=0"), (d(0, false), vec![]));
         assert_eq!(parse_godebug("nokey,=3,schedtrace"), (d(0, false), vec![]));
+        let (b, w) = parse_godebug("blockwarn=1,blockrevoke=0");
+        assert!(w.is_empty());
+        assert!(b.blockwarn && !b.blockrevoke);
+        assert!(GoDebug::default().blockrevoke && !GoDebug::default().blockwarn);
     }
 
     #[test]
@@ -164,7 +187,8 @@ mod tests {
             d,
             GoDebug {
                 schedtrace_ms: 0,
-                scheddetail: true
+                scheddetail: true,
+                ..GoDebug::default()
             }
         );
         assert_eq!(w.len(), 1);

@@ -39,6 +39,7 @@
 pub(crate) mod asyncpreempt;
 pub(crate) mod checkdead;
 pub(crate) mod dump;
+pub(crate) mod entry;
 pub(crate) mod env;
 pub(crate) mod globrunq;
 pub(crate) mod idle;
@@ -50,6 +51,7 @@ pub(crate) mod proc;
 pub(crate) mod procresize;
 #[cfg(goroutine_randomize)]
 pub(crate) mod randomize;
+pub(crate) mod revoke;
 pub(crate) mod schedtrace;
 pub(crate) mod schedule;
 pub(crate) mod spinning;

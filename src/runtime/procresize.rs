@@ -25,9 +25,12 @@
 //!   running Ps get their `preempt` flag set, so their goroutines yield at
 //!   their next runtime call (Go's preemptall).
 //!
-//! Like Go before asynchronous preemption, a stop-the-world waits for each
-//! running goroutine to reach a runtime call; a goroutine spinning in a
-//! loop that never calls into the runtime delays it.
+//! - An M that stays in its goroutine's own code for a whole 100 us round
+//!   of the wait (blocked in the kernel outside the runtime, or computing
+//!   without runtime calls) has its P revoked (`revoke.rs`), which then
+//!   counts as stopped: the M re-acquires a P at its next runtime call,
+//!   after the world restarts. So no goroutine can hold a stop-the-world
+//!   up for longer than about 200 us.
 
 use std::sync::atomic::Ordering;
 
@@ -110,10 +113,24 @@ fn stop_the_world() {
         // (a signal is refused while its goroutine is in libc or a runtime
         // call), as Go's stopTheWorldWithSema does. sysmon does not help
         // here: it sleeps during a stop-the-world.
+        // An M that stays in its goroutine's own code (blocked in the
+        // kernel, or computing without runtime calls) for a whole round
+        // loses its P, which then counts as stopped (`revoke.rs`), as Go
+        // counts a P in a system call.
+        let mut seen = vec![None; s.gomaxprocs() as usize];
         loop {
             preempt_running_async(s);
             if s.stopnote.sleep_timeout(100_000) {
                 break;
+            }
+            for (id, seen) in seen.iter_mut().enumerate() {
+                let Some(p) = s.allp(id) else { continue };
+                if p.status() != PStatus::Running {
+                    continue;
+                }
+                if let Some(pp) = super::revoke::take_for_stw(p, seen) {
+                    super::syscall::stop_for_gc(pp);
+                }
             }
         }
     }

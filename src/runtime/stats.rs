@@ -91,11 +91,15 @@ pub(crate) struct PCounters {
 pub(crate) struct SysmonCounters {
     pub(crate) retakes: AtomicU64,
     pub(crate) preempt_requests: AtomicU64,
+    /// Ps taken from Ms blocked in the kernel outside the runtime, by
+    /// sysmon or a stop-the-world (`revoke.rs`).
+    pub(crate) blocked_handoffs: AtomicU64,
 }
 
 pub(crate) static SYSMON: SysmonCounters = SysmonCounters {
     retakes: AtomicU64::new(0),
     preempt_requests: AtomicU64::new(0),
+    blocked_handoffs: AtomicU64::new(0),
 };
 
 /// Goroutines spawned from threads outside the runtime (no P to count on).
@@ -182,6 +186,14 @@ pub struct Stats {
     /// Ps handed to another M because their M was in a system call: sysmon
     /// retakes plus `syscall_blocking` handoffs.
     pub syscall_handoffs: u64,
+    /// Ps taken from threads whose goroutine blocked in the kernel outside
+    /// the runtime (a plain `std` or C call, not `goroutine::syscall`), and
+    /// handed to another M (see the README's "Blocking calls outside the
+    /// runtime").
+    pub blocked_handoffs: u64,
+    /// Gauge: threads running a goroutine without a P because their P was
+    /// taken that way; each re-acquires one at its next runtime call.
+    pub blocked_threads: usize,
     /// Preemption requests by sysmon (a goroutine ran 10 ms without a
     /// scheduling point).
     pub preempt_requests: u64,
@@ -263,6 +275,8 @@ pub(crate) fn stats() -> Stats {
     st.spawns += SPAWNS_EXT.load(Ordering::Relaxed);
     st.syscall_handoffs += SYSMON.retakes.load(Ordering::Relaxed);
     st.preempt_requests = SYSMON.preempt_requests.load(Ordering::Relaxed);
+    st.blocked_handoffs = SYSMON.blocked_handoffs.load(Ordering::Relaxed);
+    st.blocked_threads = super::revoke::blocked_threads();
     st.netpoll_ready = NETPOLL_READY.load(Ordering::Relaxed);
     st.global_runq = s.runqsize.load(Ordering::Relaxed) as usize;
     st.idle_procs = s.spin.npidle() as usize;

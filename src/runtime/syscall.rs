@@ -148,6 +148,29 @@ pub(crate) fn exitsyscall() {
     unsafe { context::switch_to_scheduler(g, Action::ExitSyscall) };
 }
 
+/// The M's goroutine was blocked in the kernel outside the runtime and its
+/// P was taken (`runtime::revoke`); it is now entering the runtime without
+/// one (`entry::settle`). As `exitsyscall`: an idle P (the old one was
+/// handed off, so any), else the slow path, where the scheduler queues the
+/// G globally and parks the M. Returns holding a P.
+pub(crate) fn exit_revoked(m: &'static M) {
+    let g = m.curg().expect("exit_revoked outside a goroutine");
+    if let Some(pp) = {
+        let mut l = sched().lock();
+        idle::pidleget(&mut l)
+    } {
+        if sched().gcwaiting.load(Ordering::SeqCst) {
+            pp.preempt.store(true, Ordering::Release);
+        }
+        // SAFETY: own thread, holding no P (it forgot the revoked one).
+        unsafe { m.acquirep(pp) };
+        super::sysmon::wake_for_syscall();
+        return;
+    }
+    // SAFETY: g runs on this thread, on its own stack.
+    unsafe { context::switch_to_scheduler(g, Action::ExitSyscall) };
+}
+
 /// The scheduler side of the slow path (Go's exitsyscall0): on g0, no P.
 pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
     g.set_status(Status::Runnable);

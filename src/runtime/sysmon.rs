@@ -12,7 +12,10 @@
 //!   in a system call after 10 ms with one G (Go's `sysretake`: a G that
 //!   loops on short calls), is taken (`Syscall -> Idle` CAS) and handed
 //!   off, unless it has no work and other Ms are idle or spinning, in which
-//!   case it waits 10 ms.
+//!   case it waits 10 ms;
+//!   a P in `Running` state whose M is blocked in the kernel outside the
+//!   runtime (a plain `std` or C call) is taken from it the same way
+//!   (`revoke.rs`).
 //!
 //! Sleep: 20 us per cycle; after 50 cycles with nothing to do the sleep
 //! doubles each cycle up to 10 ms. When every P is idle (or the world is
@@ -51,6 +54,8 @@ struct PView {
     schedwhen: i64,
     syscalltick: u32,
     syscallwhen: i64,
+    /// The blocked-thread probe of this P's M (`revoke.rs`).
+    probe: super::revoke::Probe,
 }
 
 /// Starts the sysmon thread (once, at runtime start).
@@ -244,6 +249,15 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
                     super::asyncpreempt::preempt_m(p, now);
                 }
             }
+        }
+        if status == PStatus::Running {
+            // An M blocked in the kernel outside the runtime (`revoke.rs`).
+            if let Some((m, seen, lasted)) = pd.probe.look(p, now) {
+                if super::revoke::retake(p, m, seen, lasted) {
+                    taken += 1;
+                }
+            }
+            continue;
         }
         if status != PStatus::Syscall {
             continue;

@@ -8,6 +8,7 @@ pub(crate) mod mem;
 pub(crate) mod preempt;
 pub(crate) mod signal;
 pub(crate) mod socket;
+pub(crate) mod thread;
 pub(crate) mod time;
 #[cfg(goroutine_sanitize = "thread")]
 pub(crate) mod tsan;

@@ -122,6 +122,7 @@ const NETPOLL_READY: u8 = 17;
 const GO_NAME: u8 = 18;
 const RUNQ_SAMPLE: u8 = 19;
 const GO_COUNT: u8 = 20;
+const PROC_REVOKE: u8 = 21;
 
 /// The P field of GoUnblock (and SyscallExit) when the goroutine went to
 /// the global queue.
@@ -217,6 +218,14 @@ pub(crate) fn syscall_exit(g: u64, p: u32, fast: bool) {
 #[inline(never)]
 pub(crate) fn syscall_handoff(p: u32) {
     buf::emit(SYSCALL_HANDOFF, &[p as u64], &[]);
+}
+
+/// A P taken from an M blocked in the kernel outside the runtime, running
+/// goroutine `g`, in system call `nr` (-1: unknown).
+#[cold]
+#[inline(never)]
+pub(crate) fn proc_revoke(g: u64, p: u32, nr: i64) {
+    buf::emit(PROC_REVOKE, &[g, p as u64, nr as u64], &[]);
 }
 
 #[cold]

@@ -1,0 +1,313 @@
+//! P revocation: the handshake that lets sysmon (or a stop-the-world) take
+//! the P of an M whose goroutine is blocked in the kernel *outside* the
+//! runtime (a `std::fs` read, a `std::sync::Mutex`, a C library call), the
+//! way Go's sysmon retakes a P from an M in a system call. The policy (which
+//! Ms look blocked, what happens to the P) is `runtime::revoke`; this file is
+//! only the race-free transfer.
+//!
+//! # State (one [`Revoke`] per M)
+//! - `word`: a counter bumped by 1 each time the M's thread crosses between
+//!   runtime code and a goroutine's own code. **Odd: runtime code** (the
+//!   scheduler loop on g0, the body of any runtime call); **even: the
+//!   goroutine's own code**, during which the runtime is not touched. Each
+//!   value names one *stretch*. Written by the M's own thread only, with
+//!   plain stores; read by anyone.
+//! - `state`: `NONE`, `PENDING` (a revoker is deciding) or `TAKEN` (the P
+//!   was taken; the M has not noticed yet). `NONE -> PENDING` only by a
+//!   revoker's CAS (so two revokers, sysmon and a stop-the-world, exclude
+//!   each other), `PENDING -> NONE | TAKEN` by that revoker, `TAKEN -> NONE`
+//!   by the M once it has let go of the P.
+//!
+//! # Protocol (an asymmetric Dekker handshake)
+//! - **M entering the runtime** (`enter`, on every outermost runtime call):
+//!   store `word` odd; compiler fence; load `state`. `NONE`: carry on, the
+//!   P is still ours. Otherwise wait until the revoker decides
+//!   (`wait_decision`), and on `TAKEN` give the P up without touching it.
+//! - **M leaving the runtime** (`leave`): store `word` even. From then on the
+//!   thread touches no runtime state until its next `enter`.
+//! - **Revoker** (`begin(seen)`, where `seen` is an even word it observed
+//!   over a whole sysmon tick): CAS `state` `NONE -> PENDING`; issue a
+//!   process-wide memory barrier (`membarrier`, which executes a full fence
+//!   on every CPU running one of our threads); load `word`. Still `seen`:
+//!   the M is in the same stretch of its goroutine's own code and cannot
+//!   enter the runtime without seeing `PENDING`, so the revoker may take the
+//!   P (`finish` publishes `TAKEN`). Changed: `abort` (back to `NONE`).
+//!
+//! # Invariants
+//! 1. The M touches its P only while its word is odd and `state` was `NONE`
+//!    when it made the word odd (or it has since acknowledged a decision of
+//!    `NONE`).
+//! 2. A revoker touches the P only between a successful `begin` and
+//!    `finish`, and `begin` succeeds only if the word it loads after the
+//!    barrier is the even `seen`.
+//! 3. Why 1 and 2 exclude each other: the M's store of `word` and its load
+//!    of `state` are ordered by the barrier the revoker runs on the M's CPU.
+//!    Either the barrier comes after the M's store (the revoker's load sees
+//!    the new word and aborts) or before the M's load (the M sees `PENDING`
+//!    or `TAKEN` and waits). This is Dekker's pattern with the M's full
+//!    fence supplied by the revoker, so the M's fast path is a plain store,
+//!    a compiler fence and a plain load: no locked instruction, no fence.
+//! 4. The word is never the same value in two different stretches within a
+//!    sysmon tick (it would take 2^31 runtime calls to wrap), so "same word
+//!    twice" means "never entered the runtime in between".
+//!
+//! The model in `tests` checks 1-3 with loom, where the barrier is modelled
+//! by read-modify-write operations on both sides.
+
+use crate::loom::atomic::{AtomicU32, Ordering};
+
+/// No revocation in progress.
+const NONE: u32 = 0;
+/// A revoker is deciding; the M must wait before touching its P.
+const PENDING: u32 = 1;
+/// The P was taken; the M must let go of it.
+const TAKEN: u32 = 2;
+
+/// The per-M handshake state (see the module note).
+pub(crate) struct Revoke {
+    word: AtomicU32,
+    state: AtomicU32,
+}
+
+/// What [`Revoke::enter`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// Already in runtime code: an inner runtime call, nothing to do.
+    Nested,
+    /// Entered the runtime; the P (if any) is still ours.
+    Entered,
+    /// Entered, but a revoker is at work: call [`Revoke::wait_decision`]
+    /// before touching the P.
+    Contended,
+}
+
+impl Revoke {
+    /// A new M starts in runtime code (odd).
+    pub(crate) fn new() -> Revoke {
+        Revoke {
+            word: AtomicU32::new(1),
+            state: AtomicU32::new(NONE),
+        }
+    }
+
+    /// The current word (any thread; a snapshot).
+    #[inline]
+    pub(crate) fn word(&self) -> u32 {
+        self.word.load(Ordering::Relaxed)
+    }
+
+    /// Whether the M runs runtime code (own thread).
+    #[inline]
+    pub(crate) fn in_runtime(&self) -> bool {
+        self.word.load(Ordering::Relaxed) & 1 == 1
+    }
+
+    /// A revocation is being decided or was decided and not yet noticed
+    /// (any thread; a snapshot).
+    #[inline]
+    pub(crate) fn busy(&self) -> bool {
+        self.state.load(Ordering::Relaxed) != NONE
+    }
+
+    /// Own thread: enters runtime code (module note, "M entering").
+    #[inline(always)]
+    pub(crate) fn enter(&self) -> Entry {
+        let w = self.word.load(Ordering::Relaxed);
+        if w & 1 == 1 {
+            return Entry::Nested;
+        }
+        self.publish(w.wrapping_add(1));
+        if self.state_after_publish() == NONE {
+            Entry::Entered
+        } else {
+            Entry::Contended
+        }
+    }
+
+    /// Own thread: back to the goroutine's own code (module note).
+    #[inline(always)]
+    pub(crate) fn leave(&self) {
+        let w = self.word.load(Ordering::Relaxed);
+        // `| 1` first: robust if the word is already even (never expected).
+        self.word.store((w | 1).wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// Own thread, after [`Entry::Contended`]: waits for the revoker's
+    /// decision. True: the P was taken (call [`acknowledge`](Self::acknowledge)
+    /// once the handle is dropped); false: it is still ours.
+    #[cold]
+    pub(crate) fn wait_decision(&self) -> bool {
+        loop {
+            // Acquire: pairs with the revoker's Release in `finish`/`abort`:
+            // what it did to the P happens-before our next use of it.
+            match self.state.load(Ordering::Acquire) {
+                NONE => return false,
+                TAKEN => return true,
+                _ => crate::loom::thread::yield_now(),
+            }
+        }
+    }
+
+    /// Own thread: the M has let go of the P taken from it.
+    pub(crate) fn acknowledge(&self) {
+        // Relaxed: only a revoker's CAS reads it, and the M touches no P
+        // until it acquires one through the scheduler's own synchronisation.
+        self.state.store(NONE, Ordering::Relaxed);
+    }
+
+    /// Revoker: starts taking the M's P if the M is still in the stretch
+    /// `seen` (even). `barrier` must be a process-wide memory barrier (the
+    /// kernel's `membarrier`). On true the M cannot touch its P until
+    /// [`finish`](Self::finish) or [`abort`](Self::abort).
+    pub(crate) fn begin(&self, seen: u32, barrier: impl FnOnce()) -> bool {
+        debug_assert_eq!(seen & 1, 0, "begin with a runtime word");
+        // AcqRel: the M's acknowledgement (a plain store) and anything the
+        // last revoker did are ordered before our reads of the M's state.
+        if self
+            .state
+            .compare_exchange(NONE, PENDING, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            return false; // another revoker, or a TAKEN not yet noticed
+        }
+        barrier();
+        if self.word_after_barrier() == seen {
+            true
+        } else {
+            self.abort();
+            false
+        }
+    }
+
+    /// Revoker: the P is taken (after a successful `begin`).
+    pub(crate) fn finish(&self) {
+        // Release: pairs with the M's Acquire in `wait_decision`.
+        self.state.store(TAKEN, Ordering::Release);
+    }
+
+    /// Revoker: leaves the P with the M (after a successful `begin`).
+    pub(crate) fn abort(&self) {
+        // Release: as in `finish`.
+        self.state.store(NONE, Ordering::Release);
+    }
+
+    /// The M's store of its odd word. Outside loom: a plain store and a
+    /// compiler fence; the revoker's barrier supplies the CPU fence.
+    #[inline(always)]
+    fn publish(&self, w: u32) {
+        #[cfg(not(loom))]
+        {
+            self.word.store(w, Ordering::Relaxed);
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        }
+        // loom has no membarrier: model the fence it runs on this thread
+        // as a read-modify-write (module note).
+        #[cfg(loom)]
+        self.word.swap(w, Ordering::AcqRel);
+    }
+
+    /// The M's load of `state` right after `publish`.
+    #[inline(always)]
+    fn state_after_publish(&self) -> u32 {
+        #[cfg(not(loom))]
+        {
+            self.state.load(Ordering::Relaxed)
+        }
+        #[cfg(loom)]
+        self.state.fetch_add(0, Ordering::AcqRel)
+    }
+
+    /// The revoker's load of `word` after its barrier.
+    fn word_after_barrier(&self) -> u32 {
+        #[cfg(not(loom))]
+        {
+            self.word.load(Ordering::Relaxed)
+        }
+        #[cfg(loom)]
+        self.word.fetch_add(0, Ordering::AcqRel)
+    }
+}
+
+#[cfg(all(test, loom))]
+mod tests {
+    use super::*;
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// The M in a goroutine's own code (word 2) enters the runtime while a
+    /// revoker tries to take its P: the P's data is never touched by both
+    /// (loom reports a concurrent `with_mut`), and exactly one side ends up
+    /// owning it.
+    #[test]
+    fn revoke_races_entry() {
+        loom::model(|| {
+            let r = Arc::new(Revoke::new());
+            r.enter();
+            r.leave(); // word 2: user code
+            let p = Arc::new(UnsafeCell::new(0u32));
+            let (r2, p2) = (r.clone(), p.clone());
+            let revoker = thread::spawn(move || {
+                if r2.begin(2, || {}) {
+                    p2.with_mut(|v| unsafe { *v += 10 });
+                    r2.finish();
+                    true
+                } else {
+                    false
+                }
+            });
+            let kept = match r.enter() {
+                Entry::Nested => unreachable!(),
+                Entry::Entered => true,
+                Entry::Contended => {
+                    if r.wait_decision() {
+                        r.acknowledge();
+                        false
+                    } else {
+                        true
+                    }
+                }
+            };
+            if kept {
+                p.with_mut(|v| unsafe { *v += 1 });
+            }
+            r.leave();
+            let taken = revoker.join().unwrap();
+            assert!(kept != taken, "kept={kept} taken={taken}");
+            p.with(|v| assert_eq!(unsafe { *v }, if taken { 10 } else { 1 }));
+        });
+    }
+
+    /// Two rounds: after a revocation was acknowledged, the next stretch
+    /// can be revoked again, and a stale `seen` never is.
+    #[test]
+    fn revoke_two_rounds() {
+        loom::model(|| {
+            let r = Arc::new(Revoke::new());
+            r.enter();
+            r.leave(); // 2
+            let r2 = r.clone();
+            let revoker = thread::spawn(move || {
+                let a = r2.begin(2, || {});
+                if a {
+                    r2.finish();
+                }
+                a
+            });
+            let first = r.enter();
+            let lost = first == Entry::Contended && r.wait_decision();
+            if lost {
+                r.acknowledge();
+            }
+            r.leave(); // 4
+            let a = revoker.join().unwrap();
+            assert_eq!(a, lost);
+            // A stale stretch is refused; the current one is taken.
+            assert!(!r.begin(2, || {}));
+            assert!(r.begin(4, || {}));
+            r.finish();
+            assert_eq!(r.enter(), Entry::Contended);
+            assert!(r.wait_decision());
+        });
+    }
+}
