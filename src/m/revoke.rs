@@ -52,7 +52,7 @@
 //!    twice" means "never entered the runtime in between".
 //!
 //! The model in `tests` checks 1-3 with loom, where the barrier is modelled
-//! by read-modify-write operations on both sides.
+//! as what it guarantees: a SeqCst fence on both sides.
 
 use crate::loom::atomic::{AtomicU32, Ordering};
 
@@ -139,8 +139,14 @@ impl Revoke {
     pub(crate) fn wait_decision(&self) -> bool {
         loop {
             // Acquire: pairs with the revoker's Release in `finish`/`abort`:
-            // what it did to the P happens-before our next use of it.
-            match self.state.load(Ordering::Acquire) {
+            // what it did to the P happens-before our next use of it. (Under
+            // loom a read-modify-write, which reads the latest value: a
+            // spinning load may be shown stale values forever there.)
+            #[cfg(not(loom))]
+            let s = self.state.load(Ordering::Acquire);
+            #[cfg(loom)]
+            let s = self.state.fetch_add(0, Ordering::Acquire);
+            match s {
                 NONE => return false,
                 TAKEN => return true,
                 _ => crate::loom::thread::yield_now(),
@@ -171,6 +177,9 @@ impl Revoke {
             return false; // another revoker, or a TAKEN not yet noticed
         }
         barrier();
+        // The barrier's effect on this thread, under loom (module note).
+        #[cfg(loom)]
+        crate::loom::atomic::fence(Ordering::SeqCst);
         if self.word_after_barrier() == seen {
             true
         } else {
@@ -201,30 +210,23 @@ impl Revoke {
             std::sync::atomic::compiler_fence(Ordering::SeqCst);
         }
         // loom has no membarrier: model the fence it runs on this thread
-        // as a read-modify-write (module note).
+        // as a SeqCst fence (module note).
         #[cfg(loom)]
-        self.word.swap(w, Ordering::AcqRel);
+        {
+            self.word.store(w, Ordering::Relaxed);
+            crate::loom::atomic::fence(Ordering::SeqCst);
+        }
     }
 
     /// The M's load of `state` right after `publish`.
     #[inline(always)]
     fn state_after_publish(&self) -> u32 {
-        #[cfg(not(loom))]
-        {
-            self.state.load(Ordering::Relaxed)
-        }
-        #[cfg(loom)]
-        self.state.fetch_add(0, Ordering::AcqRel)
+        self.state.load(Ordering::Relaxed)
     }
 
     /// The revoker's load of `word` after its barrier.
     fn word_after_barrier(&self) -> u32 {
-        #[cfg(not(loom))]
-        {
-            self.word.load(Ordering::Relaxed)
-        }
-        #[cfg(loom)]
-        self.word.fetch_add(0, Ordering::AcqRel)
+        self.word.load(Ordering::Relaxed)
     }
 }
 
@@ -236,9 +238,13 @@ mod tests {
     use loom::thread;
 
     /// The M in a goroutine's own code (word 2) enters the runtime while a
-    /// revoker tries to take its P: the P's data is never touched by both
-    /// (loom reports a concurrent `with_mut`), and exactly one side ends up
-    /// owning it.
+    /// revoker tries to take its P. Checked: the P's data is never touched
+    /// by both at once (loom reports a concurrent `with_mut`), exactly one
+    /// side ends up owning it, and an M that finds no revoker at work
+    /// (`Entered`) still owns its P. The M's wait for a decision is a
+    /// plain spin; loom cannot run a spin to completion, so an M that finds
+    /// one at work waits by joining the revoker (its decision is then final,
+    /// which is all the spin waits for).
     #[test]
     fn revoke_races_entry() {
         loom::model(|| {
@@ -256,53 +262,65 @@ mod tests {
                     false
                 }
             });
-            let kept = match r.enter() {
+            let (kept, taken) = match r.enter() {
                 Entry::Nested => unreachable!(),
-                Entry::Entered => true,
+                Entry::Entered => {
+                    p.with_mut(|v| unsafe { *v += 1 });
+                    r.leave();
+                    (true, revoker.join().unwrap())
+                }
                 Entry::Contended => {
-                    if r.wait_decision() {
+                    let taken = revoker.join().unwrap();
+                    let lost = r.wait_decision();
+                    assert_eq!(lost, taken);
+                    if lost {
                         r.acknowledge();
-                        false
                     } else {
-                        true
+                        p.with_mut(|v| unsafe { *v += 1 });
                     }
+                    r.leave();
+                    (!lost, taken)
                 }
             };
-            if kept {
-                p.with_mut(|v| unsafe { *v += 1 });
-            }
-            r.leave();
-            let taken = revoker.join().unwrap();
             assert!(kept != taken, "kept={kept} taken={taken}");
             p.with(|v| assert_eq!(unsafe { *v }, if taken { 10 } else { 1 }));
         });
     }
 
-    /// Two rounds: after a revocation was acknowledged, the next stretch
-    /// can be revoked again, and a stale `seen` never is.
+    /// Two revokers (sysmon and a stop-the-world) never both win, and after
+    /// a revocation was acknowledged the next stretch can be revoked again
+    /// while a stale `seen` never is.
     #[test]
-    fn revoke_two_rounds() {
+    fn two_revokers_and_rounds() {
         loom::model(|| {
             let r = Arc::new(Revoke::new());
             r.enter();
             r.leave(); // 2
-            let r2 = r.clone();
-            let revoker = thread::spawn(move || {
-                let a = r2.begin(2, || {});
-                if a {
-                    r2.finish();
-                }
-                a
-            });
-            let first = r.enter();
-            let lost = first == Entry::Contended && r.wait_decision();
-            if lost {
-                r.acknowledge();
-            }
+            let hs: Vec<_> = (0..2)
+                .map(|_| {
+                    let r = r.clone();
+                    thread::spawn(move || {
+                        let won = r.begin(2, || {});
+                        if won {
+                            r.finish();
+                        }
+                        won
+                    })
+                })
+                .collect();
+            let wins = hs
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .filter(|&w| w)
+                .count();
+            assert_eq!(
+                wins, 1,
+                "the M stayed in stretch 2: exactly one revoker wins"
+            );
+            assert_eq!(r.enter(), Entry::Contended);
+            assert!(r.wait_decision());
+            r.acknowledge();
             r.leave(); // 4
-            let a = revoker.join().unwrap();
-            assert_eq!(a, lost);
-            // A stale stretch is refused; the current one is taken.
             assert!(!r.begin(2, || {}));
             assert!(r.begin(4, || {}));
             r.finish();
