@@ -73,6 +73,8 @@
 #[cfg(not(loom))]
 mod chan;
 #[cfg(not(loom))]
+pub mod context;
+#[cfg(not(loom))]
 mod g;
 mod loom;
 #[cfg(not(loom))]
