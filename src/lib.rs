@@ -88,6 +88,8 @@ mod p;
 #[cfg(not(loom))]
 mod runtime;
 #[cfg(not(loom))]
+pub mod signal;
+#[cfg(not(loom))]
 mod spawn;
 #[cfg(not(loom))]
 pub mod sync;
