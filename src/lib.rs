@@ -10,6 +10,8 @@
 //! [`sync`] primitives, all of which park the goroutine, not the thread, and
 //! also work from plain threads outside the runtime. Sockets ([`net`]) are
 //! std's, with blocking calls that park the goroutine as well.
+//! Cancellation flows through [`context`], and signals arrive on channels
+//! through [`signal::notify`].
 //!
 //! ```
 //! let sum: u64 = goroutine::run(|| {
