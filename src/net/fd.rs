@@ -30,6 +30,16 @@
 //! - `Shared` is shared by `try_clone`d handles: timeouts and `O_NONBLOCK`
 //!   are per-socket in std (socket options and file status flags, shared
 //!   through `dup`), and deadlines follow them.
+//! - Deadlines act at once (Go's `SetReadDeadline` on a blocked `Read`):
+//!   an operation that waits is listed in `Shared::parked` (with its
+//!   descriptor's `PollWake`) from its first wait to its end; `set_deadline`
+//!   stores the deadline (`SeqCst`) and then wakes every listed waiter of
+//!   that direction, on any handle. The waiter reads the deadline after its
+//!   wait slot is armed, so a deadline set at any moment is either seen by
+//!   the waiter or wakes it (netpoll's note, "Re-arming a deadline"). After
+//!   every wakeup the loop re-checks: a passed deadline is `TimedOut`, a
+//!   passed std timeout `WouldBlock` (`EAGAIN`, std's report on Linux),
+//!   otherwise retry and wait again under the current deadline.
 
 use std::io;
 use std::os::fd::RawFd;
