@@ -10,6 +10,8 @@
 //! [`sync`] primitives, all of which park the goroutine, not the thread, and
 //! also work from plain threads outside the runtime. Sockets ([`net`]) are
 //! std's, with blocking calls that park the goroutine as well.
+//! Cancellation flows through [`context`], and signals arrive on channels
+//! through [`signal::notify`].
 //!
 //! ```
 //! let sum: u64 = goroutine::run(|| {
@@ -73,6 +75,8 @@
 #[cfg(not(loom))]
 mod chan;
 #[cfg(not(loom))]
+pub mod context;
+#[cfg(not(loom))]
 mod g;
 mod loom;
 #[cfg(not(loom))]
@@ -85,6 +89,8 @@ mod netpoll;
 mod p;
 #[cfg(not(loom))]
 mod runtime;
+#[cfg(not(loom))]
+pub mod signal;
 #[cfg(not(loom))]
 mod spawn;
 #[cfg(not(loom))]

@@ -30,14 +30,27 @@
 //! - `Shared` is shared by `try_clone`d handles: timeouts and `O_NONBLOCK`
 //!   are per-socket in std (socket options and file status flags, shared
 //!   through `dup`), and deadlines follow them.
+//! - Deadlines act at once (Go's `SetReadDeadline` on a blocked `Read`):
+//!   an operation that waits is listed in `Shared::parked` (with its
+//!   descriptor's `PollWake`) from its first wait to its end; `set_deadline`
+//!   stores the deadline (`SeqCst`) and then wakes every listed waiter of
+//!   that direction, on any handle. The waiter reads the deadline after its
+//!   wait slot is armed, so a deadline set at any moment is either seen by
+//!   the waiter or wakes it (netpoll's note, "Re-arming a deadline"). After
+//!   every wakeup the loop re-checks: a passed deadline is `TimedOut`, a
+//!   passed std timeout `WouldBlock` (`EAGAIN`, std's report on Linux),
+//!   otherwise retry and wait again under the current deadline.
 
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64,
+    Ordering::{Relaxed, SeqCst},
+};
 use std::sync::{Arc, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::netpoll::PollFd;
+use crate::netpoll::{PollFd, PollWake};
 
 /// The direction of an operation; indexes the per-direction fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,10 +66,14 @@ pub(crate) struct Shared {
     /// when an operation is about to wait.
     timeouts: std::sync::Mutex<[Option<Duration>; 2]>,
     /// Absolute deadlines per direction, encoded by [`encode`] (0 = none).
-    /// Relaxed: each is a single value that publishes nothing else.
+    /// `SeqCst`: a store and the waiter's slot CAS form a Dekker pair.
     deadlines: [AtomicU64; 2],
     /// `set_nonblocking(true)`: fail with `WouldBlock` instead of waiting.
     nonblocking: AtomicBool,
+    /// The goroutines waiting in an operation on any handle of this
+    /// socket, by direction: whom `set_deadline` wakes. An entry lives
+    /// from the first wait to the end of the operation (`Parked`).
+    parked: std::sync::Mutex<Vec<(Dir, PollWake)>>,
 }
 
 /// One descriptor's registration plus the socket's shared settings.
@@ -108,8 +125,9 @@ impl NetFd {
 
     /// Runs `op` (a non-blocking system call on this descriptor) until it
     /// does not fail with `WouldBlock`, parking in between; see the module
-    /// note. Fails with `TimedOut` when the direction's deadline or timeout
-    /// passes first.
+    /// note. Fails with `TimedOut` when the direction's deadline passes
+    /// first (also one set while waiting), and with `WouldBlock` when its
+    /// std timeout does (what std reports on Linux).
     pub(crate) fn io<R>(&self, dir: Dir, mut op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
         // Every socket operation that may wait comes through here: the
         // runtime-call guard of the public methods (asyncpreempt.rs).
@@ -117,8 +135,7 @@ impl NetFd {
             // Socket I/O is a preemption point (a server loop that never blocks
             // still yields after its 10 ms slice).
             crate::runtime::preempt::check();
-            let absolute = decode(self.shared.deadlines[dir as usize].load(Relaxed));
-            if absolute.is_some_and(|d| Instant::now() >= d) {
+            if self.deadline_passed(dir) {
                 return Err(timed_out());
             }
             match retry_interrupted(&mut op) {
@@ -129,17 +146,22 @@ impl NetFd {
                 }
                 done => return done,
             }
-            let deadline = earlier(
-                absolute,
-                self.timeout(dir)
-                    .and_then(|t| Instant::now().checked_add(t)),
-            );
+            // std's timeout: fixed when the operation starts (SO_RCVTIMEO
+            // on Linux is read when the call begins, too).
+            let relative = self
+                .timeout(dir)
+                .and_then(|t| Instant::now().checked_add(t));
             let poll = self.poll()?;
             let _one_waiter = self.waiters[dir as usize].lock();
+            let _parked = Parked::new(&self.shared, dir, poll.waker());
+            let read = dir == Dir::Read;
             loop {
-                match dir {
-                    Dir::Read => poll.wait_read(deadline)?,
-                    Dir::Write => poll.wait_write(deadline)?,
+                poll.wait(read, &|| earlier(self.deadline(dir), relative))?;
+                if self.deadline_passed(dir) {
+                    return Err(timed_out());
+                }
+                if relative.is_some_and(|d| Instant::now() >= d) {
+                    return Err(timeout_expired());
                 }
                 match retry_interrupted(&mut op) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -147,6 +169,15 @@ impl NetFd {
                 }
             }
         })
+    }
+
+    /// The direction's Go-style deadline (`SeqCst`: see `set_deadline`).
+    fn deadline(&self, dir: Dir) -> Option<Instant> {
+        decode(self.shared.deadlines[dir as usize].load(SeqCst))
+    }
+
+    fn deadline_passed(&self, dir: Dir) -> bool {
+        self.deadline(dir).is_some_and(|d| Instant::now() >= d)
     }
 
     /// std's `set_read_timeout` / `set_write_timeout`.
@@ -165,9 +196,21 @@ impl NetFd {
         crate::runtime::asyncpreempt::in_runtime(move || self.timeouts()[dir as usize])
     }
 
-    /// Go's `SetReadDeadline` / `SetWriteDeadline`.
+    /// Go's `SetReadDeadline` / `SetWriteDeadline`: stores the deadline,
+    /// then wakes every goroutine parked in that direction on any handle
+    /// of this socket, so it waits again under the new deadline or fails
+    /// if it has passed (netpoll's note, "Re-arming a deadline").
     pub(crate) fn set_deadline(&self, dir: Dir, deadline: Option<Instant>) {
-        self.shared.deadlines[dir as usize].store(encode(deadline), Relaxed);
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            // SeqCst: pairs with the waiter's slot CAS (a Dekker pair).
+            self.shared.deadlines[dir as usize].store(encode(deadline), SeqCst);
+            let parked = lock(&self.shared.parked);
+            for &(d, w) in parked.iter() {
+                if d == dir {
+                    w.wake(dir == Dir::Read);
+                }
+            }
+        })
     }
 
     /// std's `set_nonblocking`: the descriptor stays `O_NONBLOCK`; this
@@ -178,11 +221,7 @@ impl NetFd {
 
     /// Callers hold an `InRuntime` guard: a std mutex guard is thread-bound.
     fn timeouts(&self) -> std::sync::MutexGuard<'_, [Option<Duration>; 2]> {
-        // Nothing panics while holding it, and the data is two plain values.
-        self.shared
-            .timeouts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        lock(&self.shared.timeouts)
     }
 }
 
@@ -198,6 +237,38 @@ impl Drop for NetFd {
 impl Shared {
     pub(crate) fn new() -> Arc<Shared> {
         Arc::new(Shared::default())
+    }
+}
+
+/// A std mutex of plain data (nothing panics while holding one); callers
+/// hold an `InRuntime` guard, as a std guard is thread-bound.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// An entry in `Shared::parked` for the duration of one waiting operation.
+struct Parked<'a> {
+    shared: &'a Shared,
+    dir: Dir,
+    wake: PollWake,
+}
+
+impl<'a> Parked<'a> {
+    fn new(shared: &'a Shared, dir: Dir, wake: PollWake) -> Parked<'a> {
+        lock(&shared.parked).push((dir, wake));
+        Parked { shared, dir, wake }
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        let mut parked = lock(&self.shared.parked);
+        if let Some(i) = parked
+            .iter()
+            .position(|&(d, w)| d == self.dir && w.same(self.wake))
+        {
+            parked.swap_remove(i);
+        }
     }
 }
 
@@ -222,6 +293,13 @@ pub(crate) fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant>
 /// `os.ErrDeadlineExceeded`, "i/o timeout").
 pub(crate) fn timed_out() -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, "i/o timeout")
+}
+
+/// The error of an operation whose std timeout (`set_read_timeout`,
+/// `set_write_timeout`) passed: `EAGAIN`, exactly what std reports on
+/// Linux, so code ported from std behaves the same.
+pub(crate) fn timeout_expired() -> io::Error {
+    io::Error::from_raw_os_error(libc::EAGAIN)
 }
 
 /// std's error for `set_*_timeout(Some(Duration::ZERO))`.

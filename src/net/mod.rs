@@ -49,11 +49,18 @@
 //!   deadlines are there too (`set_read_deadline`, `set_write_deadline`,
 //!   `set_deadline`): once a deadline has passed, operations in that
 //!   direction fail at once, even with data ready, as in Go. An operation
-//!   waits until the earlier of the deadline and now + timeout. Expiry is
-//!   always `ErrorKind::TimedOut` ("i/o timeout"; std on Unix reports
-//!   `WouldBlock` for a timed-out read). A new deadline applies to
-//!   operations that start after it is set: unlike Go, it does not wake an
-//!   operation that is already waiting (`shutdown` does).
+//!   waits until the earlier of the deadline and now + timeout. A passed
+//!   deadline is `ErrorKind::TimedOut` ("i/o timeout", Go's
+//!   `os.ErrDeadlineExceeded`); an expired std timeout is `WouldBlock`
+//!   (`EAGAIN`, what std reports on Linux), so std code ported unchanged
+//!   behaves the same. Deadlines act at once, as Go's `net.Conn`'s: setting
+//!   one re-arms an operation already waiting in that direction (on any
+//!   handle of the socket), a deadline in the past wakes it with
+//!   `TimedOut`, a later one or `None` keeps it waiting. A std timeout, as
+//!   `SO_RCVTIMEO` on Linux, is fixed when an operation starts: a new one
+//!   applies to later operations. A plain thread (outside the runtime)
+//!   blocked in an operation is not re-armed: it keeps the deadline it
+//!   started with. Listeners have `set_deadline` for `accept`.
 //! - **`set_nonblocking(true)`** is accepted: the descriptor is always
 //!   `O_NONBLOCK` underneath, and the flag makes operations that would wait
 //!   fail with `WouldBlock` instead, as std's do.
@@ -144,6 +151,178 @@ macro_rules! impl_stream_io {
     };
 }
 use impl_stream_io;
+
+/// What every socket type has, written once: `try_clone`,
+/// `set_nonblocking`, the conversions from std and from descriptors, the
+/// fd traits and `Debug`. The type needs fields `fd` (its `NetFd`, declared
+/// first) and `inner` (the std socket `$std`).
+macro_rules! impl_socket {
+    ($t:ident, $std:ty, $what:literal) => {
+        impl $t {
+            /// Wraps a std socket that is already non-blocking.
+            pub(crate) fn from_nonblocking(inner: $std) -> $t {
+                $t {
+                    fd: super::fd::NetFd::new(
+                        std::os::fd::AsRawFd::as_raw_fd(&inner),
+                        super::fd::Shared::new(),
+                    ),
+                    inner,
+                }
+            }
+
+            /// A new handle to the same socket (a `dup`ed descriptor). It
+            /// shares the timeouts, deadlines and non-blocking flag with
+            /// this one.
+            pub fn try_clone(&self) -> std::io::Result<$t> {
+                let inner = self.inner.try_clone()?;
+                Ok($t {
+                    fd: self.fd.cloned(std::os::fd::AsRawFd::as_raw_fd(&inner)),
+                    inner,
+                })
+            }
+
+            /// With `true`, operations that would wait fail with
+            /// `WouldBlock` instead (std's behaviour); the descriptor
+            /// itself is always non-blocking.
+            pub fn set_nonblocking(&self, nonblocking: bool) -> std::io::Result<()> {
+                self.fd.set_nonblocking(nonblocking);
+                Ok(())
+            }
+        }
+
+        /// Takes over a std socket: puts it in non-blocking mode (its
+        /// blocking operations now park instead).
+        impl From<$std> for $t {
+            fn from(s: $std) -> $t {
+                // FIONBIO on an open socket cannot fail (only a bad
+                // descriptor or argument pointer makes ioctl fail).
+                let _ = s.set_nonblocking(true);
+                $t::from_nonblocking(s)
+            }
+        }
+
+        #[doc = concat!("Takes over ", $what, " descriptor, as std's `From<OwnedFd>`.")]
+        impl From<std::os::fd::OwnedFd> for $t {
+            fn from(fd: std::os::fd::OwnedFd) -> $t {
+                $t::from(<$std>::from(fd))
+            }
+        }
+
+        impl std::os::fd::FromRawFd for $t {
+            #[doc = concat!("# Safety\n`fd` must be ", $what, " that nothing else owns.")]
+            unsafe fn from_raw_fd(fd: std::os::fd::RawFd) -> $t {
+                // SAFETY: the caller passes ownership of an open socket.
+                $t::from(unsafe { <$std as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+            }
+        }
+
+        impl std::os::fd::AsRawFd for $t {
+            fn as_raw_fd(&self) -> std::os::fd::RawFd {
+                std::os::fd::AsRawFd::as_raw_fd(&self.inner)
+            }
+        }
+
+        impl std::os::fd::AsFd for $t {
+            fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                std::os::fd::AsFd::as_fd(&self.inner)
+            }
+        }
+
+        /// Deregisters and gives up the descriptor, which stays non-blocking.
+        impl std::os::fd::IntoRawFd for $t {
+            fn into_raw_fd(self) -> std::os::fd::RawFd {
+                let $t { fd, inner } = self;
+                drop(fd);
+                std::os::fd::IntoRawFd::into_raw_fd(inner)
+            }
+        }
+
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Debug::fmt(&self.inner, f)
+            }
+        }
+    };
+}
+use impl_socket;
+
+/// std's timeouts and Go's deadlines for a connection type (streams and
+/// UDP), written once; see the module note, "Timeouts and deadlines".
+macro_rules! impl_deadlines {
+    ($t:ident) => {
+        impl $t {
+            /// Bounds the wait of every read that starts later to `dur`
+            /// (`None`: no bound), as std: expiry is `WouldBlock` (`EAGAIN`,
+            /// what std reports on Linux), and a read already waiting
+            /// keeps the timeout it started with. `Some(Duration::ZERO)`
+            /// is `InvalidInput`, as in std.
+            pub fn set_read_timeout(
+                &self,
+                dur: Option<std::time::Duration>,
+            ) -> std::io::Result<()> {
+                self.fd.set_timeout(super::fd::Dir::Read, dur)
+            }
+
+            /// Bounds the wait of every write that starts later to `dur`;
+            /// see [`set_read_timeout`](Self::set_read_timeout).
+            pub fn set_write_timeout(
+                &self,
+                dur: Option<std::time::Duration>,
+            ) -> std::io::Result<()> {
+                self.fd.set_timeout(super::fd::Dir::Write, dur)
+            }
+
+            /// The read timeout.
+            pub fn read_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
+                Ok(self.fd.timeout(super::fd::Dir::Read))
+            }
+
+            /// The write timeout.
+            pub fn write_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
+                Ok(self.fd.timeout(super::fd::Dir::Write))
+            }
+
+            /// Go's `SetReadDeadline`: reads fail with `TimedOut` once
+            /// `deadline` has passed (at once, even with data ready);
+            /// `None` clears it. It acts on a read already waiting, on this
+            /// handle or a clone: a deadline in the past wakes it with
+            /// `TimedOut`, a later one or `None` keeps it waiting until the
+            /// new deadline.
+            pub fn set_read_deadline(&self, deadline: Option<std::time::Instant>) {
+                self.fd.set_deadline(super::fd::Dir::Read, deadline);
+            }
+
+            /// Go's `SetWriteDeadline`; see
+            /// [`set_read_deadline`](Self::set_read_deadline).
+            pub fn set_write_deadline(&self, deadline: Option<std::time::Instant>) {
+                self.fd.set_deadline(super::fd::Dir::Write, deadline);
+            }
+
+            /// Go's `SetDeadline`: both the read and the write deadline.
+            pub fn set_deadline(&self, deadline: Option<std::time::Instant>) {
+                self.set_read_deadline(deadline);
+                self.set_write_deadline(deadline);
+            }
+        }
+    };
+}
+use impl_deadlines;
+
+/// Go's `SetDeadline` for a listener, written once.
+macro_rules! impl_listener_deadline {
+    ($t:ident) => {
+        impl $t {
+            /// Go's `Listener.SetDeadline`: `accept` fails with `TimedOut`
+            /// once `deadline` has passed, also an `accept` already
+            /// waiting (moving the deadline into the past wakes it).
+            /// `None` clears it and `accept` works again.
+            pub fn set_deadline(&self, deadline: Option<std::time::Instant>) {
+                self.fd.set_deadline(super::fd::Dir::Read, deadline);
+            }
+        }
+    };
+}
+use impl_listener_deadline;
 
 mod fd;
 mod tcp_listener;

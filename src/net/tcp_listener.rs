@@ -4,12 +4,11 @@
 //! maximum backlog; `accept` is `accept4(SOCK_NONBLOCK | SOCK_CLOEXEC)`, so
 //! an accepted stream is ready for the netpoller in one system call.
 
-use std::fmt;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::AsFd;
 
-use super::fd::{Dir, NetFd, Shared};
+use super::fd::{Dir, NetFd};
 use super::TcpStream;
 use crate::sys::socket;
 
@@ -38,25 +37,9 @@ impl TcpListener {
         })
     }
 
-    fn from_nonblocking(inner: std::net::TcpListener) -> TcpListener {
-        TcpListener {
-            fd: NetFd::new(inner.as_raw_fd(), Shared::new()),
-            inner,
-        }
-    }
-
     /// The local address (with the port the kernel picked for port 0).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.inner.local_addr()
-    }
-
-    /// A new handle to the same listener (a `dup`ed descriptor).
-    pub fn try_clone(&self) -> io::Result<TcpListener> {
-        let inner = self.inner.try_clone()?;
-        Ok(TcpListener {
-            fd: self.fd.cloned(inner.as_raw_fd()),
-            inner,
-        })
     }
 
     /// Waits for a connection and returns it with the peer's address.
@@ -86,13 +69,6 @@ impl TcpListener {
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         self.inner.take_error()
     }
-
-    /// With `true`, `accept` fails with `WouldBlock` instead of waiting
-    /// (std's behaviour); the descriptor itself is always non-blocking.
-    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
-        self.fd.set_nonblocking(nonblocking);
-        Ok(())
-    }
 }
 
 /// The iterator of [`TcpListener::incoming`]; never returns `None`.
@@ -109,54 +85,5 @@ impl Iterator for Incoming<'_> {
     }
 }
 
-/// Takes over a std listener: puts it in non-blocking mode.
-impl From<std::net::TcpListener> for TcpListener {
-    fn from(l: std::net::TcpListener) -> TcpListener {
-        // FIONBIO on an open socket cannot fail.
-        let _ = l.set_nonblocking(true);
-        TcpListener::from_nonblocking(l)
-    }
-}
-
-/// Takes over a listening socket descriptor, as std's `From<OwnedFd>`.
-impl From<OwnedFd> for TcpListener {
-    fn from(fd: OwnedFd) -> TcpListener {
-        TcpListener::from(std::net::TcpListener::from(fd))
-    }
-}
-
-impl FromRawFd for TcpListener {
-    /// # Safety
-    /// `fd` must be an open listening socket that nothing else owns.
-    unsafe fn from_raw_fd(fd: RawFd) -> TcpListener {
-        // SAFETY: the caller passes ownership of an open socket.
-        TcpListener::from(unsafe { std::net::TcpListener::from_raw_fd(fd) })
-    }
-}
-
-impl AsRawFd for TcpListener {
-    fn as_raw_fd(&self) -> RawFd {
-        self.inner.as_raw_fd()
-    }
-}
-
-impl AsFd for TcpListener {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.inner.as_fd()
-    }
-}
-
-/// Deregisters and gives up the descriptor, which stays non-blocking.
-impl IntoRawFd for TcpListener {
-    fn into_raw_fd(self) -> RawFd {
-        let TcpListener { fd, inner } = self;
-        drop(fd);
-        inner.into_raw_fd()
-    }
-}
-
-impl fmt::Debug for TcpListener {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.inner.fmt(f)
-    }
-}
+super::impl_socket!(TcpListener, std::net::TcpListener, "a listening socket");
+super::impl_listener_deadline!(TcpListener);

@@ -4,13 +4,12 @@
 //! for writability and reads `SO_ERROR` (Go's `netFD.connect`), trying every
 //! resolved address in turn as std does.
 
-use std::fmt;
 use std::io;
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use super::fd::{self, Dir, NetFd, Shared};
+use super::fd::{self, Dir, NetFd};
 use crate::sys::socket;
 
 /// A TCP connection (std's [`std::net::TcpStream`]); reads, writes and
@@ -44,14 +43,6 @@ impl TcpStream {
         connect_one(addr, Instant::now().checked_add(timeout))
     }
 
-    /// Wraps a socket that is already non-blocking.
-    pub(crate) fn from_nonblocking(inner: std::net::TcpStream) -> TcpStream {
-        TcpStream {
-            fd: NetFd::new(inner.as_raw_fd(), Shared::new()),
-            inner,
-        }
-    }
-
     /// The remote address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.inner.peer_addr()
@@ -66,54 +57,6 @@ impl TcpStream {
     /// `Write` sends FIN: the peer reads end of file.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.inner.shutdown(how)
-    }
-
-    /// A new handle to the same socket (a `dup`ed descriptor). It shares the
-    /// timeouts, deadlines and non-blocking flag with this one.
-    pub fn try_clone(&self) -> io::Result<TcpStream> {
-        let inner = self.inner.try_clone()?;
-        Ok(TcpStream {
-            fd: self.fd.cloned(inner.as_raw_fd()),
-            inner,
-        })
-    }
-
-    /// Bounds every later read's wait to `dur` (`None`: no bound). Expiry
-    /// is `TimedOut`. `Some(Duration::ZERO)` is `InvalidInput`, as in std.
-    pub fn set_read_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        self.fd.set_timeout(Dir::Read, dur)
-    }
-
-    /// Bounds every later write's wait to `dur`; see [`set_read_timeout`](Self::set_read_timeout).
-    pub fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        self.fd.set_timeout(Dir::Write, dur)
-    }
-
-    /// The read timeout.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.fd.timeout(Dir::Read))
-    }
-
-    /// The write timeout.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.fd.timeout(Dir::Write))
-    }
-
-    /// Go's `SetReadDeadline`: reads fail with `TimedOut` once `deadline`
-    /// has passed (at once, even with data ready); `None` clears it.
-    pub fn set_read_deadline(&self, deadline: Option<Instant>) {
-        self.fd.set_deadline(Dir::Read, deadline);
-    }
-
-    /// Go's `SetWriteDeadline`; see [`set_read_deadline`](Self::set_read_deadline).
-    pub fn set_write_deadline(&self, deadline: Option<Instant>) {
-        self.fd.set_deadline(Dir::Write, deadline);
-    }
-
-    /// Go's `SetDeadline`: both the read and the write deadline.
-    pub fn set_deadline(&self, deadline: Option<Instant>) {
-        self.set_read_deadline(deadline);
-        self.set_write_deadline(deadline);
     }
 
     /// Reads without removing the data from the queue.
@@ -144,14 +87,6 @@ impl TcpStream {
     /// Takes the pending socket error (`SO_ERROR`).
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         self.inner.take_error()
-    }
-
-    /// With `true`, reads and writes that would wait fail with `WouldBlock`
-    /// instead (std's behaviour); the descriptor itself is always
-    /// non-blocking.
-    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
-        self.fd.set_nonblocking(nonblocking);
-        Ok(())
     }
 }
 
@@ -189,56 +124,5 @@ fn connect_one(addr: &SocketAddr, deadline: Option<Instant>) -> io::Result<TcpSt
 
 super::impl_stream_io!(TcpStream);
 
-/// Takes over a std stream: puts it in non-blocking mode (its blocking
-/// operations now park instead).
-impl From<std::net::TcpStream> for TcpStream {
-    fn from(s: std::net::TcpStream) -> TcpStream {
-        // FIONBIO on an open socket cannot fail (only a bad descriptor or
-        // argument pointer makes ioctl fail).
-        let _ = s.set_nonblocking(true);
-        TcpStream::from_nonblocking(s)
-    }
-}
-
-/// Takes over a connected stream socket descriptor, as std's `From<OwnedFd>`.
-impl From<OwnedFd> for TcpStream {
-    fn from(fd: OwnedFd) -> TcpStream {
-        TcpStream::from(std::net::TcpStream::from(fd))
-    }
-}
-
-impl FromRawFd for TcpStream {
-    /// # Safety
-    /// `fd` must be an open stream socket that nothing else owns.
-    unsafe fn from_raw_fd(fd: RawFd) -> TcpStream {
-        // SAFETY: the caller passes ownership of an open socket.
-        TcpStream::from(unsafe { std::net::TcpStream::from_raw_fd(fd) })
-    }
-}
-
-impl AsRawFd for TcpStream {
-    fn as_raw_fd(&self) -> RawFd {
-        self.inner.as_raw_fd()
-    }
-}
-
-impl AsFd for TcpStream {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.inner.as_fd()
-    }
-}
-
-/// Deregisters and gives up the descriptor, which stays non-blocking.
-impl IntoRawFd for TcpStream {
-    fn into_raw_fd(self) -> RawFd {
-        let TcpStream { fd, inner } = self;
-        drop(fd);
-        inner.into_raw_fd()
-    }
-}
-
-impl fmt::Debug for TcpStream {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.inner.fmt(f)
-    }
-}
+super::impl_socket!(TcpStream, std::net::TcpStream, "a connected stream socket");
+super::impl_deadlines!(TcpStream);

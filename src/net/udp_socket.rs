@@ -1,13 +1,10 @@
 //! `UdpSocket`: std's `UdpSocket` whose receives and sends park the
 //! goroutine.
 
-use std::fmt;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
-use std::time::{Duration, Instant};
 
-use super::fd::{Dir, NetFd, Shared};
+use super::fd::{Dir, NetFd};
 
 /// A UDP socket (std's [`std::net::UdpSocket`]); receives (and sends, when
 /// the send buffer is full) park the calling goroutine, or block the
@@ -50,55 +47,6 @@ impl UdpSocket {
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.inner.local_addr()
-    }
-
-    /// A new handle to the same socket (a `dup`ed descriptor). It shares the
-    /// timeouts, deadlines and non-blocking flag with this one.
-    pub fn try_clone(&self) -> io::Result<UdpSocket> {
-        let inner = self.inner.try_clone()?;
-        Ok(UdpSocket {
-            fd: self.fd.cloned(inner.as_raw_fd()),
-            inner,
-        })
-    }
-
-    /// Bounds every later receive's wait to `dur` (`None`: no bound).
-    /// Expiry is `TimedOut`. `Some(Duration::ZERO)` is `InvalidInput`.
-    pub fn set_read_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        self.fd.set_timeout(Dir::Read, dur)
-    }
-
-    /// Bounds every later send's wait to `dur`; see [`set_read_timeout`](Self::set_read_timeout).
-    pub fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        self.fd.set_timeout(Dir::Write, dur)
-    }
-
-    /// The read timeout.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.fd.timeout(Dir::Read))
-    }
-
-    /// The write timeout.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.fd.timeout(Dir::Write))
-    }
-
-    /// Go's `SetReadDeadline`: receives fail with `TimedOut` once
-    /// `deadline` has passed; `None` clears it.
-    pub fn set_read_deadline(&self, deadline: Option<Instant>) {
-        self.fd.set_deadline(Dir::Read, deadline);
-    }
-
-    /// Go's `SetWriteDeadline`: sends fail with `TimedOut` once `deadline`
-    /// has passed; `None` clears it.
-    pub fn set_write_deadline(&self, deadline: Option<Instant>) {
-        self.fd.set_deadline(Dir::Write, deadline);
-    }
-
-    /// Go's `SetDeadline`: both the read and the write deadline.
-    pub fn set_deadline(&self, deadline: Option<Instant>) {
-        self.set_read_deadline(deadline);
-        self.set_write_deadline(deadline);
     }
 
     /// Sets `SO_BROADCAST`.
@@ -198,67 +146,7 @@ impl UdpSocket {
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.fd.io(Dir::Read, || self.inner.peek(buf))
     }
-
-    /// With `true`, operations that would wait fail with `WouldBlock`
-    /// instead (std's behaviour); the descriptor itself is always
-    /// non-blocking.
-    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
-        self.fd.set_nonblocking(nonblocking);
-        Ok(())
-    }
 }
 
-/// Takes over a std socket: puts it in non-blocking mode.
-impl From<std::net::UdpSocket> for UdpSocket {
-    fn from(s: std::net::UdpSocket) -> UdpSocket {
-        // FIONBIO on an open socket cannot fail.
-        let _ = s.set_nonblocking(true);
-        UdpSocket {
-            fd: NetFd::new(s.as_raw_fd(), Shared::new()),
-            inner: s,
-        }
-    }
-}
-
-/// Takes over a datagram socket descriptor, as std's `From<OwnedFd>`.
-impl From<OwnedFd> for UdpSocket {
-    fn from(fd: OwnedFd) -> UdpSocket {
-        UdpSocket::from(std::net::UdpSocket::from(fd))
-    }
-}
-
-impl FromRawFd for UdpSocket {
-    /// # Safety
-    /// `fd` must be an open datagram socket that nothing else owns.
-    unsafe fn from_raw_fd(fd: RawFd) -> UdpSocket {
-        // SAFETY: the caller passes ownership of an open socket.
-        UdpSocket::from(unsafe { std::net::UdpSocket::from_raw_fd(fd) })
-    }
-}
-
-impl AsRawFd for UdpSocket {
-    fn as_raw_fd(&self) -> RawFd {
-        self.inner.as_raw_fd()
-    }
-}
-
-impl AsFd for UdpSocket {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.inner.as_fd()
-    }
-}
-
-/// Deregisters and gives up the descriptor, which stays non-blocking.
-impl IntoRawFd for UdpSocket {
-    fn into_raw_fd(self) -> RawFd {
-        let UdpSocket { fd, inner } = self;
-        drop(fd);
-        inner.into_raw_fd()
-    }
-}
-
-impl fmt::Debug for UdpSocket {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.inner.fmt(f)
-    }
-}
+super::impl_socket!(UdpSocket, std::net::UdpSocket, "a datagram socket");
+super::impl_deadlines!(UdpSocket);

@@ -1,12 +1,10 @@
 //! `UnixListener`: std's `UnixListener` whose `accept` parks the goroutine.
 
-use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
 
-use super::fd::{Dir, NetFd, Shared};
+use super::fd::{Dir, NetFd};
 use super::UnixStream;
 
 /// A Unix-domain server socket (std's
@@ -38,25 +36,9 @@ impl UnixListener {
         Ok((UnixStream::from(s), addr))
     }
 
-    /// A new handle to the same listener (a `dup`ed descriptor).
-    pub fn try_clone(&self) -> io::Result<UnixListener> {
-        let inner = self.inner.try_clone()?;
-        Ok(UnixListener {
-            fd: self.fd.cloned(inner.as_raw_fd()),
-            inner,
-        })
-    }
-
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.inner.local_addr()
-    }
-
-    /// With `true`, `accept` fails with `WouldBlock` instead of waiting
-    /// (std's behaviour); the descriptor itself is always non-blocking.
-    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
-        self.fd.set_nonblocking(nonblocking);
-        Ok(())
     }
 
     /// Takes the pending socket error (`SO_ERROR`).
@@ -84,57 +66,9 @@ impl Iterator for UnixIncoming<'_> {
     }
 }
 
-/// Takes over a std listener: puts it in non-blocking mode.
-impl From<std::os::unix::net::UnixListener> for UnixListener {
-    fn from(l: std::os::unix::net::UnixListener) -> UnixListener {
-        // FIONBIO on an open socket cannot fail.
-        let _ = l.set_nonblocking(true);
-        UnixListener {
-            fd: NetFd::new(l.as_raw_fd(), Shared::new()),
-            inner: l,
-        }
-    }
-}
-
-/// Takes over a listening Unix socket descriptor.
-impl From<OwnedFd> for UnixListener {
-    fn from(fd: OwnedFd) -> UnixListener {
-        UnixListener::from(std::os::unix::net::UnixListener::from(fd))
-    }
-}
-
-impl FromRawFd for UnixListener {
-    /// # Safety
-    /// `fd` must be an open listening Unix socket that nothing else owns.
-    unsafe fn from_raw_fd(fd: RawFd) -> UnixListener {
-        // SAFETY: the caller passes ownership of an open socket.
-        UnixListener::from(unsafe { std::os::unix::net::UnixListener::from_raw_fd(fd) })
-    }
-}
-
-impl AsRawFd for UnixListener {
-    fn as_raw_fd(&self) -> RawFd {
-        self.inner.as_raw_fd()
-    }
-}
-
-impl AsFd for UnixListener {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.inner.as_fd()
-    }
-}
-
-/// Deregisters and gives up the descriptor, which stays non-blocking.
-impl IntoRawFd for UnixListener {
-    fn into_raw_fd(self) -> RawFd {
-        let UnixListener { fd, inner } = self;
-        drop(fd);
-        inner.into_raw_fd()
-    }
-}
-
-impl fmt::Debug for UnixListener {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.inner.fmt(f)
-    }
-}
+super::impl_socket!(
+    UnixListener,
+    std::os::unix::net::UnixListener,
+    "a listening Unix socket"
+);
+super::impl_listener_deadline!(UnixListener);

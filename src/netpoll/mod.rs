@@ -30,6 +30,16 @@
 //! Whoever swaps a G out of a slot readies it, so a G is readied exactly
 //! once. Waiters treat every wakeup as "retry the operation".
 //!
+//! # Re-arming a deadline (Go's poll_runtime_pollSetDeadline)
+//! A waiter does not own a fixed deadline: it reads it (through a closure)
+//! after its slot is WAIT. A setter stores the new deadline and then wakes
+//! the slot through [`PollWake`] (WAIT/G -> NIL, as a timer does). Both
+//! sides use `SeqCst` on the deadline and on the slot (a Dekker pair), so
+//! either the setter finds WAIT or a G and wakes it, or the waiter reads the
+//! new deadline. A woken waiter returns; its caller re-reads the deadlines,
+//! fails if one has passed, and otherwise retries and waits again under the
+//! new one (later, or none).
+//!
 //! Descriptors are never freed (Go's pollcache): a stale event for a closed
 //! fd is recognised by the sequence number packed in the event's token.
 
@@ -274,25 +284,37 @@ impl PollFd {
         Ok(PollFd { pd })
     }
 
-    /// Waits until the fd may be readable; `Err(TimedOut)` once `deadline`
-    /// has passed. A goroutine parks; a plain thread blocks in poll(2).
-    pub(crate) fn wait_read(&self, deadline: Option<Instant>) -> io::Result<()> {
-        self.wait(true, deadline)
-    }
-
-    /// Waits until the fd may be writable; see [`PollFd::wait_read`].
+    /// Waits until the fd may be writable; `Err(TimedOut)` once the fixed
+    /// `deadline` has passed. A goroutine parks; a plain thread blocks in
+    /// poll(2).
     pub(crate) fn wait_write(&self, deadline: Option<Instant>) -> io::Result<()> {
-        self.wait(false, deadline)
+        let edge = self.wait(false, &|| deadline)?;
+        match deadline {
+            Some(d) if !edge && Instant::now() >= d => Err(timed_out()),
+            _ => Ok(()),
+        }
     }
 
-    fn wait(&self, read: bool, deadline: Option<Instant>) -> io::Result<()> {
-        if let Some(d) = deadline {
-            if Instant::now() >= d {
-                return Err(timed_out());
-            }
-        }
+    /// A handle that wakes this descriptor's waiters (see [`PollWake`]).
+    pub(crate) fn waker(&self) -> PollWake {
+        PollWake { pd: self.pd }
+    }
+
+    /// Waits once in one direction until an edge, the deadline `deadline()`
+    /// or a [`PollWake::wake`]; true if an edge woke it. The caller
+    /// re-checks its deadlines and retries its operation after every
+    /// return (module note, "Re-arming a deadline").
+    ///
+    /// `deadline` is read after the slot is WAIT, with `SeqCst` (its
+    /// setter stores with `SeqCst` and then wakes): either the setter's
+    /// wake finds WAIT or a G, or this read sees the new deadline.
+    pub(crate) fn wait(
+        &self,
+        read: bool,
+        deadline: &dyn Fn() -> Option<Instant>,
+    ) -> io::Result<bool> {
         if m::current_g().is_none() {
-            return self.wait_thread(read, deadline);
+            return self.wait_thread(read, deadline());
         }
         let pd = self.pd;
         let slot: &'static AtomicUsize = if read { &pd.rg } else { &pd.wg };
@@ -301,10 +323,10 @@ impl PollFd {
             .compare_exchange(READY, NIL, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            return Ok(());
+            return Ok(true);
         }
         if slot
-            .compare_exchange(NIL, WAIT, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(NIL, WAIT, Ordering::SeqCst, Ordering::Acquire)
             .is_err()
         {
             // READY arrived in between (WAIT or a G would mean two waiters
@@ -313,7 +335,12 @@ impl PollFd {
             if cur != READY {
                 crate::runtime::throw("netpoll: two goroutines wait on one fd direction");
             }
-            return Ok(());
+            return Ok(true);
+        }
+        let deadline = deadline();
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            // Already past: do not park. An edge may have arrived since.
+            return Ok(slot.swap(NIL, Ordering::AcqRel) == READY);
         }
         let timer = deadline.map(|d| {
             let t = Timer::new(TimerFn::Call(Box::new(move || {
@@ -341,7 +368,8 @@ impl PollFd {
             }
             ok
         });
-        // Woken by an edge (READY), a deadline (NIL), or the commit failed.
+        // Woken by an edge (READY), a deadline or a wake (NIL), or the
+        // commit failed.
         let old = slot.swap(NIL, Ordering::AcqRel);
         if old > WAIT {
             crate::runtime::throw("netpoll: woken while still parked");
@@ -349,13 +377,13 @@ impl PollFd {
         if let Some(t) = timer {
             t.stop();
         }
-        match deadline {
-            Some(d) if old != READY && Instant::now() >= d => Err(timed_out()),
-            _ => Ok(()),
-        }
+        Ok(old == READY)
     }
 
-    fn wait_thread(&self, read: bool, deadline: Option<Instant>) -> io::Result<()> {
+    /// A plain thread's wait: poll(2) on the one descriptor. Nothing can
+    /// re-arm it (a [`PollWake`] wakes goroutines only): it waits for an
+    /// edge or the deadline it started with. Ok(true) on an edge.
+    fn wait_thread(&self, read: bool, deadline: Option<Instant>) -> io::Result<bool> {
         let mut pfd = libc::pollfd {
             fd: self.pd.fd.load(Ordering::Relaxed),
             events: if read { libc::POLLIN } else { libc::POLLOUT },
@@ -366,7 +394,7 @@ impl PollFd {
             Some(d) => {
                 let left = d.saturating_duration_since(Instant::now());
                 if left.is_zero() {
-                    return Err(timed_out());
+                    return Ok(false);
                 }
                 left.as_millis().clamp(1, i32::MAX as u128) as i32
             }
@@ -376,18 +404,47 @@ impl PollFd {
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
-                return Ok(());
+                return Ok(false);
             }
             return Err(e);
         }
-        if r == 0 {
-            if let Some(d) = deadline {
-                if Instant::now() >= d {
-                    return Err(timed_out());
-                }
-            }
+        Ok(r > 0)
+    }
+}
+
+/// Wakes the goroutine parked on one descriptor in one direction, without
+/// an edge, so that it re-reads its deadline (Go's netpollunblock from
+/// `poll_runtime_pollSetDeadline`). Copyable and valid forever: descriptors
+/// are never freed, and a wake that reaches a descriptor since reused by
+/// another socket is a spurious wakeup there, which every waiter tolerates.
+#[derive(Clone, Copy)]
+pub(crate) struct PollWake {
+    pd: &'static PollDesc,
+}
+
+impl std::fmt::Debug for PollWake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PollWake").finish_non_exhaustive()
+    }
+}
+
+impl PollWake {
+    /// Wakes the reader (`read`) or the writer, if one is parked or about
+    /// to park; callable from any thread.
+    pub(crate) fn wake(self, read: bool) {
+        let slot = if read { &self.pd.rg } else { &self.pd.wg };
+        // SeqCst: pairs with the waiter's NIL -> WAIT (see `PollFd::wait`).
+        if slot.load(Ordering::SeqCst) == NIL {
+            return;
         }
-        Ok(())
+        if let Some(g) = unblock(slot, false) {
+            park::ready(g);
+        }
+    }
+
+    /// Whether two handles name the same descriptor.
+    pub(crate) fn same(self, other: PollWake) -> bool {
+        std::ptr::eq(self.pd, other.pd)
     }
 }
 

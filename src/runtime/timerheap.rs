@@ -10,7 +10,8 @@
 //! `when` and `seq` it was queued with. Starting a timer bumps `seq` and
 //! pushes a new entry; stopping or resetting bumps `seq`, which turns the
 //! old entry into a zombie: when it reaches the top it is dropped unrun (and
-//! a heap with more than a quarter zombies is rebuilt without them). So only
+//! a heap with more than a quarter zombies is rebuilt without them, when
+//! it runs or when a timer is pushed). So only
 //! the entry whose `seq` matches may fire, exactly once, and `stop` returns
 //! true iff it prevented that firing. Moving a timer to another heap (a P
 //! removed by `set_max_procs`, or a reset from another P) is the same: a new
@@ -185,6 +186,13 @@ impl Timers {
     fn push(&self, e: Entry) -> bool {
         let when = e.when;
         let mut h = lock(&self.heap);
+        // Also clean here (Go's cleantimers on add): a goroutine that starts
+        // and stops timers without ever letting the scheduler run this heap
+        // would otherwise grow it without bound.
+        let z = self.zombies.load(Ordering::Relaxed) as usize;
+        if z > 64 && z * 4 > h.len() {
+            self.clean(&mut h);
+        }
         h.push(e);
         let i = h.len() - 1;
         sift_up(&mut h, i);
