@@ -60,6 +60,8 @@ pub(crate) struct Header {
     state: AtomicUsize,
     waiter: UnsafeCell<Option<Waiter>>,
     vtable: &'static VTable,
+    /// Where the goroutine was spawned (`traceback`), written once here.
+    spawn: crate::traceback::Spawn,
 }
 
 enum Stage<F, T> {
@@ -161,6 +163,13 @@ pub(crate) struct TaskRef(NonNull<Header>);
 unsafe impl Send for TaskRef {}
 
 impl TaskRef {
+    /// Where the goroutine was spawned.
+    pub(crate) fn spawn(&self) -> crate::traceback::Spawn {
+        // SAFETY: the G's reference keeps the header alive; `spawn` is
+        // never written after `new_task`.
+        unsafe { self.0.as_ref() }.spawn
+    }
+
     /// Runs the closure on the current goroutine, stores the result, wakes
     /// the joiner. `id` and `name` label a panic.
     pub(crate) fn run(self, id: u64, name: Option<&str>) {
@@ -289,7 +298,7 @@ impl<T> Drop for JoinRef<T> {
 }
 
 /// Allocates the cell for `f`: the G's reference and the JoinHandle's.
-pub(crate) fn new_task<F, T>(f: F) -> (TaskRef, JoinRef<T>)
+pub(crate) fn new_task<F, T>(f: F, spawn: crate::traceback::Spawn) -> (TaskRef, JoinRef<T>)
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -304,6 +313,7 @@ where
                 state: AtomicUsize::new(2 * REF_ONE),
                 waiter: UnsafeCell::new(None),
                 vtable: &VTableOf::<F, T>::VTABLE,
+                spawn,
             },
             stage: UnsafeCell::new(Stage::Pending(f)),
         })

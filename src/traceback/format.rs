@@ -1,0 +1,261 @@
+//! Symbolisation (cached per address) and Go's two text forms: `debug=2`
+//! (every goroutine, frames with `\tfile:line`) and pprof's `debug=1`
+//! (identical stacks folded, with their count, largest first).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+
+use super::{GInfo, Level, NoStack};
+use crate::g::{Status, WaitReason};
+
+/// One symbolised (possibly inlined) frame.
+#[derive(Clone, Debug)]
+pub(crate) struct Sym {
+    pub(crate) name: String,
+    pub(crate) file: Option<String>,
+    pub(crate) line: Option<u32>,
+    /// Offset from the function's start (outermost frame of an inline group).
+    pub(crate) offset: Option<usize>,
+    pub(crate) internal: bool,
+}
+
+/// Symbols by return address (module note of `traceback`: cached per
+/// address, for the life of the process).
+static CACHE: Mutex<Option<HashMap<usize, Arc<[Sym]>>>> = Mutex::new(None);
+
+/// The frames (innermost first, inlined ones expanded) at return address
+/// `addr`.
+pub(crate) fn symbolise(addr: usize) -> Arc<[Sym]> {
+    if let Some(s) = CACHE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .get(&addr)
+    {
+        return s.clone();
+    }
+    let mut syms: Vec<Sym> = Vec::new();
+    backtrace::resolve(addr as *mut std::ffi::c_void, |s| {
+        let name = s
+            .name()
+            .map(|n| format!("{n:#}"))
+            .unwrap_or_else(|| "?".to_string());
+        let offset = s.addr().map(|a| (addr - 1).wrapping_sub(a as usize));
+        let internal = is_internal(&name);
+        syms.push(Sym {
+            name,
+            file: s.filename().map(|f| f.display().to_string()),
+            line: s.lineno(),
+            offset,
+            internal,
+        });
+    });
+    if syms.is_empty() {
+        syms.push(Sym {
+            name: "?".to_string(),
+            file: None,
+            line: None,
+            offset: None,
+            internal: false,
+        });
+    }
+    // Only the outermost frame of an inline group has a real start address.
+    let n = syms.len();
+    for s in &mut syms[..n - 1] {
+        s.offset = None;
+    }
+    let syms: Arc<[Sym]> = syms.into();
+    CACHE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(addr, syms.clone());
+    syms
+}
+
+/// Frames of the runtime itself, hidden unless `GOTRACEBACK=system`.
+pub(crate) fn is_internal(name: &str) -> bool {
+    const PREFIXES: [&str; 14] = [
+        "goroutine::",
+        "corosensei::",
+        "backtrace::",
+        "std::panicking::",
+        "std::panic::",
+        "std::rt::",
+        "std::sys::",
+        "std::thread::",
+        "core::ops::function::",
+        "core::panic::",
+        "alloc::boxed::Box<F,A> as core::ops::function::",
+        "alloc::boxed::Box<F, A> as core::ops::function::",
+        "__rust_",
+        "rust_begin_unwind",
+    ];
+    let n = name.trim_start_matches('<');
+    PREFIXES.iter().any(|p| n.starts_with(p))
+}
+
+/// Go's status in brackets: `chan receive`, `running`, ...
+pub(crate) fn status_str(status: Status, reason: WaitReason) -> &'static str {
+    match status {
+        Status::Runnable => "runnable",
+        Status::Running => "running",
+        Status::Syscall => "syscall",
+        Status::Waiting if reason != WaitReason::None => reason.as_str(),
+        Status::Waiting => "waiting",
+        Status::Idle => "idle",
+        Status::Dead => "dead",
+    }
+}
+
+/// The visible frames of `pcs` (innermost first).
+fn frames(pcs: &[usize], level: Level) -> Vec<(usize, Sym)> {
+    let mut out = Vec::new();
+    for &pc in pcs {
+        for s in symbolise(pc).iter() {
+            if level >= Level::System || !s.internal {
+                out.push((pc, s.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Appends the frames and the spawn site of `g` in `debug=2` form.
+pub(crate) fn write_frames(out: &mut String, g: &GInfo, level: Level) {
+    match &g.pcs {
+        Ok(pcs) => {
+            for (_, s) in frames(pcs, level) {
+                let _ = writeln!(out, "{}(...)", s.name);
+                match (&s.file, s.line) {
+                    (Some(f), Some(l)) => {
+                        let _ = write!(out, "\t{f}:{l}");
+                    }
+                    (Some(f), None) => {
+                        let _ = write!(out, "\t{f}");
+                    }
+                    _ => out.push_str("\t?"),
+                }
+                if let Some(o) = s.offset {
+                    let _ = write!(out, " +{o:#x}");
+                }
+                out.push('\n');
+            }
+        }
+        Err(NoStack::Running) => {
+            out.push_str("\tgoroutine running on other thread; stack unavailable\n")
+        }
+        Err(NoStack::NotStarted) => {}
+        Err(NoStack::NotStopped) => {
+            out.push_str("\tstack unavailable (the world was not stopped)\n")
+        }
+        Err(NoStack::Unsupported) => {
+            out.push_str("\tstack unavailable (no unwinder for this platform)\n")
+        }
+    }
+    write_site(out, g);
+}
+
+fn write_site(out: &mut String, g: &GInfo) {
+    if let Some(site) = g.site {
+        let creator = creator_name(g);
+        let _ = writeln!(
+            out,
+            "created by {creator} in goroutine {}\n\t{}:{}",
+            g.parent,
+            site.file(),
+            site.line()
+        );
+    }
+}
+
+/// The function that spawned `g`, from the address recorded in it.
+fn creator_name(g: &GInfo) -> String {
+    if g.creator_pc != 0 {
+        // `+ 1`: `symbolise` takes return-address-like values.
+        let syms = symbolise(g.creator_pc + 1);
+        if let Some(s) = syms.iter().find(|s| !s.internal).or(syms.first()) {
+            if s.name != "?" {
+                return s.name.clone();
+            }
+        }
+    }
+    "?".into()
+}
+
+/// The `goroutine 17 [chan receive, 3 minutes]:` line (without newline);
+/// `now` on the coarse clock's scale.
+pub(crate) fn header(out: &mut String, g: &GInfo, now: u32) {
+    let _ = write!(
+        out,
+        "goroutine {} [{}",
+        g.id,
+        status_str(g.status, g.reason)
+    );
+    if g.status == Status::Waiting && g.waitsince != 0 {
+        let minutes = now.wrapping_sub(g.waitsince) / 60_000;
+        if minutes >= 1 {
+            let _ = write!(out, ", {minutes} minutes");
+        }
+    }
+    if g.locked {
+        out.push_str(", locked to thread");
+    }
+    out.push_str("]:\n");
+}
+
+/// pprof's `debug=1` form of `gs`.
+pub(crate) fn grouped(gs: &[GInfo], level: Level) -> String {
+    type Key<'a> = (&'static str, &'a [usize], Option<(&'static str, u32)>);
+    let mut groups: HashMap<Key<'_>, usize> = HashMap::new();
+    let mut order: Vec<Key<'_>> = Vec::new();
+    const EMPTY: &[usize] = &[];
+    for g in gs {
+        let pcs: &[usize] = g.pcs.as_deref().unwrap_or(EMPTY);
+        let key = (
+            status_str(g.status, g.reason),
+            pcs,
+            g.site.map(|s| (s.file(), s.line())),
+        );
+        let n = groups.entry(key).or_insert(0);
+        if *n == 0 {
+            order.push(key);
+        }
+        *n += 1;
+    }
+    // Largest first; ties in first-seen order (goroutine id order).
+    let mut ranked: Vec<(usize, usize)> = order
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (groups[k], i))
+        .collect();
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut out = String::new();
+    let _ = writeln!(out, "goroutine profile: total {}", gs.len());
+    for (count, i) in ranked {
+        let (status, pcs, site) = order[i];
+        let _ = write!(out, "{count} @");
+        for pc in pcs {
+            let _ = write!(out, " {pc:#x}");
+        }
+        let _ = writeln!(out, "\n# [{status}]");
+        for (pc, s) in frames(pcs, level) {
+            let _ = write!(out, "#\t{:#x}\t{}", pc - 1, s.name);
+            if let Some(o) = s.offset {
+                let _ = write!(out, "+{o:#x}");
+            }
+            match (&s.file, s.line) {
+                (Some(f), Some(l)) => {
+                    let _ = writeln!(out, "\t{f}:{l}");
+                }
+                _ => out.push('\n'),
+            }
+        }
+        if let Some((file, line)) = site {
+            let _ = writeln!(out, "#\tcreated at {file}:{line}");
+        }
+        out.push('\n');
+    }
+    out
+}
