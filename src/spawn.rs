@@ -66,6 +66,7 @@ fn spawn_site() -> crate::traceback::Spawn {
 ///
 /// If `f` panics, the panic is resumed on the calling thread.
 #[track_caller]
+#[inline(always)]
 pub fn run<F, T>(f: F) -> T
 where
     F: FnOnce() -> T + Send + 'static,

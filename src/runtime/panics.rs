@@ -11,7 +11,9 @@
 //!
 //! With `GOROUTINE_PANIC=abort` such an unjoined panic instead ends the
 //! process the way Go does: `panic: boom`, a blank line,
-//! `goroutine 17 [running]:` and the location, exit status 2.
+//! `goroutine 17 [running]:`, the frames of the panicking goroutine
+//! (captured by the hook when it panicked; `GOTRACEBACK=none` omits them,
+//! `system` shows the runtime's too) and the location, exit status 2.
 //!
 //! # Mechanism
 //! The runtime wraps the process's panic hook when it starts. For a panic
@@ -32,6 +34,9 @@ use std::sync::OnceLock;
 use crate::m;
 
 static LOCATIONS: Mutex<Option<HashMap<u64, String>>> = Mutex::new(None);
+/// In abort mode: the panicking goroutine's frames, captured by the hook
+/// (the stack is unwound by the time the report is printed).
+static FRAMES: Mutex<Option<HashMap<u64, Vec<usize>>>> = Mutex::new(None);
 static ABORT: OnceLock<bool> = OnceLock::new();
 
 fn abort_mode() -> bool {
@@ -60,6 +65,12 @@ pub(crate) fn install_hook() {
                 .unwrap_or_else(|| "<unknown>".into());
             let mut map = LOCATIONS.lock().unwrap_or_else(|e| e.into_inner());
             map.get_or_insert_with(HashMap::new).insert(g.id(), loc);
+            drop(map);
+            if abort_mode() {
+                let frames = crate::traceback::own_frames(g.stack_range());
+                let mut map = FRAMES.lock().unwrap_or_else(|e| e.into_inner());
+                map.get_or_insert_with(HashMap::new).insert(g.id(), frames);
+            }
         }
         None => prev(info),
     }));
@@ -78,10 +89,39 @@ pub(crate) fn unjoined(id: u64, name: Option<&str>, message: &str, location: Opt
     let mut out = stderr.lock();
     let loc = location.unwrap_or("<unknown>");
     if abort_mode() {
-        let _ = writeln!(
-            out,
-            "panic: {message}\n\ngoroutine {id} [running]:\n\t{loc}"
-        );
+        use crate::traceback::{self, format, GInfo, Level};
+        let level = traceback::level(Level::Single);
+        let frames = FRAMES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+            .and_then(|m| m.remove(&id));
+        let _ = writeln!(out, "panic: {message}\n");
+        if level >= Level::Single {
+            let _ = writeln!(out, "goroutine {id} [running]:");
+            match frames {
+                Some(pcs) => {
+                    let g = GInfo {
+                        id,
+                        status: crate::g::Status::Running,
+                        reason: crate::g::WaitReason::None,
+                        waitsince: 0,
+                        locked: false,
+                        pcs: Ok(pcs),
+                        site: None,
+                        parent: 0,
+                        creator_pc: 0,
+                    };
+                    let mut s = String::new();
+                    format::write_frames(&mut s, &g, level);
+                    let _ = write!(out, "{s}");
+                    let _ = writeln!(out, "panicked at {loc}");
+                }
+                None => {
+                    let _ = writeln!(out, "\t{loc}");
+                }
+            }
+        }
         let _ = out.flush();
         std::process::exit(2);
     }

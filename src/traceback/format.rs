@@ -41,7 +41,9 @@ pub(crate) fn symbolise(addr: usize) -> Arc<[Sym]> {
             .name()
             .map(|n| format!("{n:#}"))
             .unwrap_or_else(|| "?".to_string());
-        let offset = s.addr().map(|a| (addr - 1).wrapping_sub(a as usize));
+        // backtrace's gimli symboliser reports the queried address, not the
+        // function's start: no `+0x..` offsets.
+        let offset = None;
         let internal = is_internal(&name);
         syms.push(Sym {
             name,
@@ -60,11 +62,6 @@ pub(crate) fn symbolise(addr: usize) -> Arc<[Sym]> {
             internal: false,
         });
     }
-    // Only the outermost frame of an inline group has a real start address.
-    let n = syms.len();
-    for s in &mut syms[..n - 1] {
-        s.offset = None;
-    }
     let syms: Arc<[Sym]> = syms.into();
     CACHE
         .lock()
@@ -76,7 +73,8 @@ pub(crate) fn symbolise(addr: usize) -> Arc<[Sym]> {
 
 /// Frames of the runtime itself, hidden unless `GOTRACEBACK=system`.
 pub(crate) fn is_internal(name: &str) -> bool {
-    const PREFIXES: [&str; 14] = [
+    const PREFIXES: [&str; 15] = [
+        "stack_init_trampoline",
         "goroutine::",
         "corosensei::",
         "backtrace::",
@@ -109,14 +107,29 @@ pub(crate) fn status_str(status: Status, reason: WaitReason) -> &'static str {
     }
 }
 
-/// The visible frames of `pcs` (innermost first).
+/// Frames of the standard library.
+fn is_std(name: &str) -> bool {
+    let n = name.trim_start_matches('<');
+    ["core::", "std::", "alloc::"].iter().any(|p| n.starts_with(p))
+}
+
+/// The visible frames of `pcs` (innermost first). Below `System`, the
+/// runtime's frames are hidden, and so are the standard library's frames
+/// innermost of the first user frame (the runtime's own callees).
 fn frames(pcs: &[usize], level: Level) -> Vec<(usize, Sym)> {
     let mut out = Vec::new();
+    let mut leading = true;
     for &pc in pcs {
         for s in symbolise(pc).iter() {
-            if level >= Level::System || !s.internal {
+            if level >= Level::System {
                 out.push((pc, s.clone()));
+                continue;
             }
+            if s.internal || (leading && is_std(&s.name)) {
+                continue;
+            }
+            leading = false;
+            out.push((pc, s.clone()));
         }
     }
     out
@@ -160,13 +173,11 @@ pub(crate) fn write_frames(out: &mut String, g: &GInfo, level: Level) {
 fn write_site(out: &mut String, g: &GInfo) {
     if let Some(site) = g.site {
         let creator = creator_name(g);
-        let _ = writeln!(
-            out,
-            "created by {creator} in goroutine {}\n\t{}:{}",
-            g.parent,
-            site.file(),
-            site.line()
-        );
+        let _ = write!(out, "created by {creator}");
+        if g.parent != 0 {
+            let _ = write!(out, " in goroutine {}", g.parent);
+        }
+        let _ = writeln!(out, "\n\t{}:{}", site.file(), site.line());
     }
 }
 
@@ -174,8 +185,15 @@ fn write_site(out: &mut String, g: &GInfo) {
 fn creator_name(g: &GInfo) -> String {
     if g.creator_pc != 0 {
         // `+ 1`: `symbolise` takes return-address-like values.
+        // The inline chain at that address runs from `go`'s own callees,
+        // through `go`, out to the spawning function: take the first frame
+        // outside the runtime.
         let syms = symbolise(g.creator_pc + 1);
-        if let Some(s) = syms.iter().find(|s| !s.internal).or(syms.first()) {
+        let after = syms
+            .iter()
+            .rposition(|s| s.internal)
+            .map_or(0, |i| i + 1);
+        if let Some(s) = syms.get(after).or(syms.last()) {
             if s.name != "?" {
                 return s.name.clone();
             }
