@@ -224,7 +224,11 @@ fn deadlock_reports() {
         err.starts_with("fatal error: all goroutines are asleep - deadlock!"),
         "{err}"
     );
-    assert_eq!(err.matches("traceback::parked_here(...)").count(), 2, "{err}");
+    assert_eq!(
+        err.matches("traceback::parked_here(...)").count(),
+        2,
+        "{err}"
+    );
     assert!(err.contains(&format!("{}:{PARK_LINE}\n", file!())), "{err}");
     assert!(err.contains("created by traceback::scenario"), "{err}");
     // GOTRACEBACK=none: the headline only.

@@ -110,7 +110,9 @@ pub(crate) fn status_str(status: Status, reason: WaitReason) -> &'static str {
 /// Frames of the standard library.
 fn is_std(name: &str) -> bool {
     let n = name.trim_start_matches('<');
-    ["core::", "std::", "alloc::"].iter().any(|p| n.starts_with(p))
+    ["core::", "std::", "alloc::"]
+        .iter()
+        .any(|p| n.starts_with(p))
 }
 
 /// The visible frames of `pcs` (innermost first). Below `System`, the
@@ -189,10 +191,19 @@ fn creator_name(g: &GInfo) -> String {
         // through `go`, out to the spawning function: take the first frame
         // outside the runtime.
         let syms = symbolise(g.creator_pc + 1);
+        let from = syms
+            .iter()
+            .position(|s| {
+                s.name
+                    .trim_start_matches('<')
+                    .starts_with("goroutine::spawn::")
+            })
+            .map_or(0, |i| i + 1);
         let after = syms
             .iter()
-            .rposition(|s| s.internal)
-            .map_or(0, |i| i + 1);
+            .skip(from)
+            .position(|s| !s.internal && !is_std(&s.name))
+            .map_or(syms.len(), |i| i + from);
         if let Some(s) = syms.get(after).or(syms.last()) {
             if s.name != "?" {
                 return s.name.clone();

@@ -172,12 +172,10 @@ pub(crate) unsafe fn walk(mut regs: Regs, top: usize) -> Vec<usize> {
             break;
         };
         let cfa = match row.cfa() {
-            CfaRule::RegisterAndOffset { register, offset } => {
-                match regs.get(*register) {
-                    Some(v) => (v as i64).wrapping_add(*offset) as usize,
-                    None => break,
-                }
-            }
+            CfaRule::RegisterAndOffset { register, offset } => match regs.get(*register) {
+                Some(v) => (v as i64).wrapping_add(*offset) as usize,
+                None => break,
+            },
             _ => break,
         };
         if cfa <= regs.sp {
