@@ -381,9 +381,9 @@ pub fn stats() -> Stats {
 /// goroutine 17 [chan receive, 3 minutes]:
 ///         name: worker
 /// myapp::worker(...)
-///         /src/main.rs:8 +0x2d
+///         /src/main.rs:8
 /// myapp::main::{{closure}}(...)
-///         /src/main.rs:14 +0x1c
+///         /src/main.rs:14
 /// created by myapp::main in goroutine 1
 ///         /src/main.rs:14
 /// ```
@@ -416,8 +416,8 @@ pub fn dump(w: &mut impl std::io::Write) -> std::io::Result<()> {
 /// goroutine profile: total 10002
 /// 10000 @ 0x55d0c1a2b3c4 0x55d0c1a2b500 0x55d0c1a2a111
 /// # [chan receive]
-/// #	0x55d0c1a2b3c3	myapp::worker+0x24	/src/main.rs:8
-/// #	created at /src/main.rs:14
+/// #    0x55d0c1a2b3c3    myapp::worker    /src/main.rs:8
+/// #    created at /src/main.rs:14
 /// ```
 ///
 /// It stops the world like [`dump`].

@@ -61,13 +61,13 @@ fn frames_and_spawn_site() {
         }
         let d = dump_until("traceback::parked_here(...)", 3);
         let file = file!();
-        let frame = format!("traceback::parked_here(...)\n\t");
+        let frame = "traceback::parked_here(...)\n\t";
         let at = format!("{file}:{PARK_LINE}\n");
-        let created = format!("created by traceback::frames_and_spawn_site");
+        let created = "created by traceback::frames_and_spawn_site";
         let site = format!("\t{file}:{spawn_line}\n");
-        assert_eq!(d.matches(&frame).count(), 3, "{d}");
+        assert_eq!(d.matches(frame).count(), 3, "{d}");
         assert!(d.matches(&at).count() >= 3, "no {at:?} in:\n{d}");
-        assert!(d.contains(&created), "no {created:?} in:\n{d}");
+        assert!(d.contains(created), "no {created:?} in:\n{d}");
         assert!(d.matches(&site).count() >= 3, "no {site:?} in:\n{d}");
         assert!(d.contains(" in goroutine 1\n"), "{d}");
         assert!(d.contains("[chan receive]:\n"), "{d}");

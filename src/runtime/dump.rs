@@ -8,7 +8,7 @@
 //! goroutine 17 [chan receive, 3 minutes]:
 //!         name: worker
 //! myapp::worker(...)
-//!         /src/main.rs:8 +0x2d
+//!         /src/main.rs:8
 //! created by myapp::main in goroutine 1
 //!         /src/main.rs:14
 //! ```
