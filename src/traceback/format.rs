@@ -73,8 +73,9 @@ pub(crate) fn symbolise(addr: usize) -> Arc<[Sym]> {
 
 /// Frames of the runtime itself, hidden unless `GOTRACEBACK=system`.
 pub(crate) fn is_internal(name: &str) -> bool {
-    const PREFIXES: [&str; 15] = [
+    const PREFIXES: [&str; 16] = [
         "stack_init_trampoline",
+        "__rustc::",
         "goroutine::",
         "corosensei::",
         "backtrace::",
