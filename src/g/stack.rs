@@ -1024,9 +1024,21 @@ mod tests {
                 assert_eq!(s.top.get() % page(), 0);
                 use corosensei::stack::Stack as _;
                 assert_eq!(s.limit().get(), glo);
-                // base = top minus the cache colour, within the top page.
-                let colour = s.top.get() - s.base().get();
-                assert!(colour < 4096 && colour % 64 == 0, "colour {colour}");
+                // base = top minus the cache colour and the traceback
+                // header, within the top page; the header ends on a line.
+                let colour = s.top.get() - s.base().get() - HEADER_BYTES;
+                assert!(
+                    colour + HEADER_BYTES < 4096 && colour % 64 == 0,
+                    "colour {colour}"
+                );
+                assert_eq!(header_addr(s.top.get()), s.base().get());
+                assert_eq!((s.base().get() + HEADER_BYTES) % 64, 0);
+                // corosensei's parent link (16 bytes below base) shares the
+                // header's cache line.
+                assert_eq!(
+                    (s.base().get() - 16) / 64,
+                    (s.base().get() + HEADER_BYTES - 1) / 64
+                );
                 (glo, s.top.get())
             })
             .collect();
