@@ -7,7 +7,7 @@
 //! process whose only plain thread is `main` (see tests/deadlock.rs).
 
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -160,6 +160,30 @@ fn dump_during_pingpong() {
     println!("dump_during_pingpong: ok");
 }
 
+#[inline(never)]
+fn spin_here(stop: &AtomicBool) {
+    goroutine::preemptible(|| {
+        while !stop.load(Ordering::Relaxed) {
+            std::hint::spin_loop();
+        }
+    })
+}
+
+/// A goroutine stopped by a signal inside a preemptible region (the dump's
+/// stop-the-world preempts it) shows the interrupted frames.
+fn preempted_frames() {
+    run(|| {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let h = go(move || spin_here(&s));
+        let d = dump_until("traceback::spin_here", 1);
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+        assert!(d.contains("traceback::spin_here(...)\n"), "{d}");
+    });
+    println!("preempted_frames: ok");
+}
+
 fn scenario(name: &str) {
     match name {
         "deadlock" => run(|| {
@@ -276,4 +300,11 @@ fn main() {
     frames_and_spawn_site();
     grouped_ten_thousand();
     dump_during_pingpong();
+    // Sanitizer builds do not preempt asynchronously (README, "Sanitizers").
+    if !cfg!(any(
+        goroutine_sanitize = "address",
+        goroutine_sanitize = "thread"
+    )) {
+        preempted_frames();
+    }
 }

@@ -46,6 +46,8 @@
 //!
 //! Counters ([`stats`]) are kept for tests and tuning.
 
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) use imp::trampoline_addr;
 pub(crate) use imp::{preempt_m, region};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -382,6 +384,12 @@ mod imp {
     /// handler raised its `in_runtime`). Switches to the scheduler as a
     /// cooperative preemption does; when resumed (maybe on another thread),
     /// restores the interrupted context.
+    /// The trampoline's address: tracebacks continue through its save area
+    /// into the interrupted code (`traceback::unwind`).
+    pub(crate) fn trampoline_addr() -> usize {
+        trampoline as *const () as usize
+    }
+
     extern "C" fn trampoline(saved: *mut SavedContext, g: usize) -> ! {
         // SAFETY: the handler passed the G running on this thread (a leaked,
         // never freed record).

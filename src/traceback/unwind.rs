@@ -24,6 +24,10 @@ pub(crate) const MAX_FRAMES: usize = 100;
 
 type Slice = EndianSlice<'static, NativeEndian>;
 
+/// Where the general registers lie in a `ucontext_t` (`gregs` opens
+/// `mcontext_t`).
+const GREGS: usize = std::mem::offset_of!(libc::ucontext_t, uc_mcontext);
+
 /// One loaded object with unwind tables.
 struct Module {
     /// Address ranges of its loadable segments.
@@ -196,6 +200,29 @@ pub(crate) unsafe fn walk(mut regs: Regs, top: usize) -> Vec<usize> {
         }) else {
             break;
         };
+        if ra == 0
+            && fde.initial_address() as usize == crate::runtime::asyncpreempt::trampoline_addr()
+        {
+            // An asynchronously preempted goroutine: the trampoline's zero
+            // return address sits right below the save area (a ucontext,
+            // `sys::preempt::Interrupted::redirect`), which holds the
+            // interrupted registers. Continue from the interrupted PC.
+            let greg = |r: libc::c_int| read(cfa + GREGS + 8 * r as usize);
+            let (Some(pc), Some(sp), Some(fp), Some(bx)) = (
+                greg(libc::REG_RIP),
+                greg(libc::REG_RSP),
+                greg(libc::REG_RBP),
+                greg(libc::REG_RBX),
+            ) else {
+                break;
+            };
+            if sp <= regs.sp {
+                break;
+            }
+            regs = Regs { pc, sp, fp, bx };
+            exact = true;
+            continue;
+        }
         let (Some(fp), Some(bx)) = (rule(X86_64::RBP, regs.fp), rule(X86_64::RBX, regs.bx)) else {
             break;
         };
