@@ -51,8 +51,10 @@
 //! # Observability
 //! - [`stats()`]: goroutines by status, run queue lengths and scheduler
 //!   counters, cheap enough to poll every millisecond.
-//! - [`dump()`]: every goroutine with its status or wait reason, in Go's
-//!   traceback header format; SIGQUIT prints it on stderr and exits 2.
+//! - [`dump()`]: every goroutine with its status or wait reason, its frames
+//!   and its spawn site, as Go's goroutine dump; [`dump_grouped()`] folds
+//!   identical stacks (pprof's `debug=1`); SIGQUIT prints the dump on stderr
+//!   and exits 2; `GOTRACEBACK` is honoured.
 //! - [`trace`]: the execution tracer (`docs/trace-format.md`, read by the
 //!   `goroutine-trace` tool).
 //!
@@ -62,6 +64,8 @@
 //! - `GOROUTINE_STACK_GUARD=mprotect`: use the pre-6.13 guard page fallback.
 //! - `GOROUTINE_MAX_THREADS`: the OS thread cap (default 10,000).
 //! - `GOROUTINE_PANIC=abort`: an unjoined goroutine panic ends the process.
+//! - `GOTRACEBACK=none|single|all|system`: how much the SIGQUIT, deadlock
+//!   and panic-abort reports print, as in Go (runtime frames with `system`).
 //! - `GODEBUG=schedtrace=N[,scheddetail=1]`: sysmon prints Go's `SCHED`
 //!   line on stderr every N ms (with `scheddetail`, one line per P, M and
 //!   goroutine too). Other keys are ignored; a bad value is reported once.
