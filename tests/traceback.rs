@@ -286,6 +286,24 @@ fn panic_abort_reports() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.starts_with("panic: boom\n"), "{err}");
     assert!(err.contains("traceback::panicking_here(...)"), "{err}");
+    // Default (single): only the panicking goroutine.
+    assert!(!err.contains("goroutine 1 ["), "{err}");
+    // all: the others too (the main goroutine sleeps).
+    let (code, err) = child(
+        "panic_abort",
+        &[("GOROUTINE_PANIC", "abort"), ("GOTRACEBACK", "all")],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("traceback::panicking_here(...)"), "{err}");
+    assert!(err.contains("goroutine 1 [sleep]:"), "{err}");
+    // none: the panic line only.
+    let (code, err) = child(
+        "panic_abort",
+        &[("GOROUTINE_PANIC", "abort"), ("GOTRACEBACK", "none")],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.starts_with("panic: boom\n"), "{err}");
+    assert!(!err.contains("[running]"), "{err}");
     println!("panic_abort_reports: ok");
 }
 

@@ -13,7 +13,8 @@
 //! process the way Go does: `panic: boom`, a blank line,
 //! `goroutine 17 [running]:`, the frames of the panicking goroutine
 //! (captured by the hook when it panicked; `GOTRACEBACK=none` omits them,
-//! `system` shows the runtime's too) and the location, exit status 2.
+//! `all` adds every other goroutine, `system` shows the runtime's frames
+//! too) and the location, exit status 2.
 //!
 //! # Mechanism
 //! The runtime wraps the process's panic hook when it starts. For a panic
@@ -121,6 +122,15 @@ pub(crate) fn unjoined(id: u64, name: Option<&str>, message: &str, location: Opt
                     let _ = writeln!(out, "\t{loc}");
                 }
             }
+        }
+        if level >= Level::All {
+            // As Go does with GOTRACEBACK=all: every other goroutine too.
+            let others: Vec<GInfo> = traceback::collect_stopped()
+                .into_iter()
+                .filter(|g| g.id != id)
+                .collect();
+            let _ = writeln!(out);
+            let _ = out.write_all(super::dump::render(&others, level).as_bytes());
         }
         let _ = out.flush();
         std::process::exit(2);

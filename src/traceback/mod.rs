@@ -46,11 +46,21 @@
 //!   goroutine spinning outside any runtime call never stops); after that it
 //!   prints the headers without frames and says so.
 //!
+//! # `GOTRACEBACK`
+//! `none`: no goroutines; `single`: only the current goroutine (the
+//! panicking one in a `GOROUTINE_PANIC=abort` report; SIGQUIT and the
+//! deadlock report have none, so they print their headline only); `all`
+//! (default for SIGQUIT and deadlock): every goroutine; `system` (and
+//! `crash`): every goroutine with the runtime's frames. Go's numbers work
+//! too (`0` none, `1` all, `2` system); another value is named on stderr
+//! and the default used. `dump()` and `dump_grouped()` always print every
+//! goroutine and show runtime frames only with `system`.
+//!
 //! # What is shown
 //! Frames of the runtime itself (this crate's internals, corosensei, std's
 //! panic and closure-call shims) are hidden unless `GOTRACEBACK=system`, as
 //! Go hides `runtime.*`. With `strip = true` (no symbols) the frames print
-//! as `?` with their addresses, and file:line needs `debug >= 1`
+//! as `?` (`dump_grouped` still gives their addresses), and file:line needs `debug >= 1`
 //! (`debug = "line-tables-only"` is enough).
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
