@@ -45,6 +45,21 @@
 //! - SIGQUIT waits at most [`SIGQUIT_STOP_WAIT`] for the world to stop (a
 //!   goroutine spinning outside any runtime call never stops); after that it
 //!   prints the headers without frames and says so.
+//! - Visibility: the header is written with plain stores by the goroutine
+//!   before it switches out; its M then reaches the scheduler and stops its
+//!   P under the sched lock, which the stopping thread takes after it: the
+//!   stores happen before the dump's reads. (A G parked long ago was
+//!   switched out before its M's later trips through the same lock.)
+//! - A goroutine stopped by a signal inside a preemptible region switched
+//!   out from `asyncpreempt`'s trampoline, whose return address is 0 and
+//!   sits right below the save area of the interrupted registers: the walk
+//!   recognises the trampoline's FDE and continues from the interrupted PC.
+//! - Every read of the walk is bounds-checked against the goroutine's own
+//!   stack (`unwind`'s note): a broken chain ends the walk, it never reads
+//!   another thread's memory.
+//! - Sanitizer builds (`goroutine_sanitize`) keep corosensei's fiber data
+//!   where the header would be found from the parent link: they record
+//!   nothing, and dumps there show headers only.
 //!
 //! # `GOTRACEBACK`
 //! `none`: no goroutines; `single`: only the current goroutine (the
