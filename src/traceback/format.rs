@@ -289,3 +289,73 @@ pub(crate) fn grouped(gs: &[GInfo], level: Level) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traceback::{parse_level, GInfo, NoStack};
+
+    fn g(id: u64, reason: WaitReason, pcs: Result<Vec<usize>, NoStack>) -> GInfo {
+        GInfo {
+            id,
+            status: Status::Waiting,
+            reason,
+            waitsince: 0,
+            locked: false,
+            pcs,
+            site: None,
+            parent: 0,
+            creator_pc: 0,
+        }
+    }
+
+    #[test]
+    fn levels_are_gos() {
+        assert_eq!(parse_level("none"), Some(Level::None));
+        assert_eq!(parse_level("0"), Some(Level::None));
+        assert_eq!(parse_level("single"), Some(Level::Single));
+        assert_eq!(parse_level("all"), Some(Level::All));
+        assert_eq!(parse_level("1"), Some(Level::All));
+        assert_eq!(parse_level("system"), Some(Level::System));
+        assert_eq!(parse_level("2"), Some(Level::System));
+        assert_eq!(parse_level("crash"), Some(Level::System));
+        assert_eq!(parse_level("lots"), None);
+        assert!(Level::None < Level::Single && Level::All < Level::System);
+    }
+
+    #[test]
+    fn runtime_frames_are_internal() {
+        assert!(is_internal("goroutine::chan::Receiver<T>::recv"));
+        assert!(is_internal("<goroutine::chan::Receiver<T>>::recv"));
+        assert!(is_internal("corosensei::coroutine::on_stack"));
+        assert!(is_internal("std::panicking::try"));
+        assert!(is_internal("stack_init_trampoline"));
+        assert!(!is_internal("myapp::worker"));
+        assert!(!is_internal("goroutine_user::worker"));
+        assert!(is_std("<core::slice::iter::Iter<T> as Iterator>::for_each"));
+        assert!(!is_std("myapp::main"));
+    }
+
+    #[test]
+    fn grouping_counts_and_orders_largest_first() {
+        // Addresses that symbolise to nothing: grouping works on the raw
+        // addresses and the status.
+        let a = vec![0x10, 0x20];
+        let b = vec![0x30];
+        let mut gs = vec![g(1, WaitReason::Select, Ok(b.clone()))];
+        for id in 2..5 {
+            gs.push(g(id, WaitReason::ChanReceive, Ok(a.clone())));
+        }
+        // Same stack, other wait reason: another group.
+        gs.push(g(5, WaitReason::ChanSend, Ok(a.clone())));
+        gs.push(g(6, WaitReason::Select, Ok(b)));
+        let out = grouped(&gs, Level::All);
+        let heads: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(heads[0], "goroutine profile: total 6");
+        assert_eq!(heads[1], "3 @ 0x10 0x20", "{out}");
+        assert_eq!(heads[3], "2 @ 0x30", "{out}");
+        assert_eq!(heads[5], "1 @ 0x10 0x20", "{out}");
+        assert!(out.contains("# [chan receive]\n"), "{out}");
+        assert!(out.contains("# [chan send]\n"), "{out}");
+    }
+}

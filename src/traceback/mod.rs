@@ -57,9 +57,10 @@
 //! - Every read of the walk is bounds-checked against the goroutine's own
 //!   stack (`unwind`'s note): a broken chain ends the walk, it never reads
 //!   another thread's memory.
-//! - Sanitizer builds (`goroutine_sanitize`) keep corosensei's fiber data
-//!   where the header would be found from the parent link: they record
-//!   nothing, and dumps there show headers only.
+//! - Sanitizer builds (`goroutine_sanitize`) record nothing (under ASan
+//!   corosensei keeps fiber data between the parent link and the header, so
+//!   the header is not 16 bytes above the yielder; TSan builds are treated
+//!   alike): dumps there show headers only.
 //!
 //! # `GOTRACEBACK`
 //! `none`: no goroutines; `single`: only the current goroutine (the
