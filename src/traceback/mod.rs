@@ -16,9 +16,11 @@
 //! # Unwinding (the protocol)
 //! A suspended goroutine's stack is walked with the binaries' CFI
 //! ([`unwind`]) from the recorded context, and symbolised afterwards with the
-//! `backtrace` crate (addr2line over the DWARF of `debug = 1` builds), cached
-//! per address, so 100,000 identical stacks cost one symbolisation each
-//! distinct PC.
+//! `backtrace` crate (addr2line over the DWARF of `debug = 1` builds). Both
+//! are cached per address (the decoded CFI step for one collection, the
+//! symbols for the process), so 100,000 identical stacks cost one decoding
+//! and one symbolisation per distinct PC: `dump_grouped` of 100,000 parked
+//! goroutines took 0.3 to 0.5 s on the 2-vCPU development machine.
 //!
 //! A stack may only be read while nothing can run on it. The rule:
 //! **a goroutine's stack is walked only while the world is stopped**, as Go's
@@ -272,6 +274,7 @@ pub(crate) enum Pinned {
 pub(crate) fn collect(pinned: Pinned, with_frames: bool) -> Vec<GInfo> {
     let me = crate::m::current_g_checked();
     let mut out: Vec<GInfo> = Vec::new();
+    let mut walker = Walker::default();
     G::for_each(|g| {
         let status = g.status();
         if matches!(status, Status::Idle | Status::Dead) {
@@ -305,7 +308,7 @@ pub(crate) fn collect(pinned: Pinned, with_frames: bool) -> Vec<GInfo> {
                         (site, parent, creator_pc) = (h.site, h.parent, h.creator_pc);
                         if with_frames {
                             // SAFETY: as above.
-                            unsafe { parked_frames(h, hi) }
+                            unsafe { parked_frames(&mut walker, h, hi) }
                         } else {
                             Err(NoStack::NotStopped)
                         }
@@ -335,12 +338,21 @@ pub(crate) fn collect(pinned: Pinned, with_frames: bool) -> Vec<GInfo> {
     out
 }
 
+/// The unwinder of one collection, made on first use (it locks the module
+/// table and caches decoded CFI for the collection's length).
+#[derive(Default)]
+struct Walker(#[cfg(all(target_arch = "x86_64", target_os = "linux"))] Option<unwind::Walker>);
+
 /// The frames of a parked goroutine from its recorded context.
 ///
 /// # Safety
 /// The goroutine is pinned (module note).
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-unsafe fn parked_frames(h: &StackHeader, top: usize) -> Result<Vec<usize>, NoStack> {
+unsafe fn parked_frames(
+    walker: &mut Walker,
+    h: &StackHeader,
+    top: usize,
+) -> Result<Vec<usize>, NoStack> {
     if h.pc == 0 || h.sp == 0 || h.sp >= top {
         return Err(NoStack::NotStarted);
     }
@@ -350,12 +362,17 @@ unsafe fn parked_frames(h: &StackHeader, top: usize) -> Result<Vec<usize>, NoSta
         fp: h.fp,
         bx: 0,
     };
+    let w = walker.0.get_or_insert_with(unwind::Walker::new);
     // SAFETY: pinned (caller's contract); `[sp, top)` is the G's stack.
-    Ok(unsafe { unwind::walk(regs, crate::g::stack::header_addr(top)) })
+    Ok(unsafe { w.walk(regs, crate::g::stack::header_addr(top)) })
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-unsafe fn parked_frames(_h: &StackHeader, _top: usize) -> Result<Vec<usize>, NoStack> {
+unsafe fn parked_frames(
+    _walker: &mut Walker,
+    _h: &StackHeader,
+    _top: usize,
+) -> Result<Vec<usize>, NoStack> {
     Err(NoStack::Unsupported)
 }
 

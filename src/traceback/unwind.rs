@@ -131,110 +131,178 @@ impl Regs {
     }
 }
 
-/// Walks the stack `[regs.sp, top)` from `regs`; returns the frames'
-/// *call-site addresses plus one* (return addresses; for the first frame,
-/// its exact PC plus one), innermost first, so that every entry is
-/// symbolised the same way (`addr - 1` lies in the calling instruction).
-///
-/// # Safety
-/// `[regs.sp, top)` must be readable and must not change during the call
-/// (the goroutine is pinned: see the module note of `traceback`).
-pub(crate) unsafe fn walk(mut regs: Regs, top: usize) -> Vec<usize> {
-    let mut out = Vec::with_capacity(16);
-    let lo = regs.sp;
-    let read = |a: usize| -> Option<usize> {
-        if a < lo || a.checked_add(8)? > top || a % 8 != 0 {
-            return None;
-        }
-        // SAFETY: inside the pinned stack (caller's contract), aligned.
-        Some(unsafe { std::ptr::read(a as *const usize) })
-    };
-    let mods = modules().lock().unwrap_or_else(|e| e.into_inner());
-    let mut ctx = UnwindContext::new();
-    let mut exact = true;
-    while out.len() < MAX_FRAMES && regs.pc != 0 {
-        out.push(if exact { regs.pc + 1 } else { regs.pc });
-        let lookup = if exact { regs.pc } else { regs.pc - 1 };
-        exact = false;
-        let Some(m) = mods
-            .iter()
-            .find(|m| m.segments.iter().any(|(s, e)| lookup >= *s && lookup < *e))
-        else {
-            break;
-        };
-        let Some(table) = m.hdr.table() else { break };
-        let Ok(fde) = table.fde_for_address(
-            &m.eh_frame,
-            &m.bases,
-            lookup as u64,
-            EhFrame::cie_from_offset,
-        ) else {
-            break;
-        };
-        let Ok(row) = fde.unwind_info_for_address(&m.eh_frame, &m.bases, &mut ctx, lookup as u64)
-        else {
-            break;
-        };
-        let cfa = match row.cfa() {
-            CfaRule::RegisterAndOffset { register, offset } => match regs.get(*register) {
-                Some(v) => (v as i64).wrapping_add(*offset) as usize,
-                None => break,
-            },
-            _ => break,
-        };
-        if cfa <= regs.sp {
-            break;
-        }
-        let rule = |r: Register, cur: usize| -> Option<usize> {
-            match row.register(r).unwrap_or(RegisterRule::SameValue) {
-                RegisterRule::SameValue | RegisterRule::Undefined => Some(cur),
-                RegisterRule::Offset(o) => read((cfa as i64).wrapping_add(o) as usize),
-                RegisterRule::ValOffset(o) => Some((cfa as i64).wrapping_add(o) as usize),
-                RegisterRule::Register(src) => regs.get(src),
-                _ => None,
-            }
-        };
-        let Some(ra) = (match row.register(X86_64::RA) {
-            Some(RegisterRule::Offset(o)) => read((cfa as i64).wrapping_add(o) as usize),
-            _ => None,
-        }) else {
-            break;
-        };
-        if ra == 0
-            && fde.initial_address() as usize == crate::runtime::asyncpreempt::trampoline_addr()
-        {
-            // An asynchronously preempted goroutine: the trampoline's zero
-            // return address sits right below the save area (a ucontext,
-            // `sys::preempt::Interrupted::redirect`), which holds the
-            // interrupted registers. Continue from the interrupted PC.
-            let greg = |r: libc::c_int| read(cfa + GREGS + 8 * r as usize);
-            let (Some(pc), Some(sp), Some(fp), Some(bx)) = (
-                greg(libc::REG_RIP),
-                greg(libc::REG_RSP),
-                greg(libc::REG_RBP),
-                greg(libc::REG_RBX),
-            ) else {
-                break;
-            };
-            if sp <= regs.sp {
-                break;
-            }
-            regs = Regs { pc, sp, fp, bx };
-            exact = true;
-            continue;
-        }
-        let (Some(fp), Some(bx)) = (rule(X86_64::RBP, regs.fp), rule(X86_64::RBX, regs.bx)) else {
-            break;
-        };
-        regs = Regs {
-            pc: ra,
-            sp: cfa,
-            fp,
-            bx,
-        };
-        if regs.sp >= top {
-            break;
+/// How to restore a callee-saved register from a frame.
+#[derive(Clone, Copy)]
+enum Rule {
+    Same,
+    /// Saved at CFA + offset.
+    At(i64),
+    /// Equal to CFA + offset.
+    Val(i64),
+    /// Held in another tracked register.
+    Reg(Register),
+}
+
+/// One frame's unwind rule at a given PC, decoded once from the CFI.
+#[derive(Clone, Copy)]
+struct Step {
+    cfa_reg: Register,
+    cfa_off: i64,
+    /// The return address is saved at CFA + offset.
+    ra_at: i64,
+    fp: Rule,
+    bx: Rule,
+    /// The frame is `asyncpreempt`'s trampoline.
+    trampoline: bool,
+}
+
+/// Walks many stacks: holds the module table and caches the decoded CFI
+/// step of every PC seen, so 100,000 identical stacks decode each PC once.
+pub(crate) struct Walker {
+    mods: std::sync::MutexGuard<'static, Vec<Module>>,
+    ctx: UnwindContext<usize>,
+    steps: std::collections::HashMap<usize, Option<Step>>,
+}
+
+impl Walker {
+    pub(crate) fn new() -> Walker {
+        Walker {
+            mods: modules().lock().unwrap_or_else(|e| e.into_inner()),
+            ctx: UnwindContext::new(),
+            steps: std::collections::HashMap::new(),
         }
     }
-    out
+
+    /// The step at `pc` (an address inside the frame's instruction).
+    fn step(&mut self, pc: usize) -> Option<Step> {
+        if let Some(s) = self.steps.get(&pc) {
+            return *s;
+        }
+        let s = self.decode(pc);
+        self.steps.insert(pc, s);
+        s
+    }
+
+    fn decode(&mut self, pc: usize) -> Option<Step> {
+        let m = self
+            .mods
+            .iter()
+            .find(|m| m.segments.iter().any(|(s, e)| pc >= *s && pc < *e))?;
+        let table = m.hdr.table()?;
+        let fde = table
+            .fde_for_address(&m.eh_frame, &m.bases, pc as u64, EhFrame::cie_from_offset)
+            .ok()?;
+        let row = fde
+            .unwind_info_for_address(&m.eh_frame, &m.bases, &mut self.ctx, pc as u64)
+            .ok()?;
+        let (cfa_reg, cfa_off) = match row.cfa() {
+            CfaRule::RegisterAndOffset { register, offset } => (*register, *offset),
+            _ => return None,
+        };
+        let rule = |r: Register| -> Option<Rule> {
+            Some(match row.register(r).unwrap_or(RegisterRule::SameValue) {
+                RegisterRule::SameValue | RegisterRule::Undefined => Rule::Same,
+                RegisterRule::Offset(o) => Rule::At(o),
+                RegisterRule::ValOffset(o) => Rule::Val(o),
+                RegisterRule::Register(src) => Rule::Reg(src),
+                _ => return None,
+            })
+        };
+        let ra_at = match row.register(X86_64::RA) {
+            Some(RegisterRule::Offset(o)) => o,
+            _ => return None,
+        };
+        Some(Step {
+            cfa_reg,
+            cfa_off,
+            ra_at,
+            fp: rule(X86_64::RBP)?,
+            bx: rule(X86_64::RBX)?,
+            trampoline: fde.initial_address() as usize
+                == crate::runtime::asyncpreempt::trampoline_addr(),
+        })
+    }
+
+    /// Walks the stack `[regs.sp, top)` from `regs`; returns the frames'
+    /// *call-site addresses plus one* (return addresses; for the first
+    /// frame, its exact PC plus one), innermost first, so that every entry
+    /// is symbolised the same way (`addr - 1` lies in the calling
+    /// instruction).
+    ///
+    /// # Safety
+    /// `[regs.sp, top)` must be readable and must not change during the
+    /// call (the goroutine is pinned: see the module note of `traceback`).
+    pub(crate) unsafe fn walk(&mut self, mut regs: Regs, top: usize) -> Vec<usize> {
+        let mut out = Vec::with_capacity(16);
+        let lo = regs.sp;
+        let read = |a: usize| -> Option<usize> {
+            if a < lo || a.checked_add(8)? > top || a % 8 != 0 {
+                return None;
+            }
+            // SAFETY: inside the pinned stack (caller's contract), aligned.
+            Some(unsafe { std::ptr::read(a as *const usize) })
+        };
+        let at = |base: usize, off: i64| (base as i64).wrapping_add(off) as usize;
+        let mut exact = true;
+        while out.len() < MAX_FRAMES && regs.pc != 0 {
+            out.push(if exact { regs.pc + 1 } else { regs.pc });
+            let lookup = if exact { regs.pc } else { regs.pc - 1 };
+            exact = false;
+            let Some(step) = self.step(lookup) else { break };
+            let Some(base) = regs.get(step.cfa_reg) else {
+                break;
+            };
+            let cfa = at(base, step.cfa_off);
+            if cfa <= regs.sp {
+                break;
+            }
+            let Some(ra) = read(at(cfa, step.ra_at)) else {
+                break;
+            };
+            if ra == 0 && step.trampoline {
+                // An asynchronously preempted goroutine: the trampoline's
+                // zero return address sits right below the save area (a
+                // ucontext, `sys::preempt::Interrupted::redirect`), which
+                // holds the interrupted registers. Continue from the
+                // interrupted PC.
+                let greg = |r: libc::c_int| read(cfa + GREGS + 8 * r as usize);
+                let (Some(pc), Some(sp), Some(fp), Some(bx)) = (
+                    greg(libc::REG_RIP),
+                    greg(libc::REG_RSP),
+                    greg(libc::REG_RBP),
+                    greg(libc::REG_RBX),
+                ) else {
+                    break;
+                };
+                if sp <= regs.sp {
+                    break;
+                }
+                regs = Regs { pc, sp, fp, bx };
+                exact = true;
+                continue;
+            }
+            let restore = |rule: Rule, cur: usize| -> Option<usize> {
+                match rule {
+                    Rule::Same => Some(cur),
+                    Rule::At(o) => read(at(cfa, o)),
+                    Rule::Val(o) => Some(at(cfa, o)),
+                    Rule::Reg(r) => regs.get(r),
+                }
+            };
+            let (Some(fp), Some(bx)) = (restore(step.fp, regs.fp), restore(step.bx, regs.bx))
+            else {
+                break;
+            };
+            regs = Regs {
+                pc: ra,
+                sp: cfa,
+                fp,
+                bx,
+            };
+            if regs.sp >= top {
+                break;
+            }
+        }
+        out
+    }
 }
