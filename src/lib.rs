@@ -423,7 +423,7 @@ pub fn dump(w: &mut impl std::io::Write) -> std::io::Result<()> {
 /// 10000 @ 0x55d0c1a2b3c4 0x55d0c1a2b500 0x55d0c1a2a111
 /// # [chan receive]
 /// #    0x55d0c1a2b3c3    myapp::worker    /src/main.rs:8
-/// #    created at /src/main.rs:14
+/// #    created by myapp::main    /src/main.rs:14
 /// ```
 ///
 /// It stops the world like [`dump`].

@@ -24,7 +24,6 @@ use crate::runtime::proc;
 /// let h = goroutine::go(|| 6 * 7);
 /// assert_eq!(h.join().unwrap(), 42);
 /// ```
-#[track_caller]
 #[inline(always)]
 pub fn go<F, T>(f: F) -> JoinHandle<T>
 where
@@ -44,16 +43,15 @@ where
     })
 }
 
-/// The spawn site of a goroutine spawned by our caller's caller (module
-/// note of `traceback`): a static location, the current goroutine's id and
-/// an address in the spawning function. No allocation, no lock.
-#[track_caller]
+/// The spawn record of a goroutine spawned by our caller (module note of
+/// `traceback`): an address in the spawning function (this is inlined into
+/// `go` / `Builder::spawn` / `run`, which are inlined into it) and the
+/// current goroutine's id. No allocation, no lock.
 #[inline(always)]
 fn spawn_site() -> crate::traceback::Spawn {
     crate::traceback::Spawn {
-        site: Some(std::panic::Location::caller()),
-        parent: m::current_g_checked().map_or(0, |g| g.id()),
         pc: crate::traceback::caller_pc(),
+        parent: m::current_g_checked().map_or(0, |g| g.id()),
     }
 }
 
@@ -65,7 +63,6 @@ fn spawn_site() -> crate::traceback::Spawn {
 /// Called from inside a goroutine, `f` simply runs on the calling goroutine.
 ///
 /// If `f` panics, the panic is resumed on the calling thread.
-#[track_caller]
 #[inline(always)]
 pub fn run<F, T>(f: F) -> T
 where
@@ -121,7 +118,6 @@ impl Builder {
     /// of range. The stack itself is taken when the goroutine first runs; if
     /// that fails (address space or mapping limit exhausted), `join` reports
     /// it as a [`JoinError`] that is not a panic.
-    #[track_caller]
     #[inline(always)]
     pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
     where

@@ -458,3 +458,22 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
         "Box<dyn Any>".to_string()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell_size<F: FnOnce() -> T, T>(_f: &F) -> usize {
+        Layout::new::<Cell<F, T>>().size()
+    }
+
+    #[test]
+    fn a_small_closure_fits_the_smallest_class() {
+        // The spawn record (traceback) must not push the common spawn (a
+        // closure capturing a word, returning a word) out of the 64-byte
+        // block class.
+        assert_eq!(std::mem::size_of::<Header>(), 48);
+        let x = 5u64;
+        assert!(cell_size(&move || x) <= 64);
+    }
+}

@@ -158,9 +158,7 @@ mod tests {
             },
             locked: false,
             pcs: Err(NoStack::NotStarted),
-            site: None,
-            parent: 0,
-            creator_pc: 0,
+            spawn: Default::default(),
         };
         format::header(&mut out, &e, now);
         out

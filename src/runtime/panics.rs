@@ -109,9 +109,7 @@ pub(crate) fn unjoined(id: u64, name: Option<&str>, message: &str, location: Opt
                         waitsince: 0,
                         locked: false,
                         pcs: Ok(pcs),
-                        site: None,
-                        parent: 0,
-                        creator_pc: 0,
+                        spawn: Default::default(),
                     };
                     let mut s = String::new();
                     format::write_frames(&mut s, &g, level);

@@ -174,44 +174,51 @@ pub(crate) fn write_frames(out: &mut String, g: &GInfo, level: Level) {
 }
 
 fn write_site(out: &mut String, g: &GInfo) {
-    if let Some(site) = g.site {
-        let creator = creator_name(g);
-        let _ = write!(out, "created by {creator}");
-        if g.parent != 0 {
-            let _ = write!(out, " in goroutine {}", g.parent);
+    if g.spawn.pc == 0 {
+        return;
+    }
+    let creator = creator(g.spawn.pc);
+    let _ = write!(out, "created by {}", creator.name);
+    if g.spawn.parent != 0 {
+        let _ = write!(out, " in goroutine {}", g.spawn.parent);
+    }
+    out.push_str("\n\t");
+    write_file_line(out, &creator);
+    out.push('\n');
+}
+
+fn write_file_line(out: &mut String, s: &Sym) {
+    match (&s.file, s.line) {
+        (Some(f), Some(l)) => {
+            let _ = write!(out, "{f}:{l}");
         }
-        let _ = writeln!(out, "\n\t{}:{}", site.file(), site.line());
+        (Some(f), None) => out.push_str(f),
+        _ => out.push('?'),
     }
 }
 
-/// The function that spawned `g`, from the address recorded in it.
-fn creator_name(g: &GInfo) -> String {
-    if g.creator_pc != 0 {
-        // `+ 1`: `symbolise` takes return-address-like values.
-        // The inline chain at that address runs from `go`'s own callees,
-        // through `go`, out to the spawning function: take the first frame
-        // outside the runtime.
-        let syms = symbolise(g.creator_pc + 1);
-        let from = syms
-            .iter()
-            .position(|s| {
-                s.name
-                    .trim_start_matches('<')
-                    .starts_with("goroutine::spawn::")
-            })
-            .map_or(0, |i| i + 1);
-        let after = syms
-            .iter()
-            .skip(from)
-            .position(|s| !s.internal && !is_std(&s.name))
-            .map_or(syms.len(), |i| i + from);
-        if let Some(s) = syms.get(after).or(syms.last()) {
-            if s.name != "?" {
-                return s.name.clone();
-            }
-        }
-    }
-    "?".into()
+/// The spawning function and the line of the spawn, from the address
+/// recorded inside the inlined `go` (module note of `traceback`). The
+/// inline chain at that address runs from `go`'s own callees, through
+/// `go` (and `run`), out to the spawning function, whose line is the call
+/// of `go`: take the first frame outside the runtime and std after `go`.
+fn creator(pc: usize) -> Sym {
+    // `+ 1`: `symbolise` takes return-address-like values.
+    let syms = symbolise(pc + 1);
+    let from = syms
+        .iter()
+        .position(|s| {
+            s.name
+                .trim_start_matches('<')
+                .starts_with("goroutine::spawn::")
+        })
+        .map_or(0, |i| i + 1);
+    let at = syms
+        .iter()
+        .skip(from)
+        .position(|s| !s.internal && !is_std(&s.name))
+        .map_or(syms.len() - 1, |i| i + from);
+    syms[at].clone()
 }
 
 /// The `goroutine 17 [chan receive, 3 minutes]:` line (without newline);
@@ -237,17 +244,13 @@ pub(crate) fn header(out: &mut String, g: &GInfo, now: u32) {
 
 /// pprof's `debug=1` form of `gs`.
 pub(crate) fn grouped(gs: &[GInfo], level: Level) -> String {
-    type Key<'a> = (&'static str, &'a [usize], Option<(&'static str, u32)>);
+    type Key<'a> = (&'static str, &'a [usize], usize);
     let mut groups: HashMap<Key<'_>, usize> = HashMap::new();
     let mut order: Vec<Key<'_>> = Vec::new();
     const EMPTY: &[usize] = &[];
     for g in gs {
         let pcs: &[usize] = g.pcs.as_deref().unwrap_or(EMPTY);
-        let key = (
-            status_str(g.status, g.reason),
-            pcs,
-            g.site.map(|s| (s.file(), s.line())),
-        );
+        let key = (status_str(g.status, g.reason), pcs, g.spawn.pc);
         let n = groups.entry(key).or_insert(0);
         if *n == 0 {
             order.push(key);
@@ -264,7 +267,7 @@ pub(crate) fn grouped(gs: &[GInfo], level: Level) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "goroutine profile: total {}", gs.len());
     for (count, i) in ranked {
-        let (status, pcs, site) = order[i];
+        let (status, pcs, spawn_pc) = order[i];
         let _ = write!(out, "{count} @");
         for pc in pcs {
             let _ = write!(out, " {pc:#x}");
@@ -282,8 +285,11 @@ pub(crate) fn grouped(gs: &[GInfo], level: Level) -> String {
                 _ => out.push('\n'),
             }
         }
-        if let Some((file, line)) = site {
-            let _ = writeln!(out, "#\tcreated at {file}:{line}");
+        if spawn_pc != 0 {
+            let c = creator(spawn_pc);
+            let _ = write!(out, "#\tcreated by {}\t", c.name);
+            write_file_line(&mut out, &c);
+            out.push('\n');
         }
         out.push('\n');
     }
@@ -303,9 +309,7 @@ mod tests {
             waitsince: 0,
             locked: false,
             pcs,
-            site: None,
-            parent: 0,
-            creator_pc: 0,
+            spawn: Default::default(),
         }
     }
 

@@ -10,8 +10,13 @@
 //! scheduler (`g::context::switch_to_scheduler`, the only way out of a
 //! goroutine stack) it stores its exact PC, SP and frame pointer there: three
 //! stores into an L1-hot line, nothing else on any fast path. When it first
-//! runs it also copies its spawn site (`#[track_caller]` location of `go` /
-//! `Builder::spawn`, kept in the task cell) and its parent's id there.
+//! runs it also copies its spawn record there from the task cell: its
+//! parent's id and an address inside the spawning function (`go` and
+//! `Builder::spawn` are `#[inline(always)]` and read the instruction
+//! pointer: one instruction). Symbolising that address gives both the
+//! spawning function and the line of the spawn (the inlined `go`'s call
+//! site), and keeps the task cell's header at 48 bytes, so a small closure's
+//! cell still fits the 64-byte class.
 //!
 //! # Unwinding (the protocol)
 //! A suspended goroutine's stack is walked with the binaries' CFI
@@ -86,8 +91,6 @@ mod unwind;
 
 pub(crate) mod format;
 
-use std::panic::Location;
-
 use crate::g::{Status, WaitReason, G};
 
 /// How long SIGQUIT waits for the world to stop before printing headers
@@ -102,12 +105,9 @@ pub(crate) struct StackHeader {
     pc: usize,
     sp: usize,
     fp: usize,
-    /// The spawn site, from the task cell at first run.
-    site: Option<&'static Location<'static>>,
-    /// The spawning goroutine's id (0: a plain thread).
-    parent: u64,
-    /// An address inside the function that spawned it (`Spawn::pc`).
-    creator_pc: usize,
+    /// The spawn record, from the task cell at first run.
+    spawn: Spawn,
+    _spare: usize,
 }
 
 const _: () = assert!(std::mem::size_of::<StackHeader>() == crate::g::stack::HEADER_BYTES);
@@ -126,9 +126,7 @@ impl StackHeader {
     pub(crate) unsafe fn set_site(h: *mut StackHeader, spawn: Spawn) {
         // SAFETY: our own stack's header (caller's contract).
         unsafe {
-            (*h).site = spawn.site;
-            (*h).parent = spawn.parent;
-            (*h).creator_pc = spawn.pc;
+            (*h).spawn = spawn;
             (*h).pc = 0;
         }
     }
@@ -164,12 +162,11 @@ impl StackHeader {
 /// the task cell, copied to the stack header at first run.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Spawn {
-    /// The `#[track_caller]` location of the spawn.
-    pub(crate) site: Option<&'static Location<'static>>,
+    /// An address inside the spawning function (see [`caller_pc`]); 0 if
+    /// unknown.
+    pub(crate) pc: usize,
     /// The spawning goroutine's id (0: a plain thread).
     pub(crate) parent: u64,
-    /// An address inside the spawning function (see [`caller_pc`]).
-    pub(crate) pc: usize,
 }
 
 /// The address of the next instruction: inlined (always) into `go` and
@@ -255,9 +252,7 @@ pub(crate) struct GInfo {
     pub(crate) locked: bool,
     /// Return addresses (module note of `unwind`), innermost first.
     pub(crate) pcs: Result<Vec<usize>, NoStack>,
-    pub(crate) site: Option<&'static Location<'static>>,
-    pub(crate) parent: u64,
-    pub(crate) creator_pc: usize,
+    pub(crate) spawn: Spawn,
 }
 
 /// How the caller guarantees that parked stacks do not run.
@@ -282,12 +277,12 @@ pub(crate) fn collect(pinned: Pinned, with_frames: bool) -> Vec<GInfo> {
         }
         let is_me = me.is_some_and(|m| std::ptr::eq(m, g));
         let range = g.stack_range();
-        let (mut site, mut parent, mut creator_pc) = (None, 0, 0);
+        let mut spawn = Spawn::default();
         let pcs = if is_me {
             if let Some((_, hi)) = range {
                 // SAFETY: our own running stack's header.
                 let h = unsafe { &*StackHeader::at(hi) };
-                (site, parent, creator_pc) = (h.site, h.parent, h.creator_pc);
+                spawn = h.spawn;
             }
             if with_frames {
                 Ok(own_frames(range))
@@ -305,7 +300,7 @@ pub(crate) fn collect(pinned: Pinned, with_frames: bool) -> Vec<GInfo> {
                         // module note): the stack is switched out and
                         // unchanging, its header written before the switch.
                         let h = unsafe { &*StackHeader::at(hi) };
-                        (site, parent, creator_pc) = (h.site, h.parent, h.creator_pc);
+                        spawn = h.spawn;
                         if with_frames {
                             // SAFETY: as above.
                             unsafe { parked_frames(&mut walker, h, hi) }
@@ -328,9 +323,7 @@ pub(crate) fn collect(pinned: Pinned, with_frames: bool) -> Vec<GInfo> {
             waitsince: g.waitsince(),
             locked,
             pcs,
-            site,
-            parent,
-            creator_pc,
+            spawn,
         });
     });
     let me = me.map(|g| g.id());
