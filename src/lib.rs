@@ -404,7 +404,8 @@ pub fn stats() -> Stats {
 /// the stacks (a few microseconds per goroutine; symbolisation happens after
 /// the world restarts and is cached per address). As with
 /// [`set_max_procs`], a goroutine that spins without any runtime call
-/// outside a [`preemptible`] region delays it until it makes one. Frames need unwind tables
+/// outside a [`preemptible`] region delays it until it makes one, and so
+/// does one blocked (thread and all) on a `std` lock the caller holds. Frames need unwind tables
 /// (always present) and, for names and file:line, symbols and line tables
 /// (`debug = 1` or `"line-tables-only"`; with `strip = true` frames print as
 /// `?`). x86-64 Linux; elsewhere the headers only. SIGQUIT writes the same

@@ -41,18 +41,22 @@ use std::os::fd::FromRawFd;
 use crate::traceback::{self, format, GInfo, Level, Pinned};
 
 /// Writes the dump (module note) to `w`.
+///
+/// Collection and symbolisation are runtime calls (no asynchronous
+/// preemption): they take the scheduler's and the symboliser's locks.
 pub(crate) fn dump(w: &mut dyn Write) -> io::Result<()> {
-    let gs = traceback::collect_stopped();
     let level = traceback::level(Level::All).max(Level::All);
-    w.write_all(render(&gs, level).as_bytes())?;
+    let text = super::asyncpreempt::in_runtime(|| render(&traceback::collect_stopped(), level));
+    w.write_all(text.as_bytes())?;
     w.flush()
 }
 
 /// Writes pprof's `debug=1` form (`crate::dump_grouped`) to `w`.
 pub(crate) fn dump_grouped(w: &mut dyn Write) -> io::Result<()> {
-    let gs = traceback::collect_stopped();
     let level = traceback::level(Level::All).max(Level::All);
-    w.write_all(format::grouped(&gs, level).as_bytes())?;
+    let text =
+        super::asyncpreempt::in_runtime(|| format::grouped(&traceback::collect_stopped(), level));
+    w.write_all(text.as_bytes())?;
     w.flush()
 }
 
