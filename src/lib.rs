@@ -53,8 +53,10 @@
 //! # Observability
 //! - [`stats()`]: goroutines by status, run queue lengths and scheduler
 //!   counters, cheap enough to poll every millisecond.
-//! - [`dump()`]: every goroutine with its status or wait reason, in Go's
-//!   traceback header format; SIGQUIT prints it on stderr and exits 2.
+//! - [`dump()`]: every goroutine with its status or wait reason, its frames
+//!   and its spawn site, as Go's goroutine dump; [`dump_grouped()`] folds
+//!   identical stacks (pprof's `debug=1`); SIGQUIT prints the dump on stderr
+//!   and exits 2; `GOTRACEBACK` is honoured.
 //! - [`trace`]: the execution tracer (`docs/trace-format.md`, read by the
 //!   `goroutine-trace` tool).
 //!
@@ -64,6 +66,8 @@
 //! - `GOROUTINE_STACK_GUARD=mprotect`: use the pre-6.13 guard page fallback.
 //! - `GOROUTINE_MAX_THREADS`: the OS thread cap (default 10,000).
 //! - `GOROUTINE_PANIC=abort`: an unjoined goroutine panic ends the process.
+//! - `GOTRACEBACK=none|single|all|system`: how much the SIGQUIT, deadlock
+//!   and panic-abort reports print, as in Go (runtime frames with `system`).
 //! - `GODEBUG=schedtrace=N[,scheddetail=1]`: sysmon prints Go's `SCHED`
 //!   line on stderr every N ms (with `scheddetail`, one line per P, M and
 //!   goroutine too). Other keys are ignored; a bad value is reported once.
@@ -101,6 +105,8 @@ mod sys;
 pub mod time;
 #[cfg(not(loom))]
 pub mod trace;
+#[cfg(not(loom))]
+mod traceback;
 
 // Under loom only the protocols with models are compiled.
 #[cfg(loom)]
@@ -382,22 +388,58 @@ pub fn stats() -> Stats {
     runtime::stats::stats()
 }
 
-/// Writes every live goroutine to `w` in the form of Go's traceback
-/// headers, the calling goroutine first, then by id:
+/// Writes every live goroutine to `w` as Go's `debug=2` goroutine dump
+/// (and SIGQUIT output) does: the calling goroutine first, then by id, each
+/// with its frames, innermost first, and where it was spawned:
 ///
 /// ```text
 /// goroutine 17 [chan receive, 3 minutes]:
 ///         name: worker
+/// myapp::worker(...)
+///         /src/main.rs:8
+/// myapp::main::{{closure}}(...)
+///         /src/main.rs:14
+/// created by myapp::main in goroutine 1
+///         /src/main.rs:14
 /// ```
 ///
 /// The status is `runnable`, `running`, `syscall` or the wait reason of a
 /// parked goroutine (`chan receive`, `select`, `sync.Mutex.Lock`, `sleep`,
 /// `IO wait`, `join`...), with `N minutes` once it has waited at least a
 /// minute, as Go prints it. Named goroutines ([`Builder::name`]) get a
-/// `name:` line. There are no stack frames. Nothing is stopped while the
-/// dump is written. SIGQUIT writes the same dump on stderr and exits with
-/// status 2, as in Go.
+/// `name:` line. Frames of the runtime itself are hidden unless
+/// `GOTRACEBACK=system`. A goroutine running on another thread is shown as
+/// Go shows it (`goroutine running on other thread; stack unavailable`).
+///
+/// Like Go's `runtime.Stack(buf, true)` it stops the world while it reads
+/// the stacks (a few microseconds per goroutine; symbolisation happens after
+/// the world restarts and is cached per address). As with
+/// [`set_max_procs`], a goroutine that spins without any runtime call
+/// outside a [`preemptible`] region delays it until it makes one, and so
+/// does one blocked (thread and all) on a `std` lock the caller holds. Frames need unwind tables
+/// (always present) and, for names and file:line, symbols and line tables
+/// (`debug = 1` or `"line-tables-only"`; with `strip = true` frames print as
+/// `?`). x86-64 Linux; elsewhere the headers only. SIGQUIT writes the same
+/// dump on stderr and exits with status 2, as in Go.
 #[cfg(not(loom))]
 pub fn dump(w: &mut impl std::io::Write) -> std::io::Result<()> {
     runtime::dump::dump(w)
+}
+
+/// Writes pprof's `debug=1` goroutine profile to `w`: identical stacks
+/// (same frames, same status or wait reason, same spawn site) folded into
+/// one entry with the number of goroutines that share it, largest first:
+///
+/// ```text
+/// goroutine profile: total 10002
+/// 10000 @ 0x55d0c1a2b3c4 0x55d0c1a2b500 0x55d0c1a2a111
+/// # [chan receive]
+/// #    0x55d0c1a2b3c3    myapp::worker    /src/main.rs:8
+/// #    created by myapp::main    /src/main.rs:14
+/// ```
+///
+/// It stops the world like [`dump`].
+#[cfg(not(loom))]
+pub fn dump_grouped(w: &mut impl std::io::Write) -> std::io::Result<()> {
+    runtime::dump::dump_grouped(w)
 }

@@ -24,14 +24,16 @@ use crate::runtime::proc;
 /// let h = goroutine::go(|| 6 * 7);
 /// assert_eq!(h.join().unwrap(), 42);
 /// ```
+#[inline(always)]
 pub fn go<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
+    let spawn = spawn_site();
     crate::runtime::asyncpreempt::in_runtime(move || {
         crate::runtime::preempt::check();
-        let (task, join) = new_task(f);
+        let (task, join) = new_task(f, spawn);
         let id = proc::newproc(task, stack::default_stack_size(), None);
         JoinHandle {
             task: join,
@@ -39,6 +41,18 @@ where
             _t: PhantomData,
         }
     })
+}
+
+/// The spawn record of a goroutine spawned by our caller (module note of
+/// `traceback`): an address in the spawning function (this is inlined into
+/// `go` / `Builder::spawn` / `run`, which are inlined into it) and the
+/// current goroutine's id. No allocation, no lock.
+#[inline(always)]
+fn spawn_site() -> crate::traceback::Spawn {
+    crate::traceback::Spawn {
+        pc: crate::traceback::caller_pc(),
+        parent: m::current_g_checked().map_or(0, |g| g.id()),
+    }
 }
 
 /// Runs `f` as a goroutine and blocks the calling thread until it returns,
@@ -49,6 +63,7 @@ where
 /// Called from inside a goroutine, `f` simply runs on the calling goroutine.
 ///
 /// If `f` panics, the panic is resumed on the calling thread.
+#[inline(always)]
 pub fn run<F, T>(f: F) -> T
 where
     F: FnOnce() -> T + Send + 'static,
@@ -103,17 +118,19 @@ impl Builder {
     /// of range. The stack itself is taken when the goroutine first runs; if
     /// that fails (address space or mapping limit exhausted), `join` reports
     /// it as a [`JoinError`] that is not a panic.
+    #[inline(always)]
     pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        let spawn = spawn_site();
         crate::runtime::asyncpreempt::in_runtime(move || {
             let size = match self.stack_size {
                 Some(n) => stack::validate_stack_size(n)?,
                 None => stack::default_stack_size(),
             };
-            let (task, join) = new_task(f);
+            let (task, join) = new_task(f, spawn);
             let id = proc::newproc(task, size, self.name.map(Arc::from));
             Ok(JoinHandle {
                 task: join,

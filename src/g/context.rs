@@ -47,6 +47,8 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::stack::Stack;
 use super::G;
+#[cfg(not(any(goroutine_sanitize = "address", goroutine_sanitize = "thread")))]
+use crate::traceback::StackHeader;
 
 /// What a goroutine asks its M's scheduler to do once it is switched out.
 pub(crate) enum Action {
@@ -85,6 +87,22 @@ pub(crate) enum Switch {
 pub(crate) fn new(stack: Stack, g: &'static G, body: fn(&'static G)) -> GCoroutine {
     let co = Coroutine::with_stack(stack, move |y: &Yielder<(), Action>, ()| {
         g.set_yielder(y as *const Yielder<(), Action> as *mut ());
+        #[cfg(not(any(goroutine_sanitize = "address", goroutine_sanitize = "thread")))]
+        {
+            let (_, top) = g.stack_range().expect("a running goroutine has a stack");
+            let h = StackHeader::at(top);
+            // The header sits right above corosensei's parent link (the
+            // yielder): `switch_to_scheduler` finds it from there.
+            debug_assert_eq!(y as *const Yielder<(), Action> as usize + 16, h as usize);
+            // SAFETY: we are the goroutine, running: the owner of Inner.
+            let spawn = unsafe { g.inner() }
+                .task
+                .as_ref()
+                .map(|t| t.spawn())
+                .unwrap_or_default();
+            // SAFETY: our own stack's header.
+            unsafe { StackHeader::set_site(h, spawn) };
+        }
         body(g)
     });
     GCoroutine {
@@ -123,6 +141,14 @@ pub(crate) fn resume(co: &mut Option<GCoroutine>) -> Switch {
 pub(crate) unsafe fn switch_to_scheduler(g: &'static G, action: Action) {
     crate::runtime::asyncpreempt::debug_check_guarded_g(g);
     let y = g.yielder() as *const Yielder<(), Action>;
+    // Record where this stack stops, for tracebacks (`traceback` module
+    // note): the header sits right above the parent link `y` points at.
+    // (Sanitizer builds put corosensei's fiber data there: no tracebacks.)
+    #[cfg(not(any(goroutine_sanitize = "address", goroutine_sanitize = "thread")))]
+    // SAFETY: our own stack's header (we run on it: caller's contract).
+    unsafe {
+        StackHeader::record((y as *mut u8).add(16) as *mut StackHeader)
+    };
     // SAFETY: `yielder` was set by `new` from the coroutine's own yielder,
     // which lives as long as the coroutine; we are running on that
     // coroutine (caller's contract), so suspending through it is valid.

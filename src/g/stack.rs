@@ -384,8 +384,23 @@ fn colour_offset(top: usize) -> usize {
     (h >> 26) as usize * 64
 }
 
-// SAFETY: `base()` is a 64-byte-aligned (hence STACK_ALIGNMENT-aligned)
-// address at most 4032 bytes below the page-aligned top of `usable` >= 16 KiB
+/// Bytes at the top of every goroutine stack, above what corosensei uses,
+/// that hold the goroutine's [`crate::traceback::StackHeader`] (its saved
+/// context for tracebacks, its spawn site). With the colouring below, the
+/// header ends on a cache-line boundary and shares its line with
+/// corosensei's parent link (16 bytes below `base()`), which every switch
+/// touches anyway.
+pub(crate) const HEADER_BYTES: usize = 48;
+
+/// The address of the stack header of the stack whose top is `top`; also
+/// the base handed to corosensei.
+#[inline]
+pub(crate) fn header_addr(top: usize) -> usize {
+    top - colour_offset(top) - HEADER_BYTES
+}
+
+// SAFETY: `base()` is a 16-byte-aligned (STACK_ALIGNMENT-aligned)
+// address at most 4080 bytes below the page-aligned top of `usable` >= 16 KiB
 // (>= corosensei's MIN_STACK_SIZE + 4 KiB) bytes of read-write memory owned by
 // this value and mapped for the life of the process (slabs are never
 // unmapped); a guard page sits directly below it. `limit()` is the low end of
@@ -393,7 +408,7 @@ fn colour_offset(top: usize) -> usize {
 unsafe impl corosensei::stack::Stack for Stack {
     #[inline]
     fn base(&self) -> StackPointer {
-        let base = self.top.get() - colour_offset(self.top.get());
+        let base = header_addr(self.top.get());
         NonZeroUsize::new(base).unwrap_or(self.top)
     }
 
@@ -1009,9 +1024,21 @@ mod tests {
                 assert_eq!(s.top.get() % page(), 0);
                 use corosensei::stack::Stack as _;
                 assert_eq!(s.limit().get(), glo);
-                // base = top minus the cache colour, within the top page.
-                let colour = s.top.get() - s.base().get();
-                assert!(colour < 4096 && colour % 64 == 0, "colour {colour}");
+                // base = top minus the cache colour and the traceback
+                // header, within the top page; the header ends on a line.
+                let colour = s.top.get() - s.base().get() - HEADER_BYTES;
+                assert!(
+                    colour + HEADER_BYTES < 4096 && colour % 64 == 0,
+                    "colour {colour}"
+                );
+                assert_eq!(header_addr(s.top.get()), s.base().get());
+                assert_eq!((s.base().get() + HEADER_BYTES) % 64, 0);
+                // corosensei's parent link (16 bytes below base) shares the
+                // header's cache line.
+                assert_eq!(
+                    (s.base().get() - 16) / 64,
+                    (s.base().get() + HEADER_BYTES - 1) / 64
+                );
                 (glo, s.top.get())
             })
             .collect();

@@ -59,6 +59,8 @@ pub(crate) struct Header {
     state: AtomicUsize,
     waiter: UnsafeCell<Option<Waiter>>,
     vtable: &'static VTable,
+    /// Where the goroutine was spawned (`traceback`), written once here.
+    spawn: crate::traceback::Spawn,
 }
 
 enum Stage<F, T> {
@@ -160,6 +162,13 @@ pub(crate) struct TaskRef(NonNull<Header>);
 unsafe impl Send for TaskRef {}
 
 impl TaskRef {
+    /// Where the goroutine was spawned.
+    pub(crate) fn spawn(&self) -> crate::traceback::Spawn {
+        // SAFETY: the G's reference keeps the header alive; `spawn` is
+        // never written after `new_task`.
+        unsafe { self.0.as_ref() }.spawn
+    }
+
     /// Runs the closure on the current goroutine, stores the result, wakes
     /// the joiner. `id` and `name` label a panic.
     pub(crate) fn run(self, id: u64, name: Option<&str>) {
@@ -288,7 +297,7 @@ impl<T> Drop for JoinRef<T> {
 }
 
 /// Allocates the cell for `f`: the G's reference and the JoinHandle's.
-pub(crate) fn new_task<F, T>(f: F) -> (TaskRef, JoinRef<T>)
+pub(crate) fn new_task<F, T>(f: F, spawn: crate::traceback::Spawn) -> (TaskRef, JoinRef<T>)
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -303,6 +312,7 @@ where
                 state: AtomicUsize::new(2 * REF_ONE),
                 waiter: UnsafeCell::new(None),
                 vtable: &VTableOf::<F, T>::VTABLE,
+                spawn,
             },
             stage: UnsafeCell::new(Stage::Pending(f)),
         })
@@ -446,5 +456,24 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
         s.clone()
     } else {
         "Box<dyn Any>".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell_size<F: FnOnce() -> T, T>(_f: &F) -> usize {
+        Layout::new::<Cell<F, T>>().size()
+    }
+
+    #[test]
+    fn a_small_closure_fits_the_smallest_class() {
+        // The spawn record (traceback) must not push the common spawn (a
+        // closure capturing a word, returning a word) out of the 64-byte
+        // block class.
+        assert_eq!(std::mem::size_of::<Header>(), 48);
+        let x = 5u64;
+        assert!(cell_size(&move || x) <= 64);
     }
 }

@@ -49,6 +49,8 @@
 /// The entry gate of runtime calls (`entry.rs`): P revocation's check and
 /// this module's guard.
 pub(crate) use super::entry::call as in_runtime;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) use imp::trampoline_addr;
 pub(crate) use imp::{preempt_m, region};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -367,6 +369,12 @@ mod imp {
     /// handler raised its `in_runtime`). Switches to the scheduler as a
     /// cooperative preemption does; when resumed (maybe on another thread),
     /// restores the interrupted context.
+    /// The trampoline's address: tracebacks continue through its save area
+    /// into the interrupted code (`traceback::unwind`).
+    pub(crate) fn trampoline_addr() -> usize {
+        trampoline as *const () as usize
+    }
+
     extern "C" fn trampoline(saved: *mut SavedContext, g: usize) -> ! {
         // SAFETY: the handler passed the G running on this thread (a leaked,
         // never freed record).

@@ -20,6 +20,9 @@
 //!   sync primitive: [`thread_blocked`] counts them). Any other thread might
 //!   still send on a channel, so its presence means "not dead".
 //!
+//! The report carries every goroutine's frames (`traceback`), as Go's
+//! does, unless `GOTRACEBACK` is `none` or `single`.
+//!
 //! sysmon checks this each time it is about to deep-sleep (every P idle),
 //! and confirms it 50 ms later with the [`progress`] counter unchanged (it
 //! counts goroutine wakeups and thread wakeups), which covers a thread that
@@ -29,7 +32,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::{sched, timers};
-use crate::g::{Status, G};
+use crate::g::Status;
 use crate::p::PStatus;
 
 /// Plain (non-runtime) threads blocked in a runtime wait.
@@ -143,23 +146,28 @@ pub(crate) fn check() {
 
 #[cold]
 fn report() -> ! {
+    // Every M is parked and every P idle: nothing can run, so every stack
+    // is pinned (`traceback`'s module note) without stopping the world.
+    let level = crate::traceback::level(crate::traceback::Level::All);
+    let text = if level >= crate::traceback::Level::All {
+        let gs: Vec<_> = crate::traceback::collect(crate::traceback::Pinned::Yes, true)
+            .into_iter()
+            .filter(|g| g.status == Status::Waiting)
+            .map(|mut g| {
+                // Headers as before: no "N minutes" (a slow detection
+                // would otherwise change them).
+                g.waitsince = 0;
+                g
+            })
+            .collect();
+        super::dump::render(&gs, level)
+    } else {
+        String::new()
+    };
     let stderr = std::io::stderr();
     let mut out = stderr.lock();
-    let _ = writeln!(out, "fatal error: all goroutines are asleep - deadlock!");
-    G::for_each(|g| {
-        if g.status() == Status::Waiting {
-            // SAFETY: every M is parked, so nothing owns or changes a
-            // waiting G's Inner while we read it.
-            let locked = unsafe { g.inner() }.lockedm.is_some();
-            let _ = writeln!(
-                out,
-                "\ngoroutine {} [{}{}]:",
-                g.id(),
-                g.wait_reason().as_str(),
-                if locked { ", locked to thread" } else { "" }
-            );
-        }
-    });
+    let _ = writeln!(out, "fatal error: all goroutines are asleep - deadlock!\n");
+    let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
     std::process::exit(2)
 }

@@ -1,24 +1,25 @@
 //! The goroutine dump ([`crate::dump`]) and SIGQUIT.
 //!
 //! # The dump
-//! Every live goroutine gets Go's traceback header, in id order (the
+//! Every live goroutine gets Go's traceback (`debug=2`), in id order (the
 //! caller's own goroutine first, as Go prints the current one first):
 //!
 //! ```text
 //! goroutine 17 [chan receive, 3 minutes]:
 //!         name: worker
+//! myapp::worker(...)
+//!         /src/main.rs:8
+//! created by myapp::main in goroutine 1
+//!         /src/main.rs:14
 //! ```
 //!
 //! The status is Go's (`runnable`, `running`, `syscall`) or, for a parked
 //! goroutine, its wait reason; `N minutes` is added, as in Go, once it has
 //! waited at least a minute (measured from the park, on sysmon's coarse
 //! clock, so within ~10 ms). A named goroutine (`Builder::name`) gets a
-//! `name:` line. There are no stack frames: we cannot unwind another
-//! goroutine's stack.
-//!
-//! The Gs are found by walking the G arena (`G::for_each`), reading only
-//! their atomic fields; names come from the name registry. Nothing is
-//! stopped, so a goroutine may change state while the dump is written.
+//! `name:` line. How the frames are found, and why it is safe while other
+//! goroutines run (the world is stopped while stacks are read), is
+//! `traceback`'s module note. `dump_grouped` prints pprof's `debug=1` form.
 //!
 //! # SIGQUIT
 //! As in Go, SIGQUIT (Ctrl-\) writes `SIGQUIT: quit`, a blank line and the
@@ -26,7 +27,8 @@
 //! (`sys::signal::install_quit_handler`) only writes a byte to a pipe
 //! (async-signal-safe), and calls the handler that was installed before
 //! ours, if any (chaining); a dedicated thread blocked on the pipe's read
-//! end writes the dump and exits, in ordinary thread context where it may
+//! end writes the dump (honouring `GOTRACEBACK`, default `all`; it waits
+//! at most 2 s for the world to stop, then prints headers only) and exits, in ordinary thread context where it may
 //! allocate and lock. (A signalfd or `sigwait` would need SIGQUIT blocked
 //! in every thread, including threads that existed before the runtime.)
 //! `exit` runs the `atexit` hooks, so a running trace is completed.
@@ -36,71 +38,44 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::FromRawFd;
 
-use crate::g::{Status, WaitReason};
-use crate::sys::time::nanotime;
-
-struct Entry {
-    id: u64,
-    status: Status,
-    reason: WaitReason,
-    /// `G::waitsince`: ms since runtime start plus one, 0 if never.
-    waitsince: u32,
-}
+use crate::traceback::{self, format, GInfo, Level, Pinned};
 
 /// Writes the dump (module note) to `w`.
+///
+/// Collection and symbolisation are runtime calls (no asynchronous
+/// preemption): they take the scheduler's and the symboliser's locks.
 pub(crate) fn dump(w: &mut dyn Write) -> io::Result<()> {
-    let me = crate::current_id();
-    let mut gs: Vec<Entry> = Vec::new();
-    crate::g::G::for_each(|g| {
-        let status = g.status();
-        if matches!(status, Status::Idle | Status::Dead) {
-            return;
-        }
-        gs.push(Entry {
-            id: g.id(),
-            status,
-            reason: g.wait_reason(),
-            waitsince: g.waitsince(),
-        });
-    });
-    gs.sort_by_key(|e| (e.id != me, e.id));
+    let level = traceback::level(Level::All).max(Level::All);
+    let text = super::asyncpreempt::in_runtime(|| render(&traceback::collect_stopped(), level));
+    w.write_all(text.as_bytes())?;
+    w.flush()
+}
+
+/// Writes pprof's `debug=1` form (`crate::dump_grouped`) to `w`.
+pub(crate) fn dump_grouped(w: &mut dyn Write) -> io::Result<()> {
+    let level = traceback::level(Level::All).max(Level::All);
+    let text =
+        super::asyncpreempt::in_runtime(|| format::grouped(&traceback::collect_stopped(), level));
+    w.write_all(text.as_bytes())?;
+    w.flush()
+}
+
+/// Go's `debug=2` text of `gs`: headers, names, frames, spawn sites.
+pub(crate) fn render(gs: &[GInfo], level: Level) -> String {
     let names: HashMap<u64, _> = crate::g::names().into_iter().collect();
-    let now = crate::runtime::stats::ms_since_start(nanotime());
+    let now = crate::runtime::stats::ms_since_start(crate::sys::time::nanotime());
     let mut out = String::new();
-    for e in &gs {
-        header(&mut out, e, now);
-        if let Some(name) = names.get(&e.id) {
+    for g in gs {
+        format::header(&mut out, g, now);
+        if let Some(name) = names.get(&g.id) {
             out.push_str("\tname: ");
             out.push_str(name);
             out.push('\n');
         }
+        format::write_frames(&mut out, g, level);
         out.push('\n');
     }
-    w.write_all(out.as_bytes())?;
-    w.flush()
-}
-
-/// `goroutine 17 [chan receive, 3 minutes]:` (`now` on the coarse clock's
-/// scale).
-fn header(out: &mut String, e: &Entry, now: u32) {
-    use std::fmt::Write as _;
-    let status = match e.status {
-        Status::Runnable => "runnable",
-        Status::Running => "running",
-        Status::Syscall => "syscall",
-        Status::Waiting if e.reason != WaitReason::None => e.reason.as_str(),
-        Status::Waiting => "waiting",
-        Status::Idle => "idle",
-        Status::Dead => "dead",
-    };
-    let _ = write!(out, "goroutine {} [{status}", e.id);
-    if e.status == Status::Waiting && e.waitsince != 0 {
-        let minutes = now.wrapping_sub(e.waitsince) / 60_000;
-        if minutes >= 1 {
-            let _ = write!(out, ", {minutes} minutes");
-        }
-    }
-    out.push_str("]:\n");
+    out
 }
 
 /// Installs the SIGQUIT handler and starts its thread (runtime start).
@@ -140,9 +115,29 @@ fn sigquit_thread(rd: std::os::fd::RawFd) {
             Err(_) => return,
         }
     }
+    let level = traceback::level(Level::All);
+    let text = if level >= Level::All {
+        // Stop the world on a helper thread: a goroutine spinning outside
+        // any runtime call never lets it stop (module note of `traceback`).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let helper = std::thread::Builder::new()
+            .name("goroutine-sigquit-stw".into())
+            .spawn(move || {
+                let _ = tx.send(traceback::collect_stopped());
+            });
+        let gs = match helper {
+            Ok(_) => rx.recv_timeout(traceback::SIGQUIT_STOP_WAIT).ok(),
+            Err(_) => None,
+        };
+        let gs = gs.unwrap_or_else(|| traceback::collect(Pinned::No, false));
+        render(&gs, level)
+    } else {
+        String::new()
+    };
     let mut err = io::stderr().lock();
     let _ = err.write_all(b"SIGQUIT: quit\n\n");
-    let _ = dump(&mut err);
+    let _ = err.write_all(text.as_bytes());
+    let _ = err.flush();
     drop(err);
     std::process::exit(2);
 }
@@ -150,11 +145,13 @@ fn sigquit_thread(rd: std::os::fd::RawFd) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::g::{Status, WaitReason};
+    use crate::traceback::NoStack;
 
     fn line(status: Status, reason: WaitReason, waited_ms: i64) -> String {
         let now = 1_000_000;
         let mut out = String::new();
-        let e = Entry {
+        let e = GInfo {
             id: 17,
             status,
             reason,
@@ -163,11 +160,13 @@ mod tests {
             } else {
                 now - waited_ms as u32
             },
+            locked: false,
+            pcs: Err(NoStack::NotStarted),
+            spawn: Default::default(),
         };
-        header(&mut out, &e, now);
+        format::header(&mut out, &e, now);
         out
     }
-
     #[test]
     fn headers_are_gos() {
         let min = 60_000;

@@ -58,6 +58,20 @@ pub(crate) fn set_max_procs(n: usize) -> usize {
     prev
 }
 
+/// Runs `f` with the world stopped (every P stopped but the caller's, if
+/// it holds one), then restarts it: the goroutine dump (`traceback`'s
+/// module note). The number of Ps does not change.
+pub(crate) fn with_world_stopped<R>(f: impl FnOnce() -> R) -> R {
+    let s = start();
+    acquire_worldsema();
+    stop_the_world();
+    let r = f();
+    let runnable = procresize(s.gomaxprocs());
+    start_the_world(runnable);
+    s.worldsema.store(false, Ordering::Release);
+    r
+}
+
 fn acquire_worldsema() {
     let s = sched();
     let in_goroutine = m::current_g().is_some();
