@@ -99,9 +99,26 @@ fn unjoined_panic_is_printed_once() {
     assert!(stderr.contains("panicked at tests/panics.rs:"), "{stderr}");
 }
 
+/// Child: a detached goroutine panics while main waits (abort mode ends
+/// the process before main finishes).
+#[test]
+fn abort_child() {
+    if !common::is_child("abort_child") {
+        return;
+    }
+    run(|| {
+        drop(go(|| panic!("boom-detached")));
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(30) {
+            goroutine::time::sleep(Duration::from_millis(1));
+        }
+    });
+    println!("done");
+}
+
 #[test]
 fn unjoined_panic_aborts_in_abort_mode() {
-    let out = common::spawn("unjoined_child", &[("GOROUTINE_PANIC", "abort")]);
+    let out = common::spawn("abort_child", &[("GOROUTINE_PANIC", "abort")]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -111,7 +128,7 @@ fn unjoined_panic_aborts_in_abort_mode() {
     // The panicking goroutine's frames, innermost (the panicking closure)
     // first, runtime and std frames hidden; then the panic's location.
     assert!(
-        stderr.contains(" [running]:\npanics::unjoined_child::{{closure}}::{{closure}}(...)\n\t"),
+        stderr.contains(" [running]:\npanics::abort_child::{{closure}}::{{closure}}(...)\n\t"),
         "{stderr}"
     );
     assert!(stderr.contains("panicked at tests/panics.rs:"), "{stderr}");
