@@ -92,19 +92,47 @@ impl Lock {
         self.key.load(Ordering::Relaxed) == UNLOCKED
     }
 
+    /// Takes the lock, unless `give_up` returns an answer first: it is
+    /// asked each time the lock is found taken, before each wait step, so a
+    /// non-blocking channel operation whose lock-free check decides while
+    /// the holder works returns that answer instead of waiting (`fast.rs`).
+    #[inline]
+    pub(crate) fn lock_or<R>(&self, give_up: impl FnMut() -> Option<R>) -> Result<(), R> {
+        #[cfg(not(loom))]
+        crate::runtime::asyncpreempt::debug_check_guarded();
+        if self.try_lock() {
+            return Ok(());
+        }
+        self.lock_slow_or(give_up)
+    }
+
     #[cold]
     fn lock_slow(&self) {
+        match self.lock_slow_or(|| None::<std::convert::Infallible>) {
+            Ok(()) => {}
+            Err(never) => match never {},
+        }
+    }
+
+    #[cold]
+    fn lock_slow_or<R>(&self, mut give_up: impl FnMut() -> Option<R>) -> Result<(), R> {
         for _ in 0..ACTIVE_SPIN {
+            if let Some(r) = give_up() {
+                return Err(r);
+            }
             for _ in 0..ACTIVE_SPIN_CNT {
                 crate::loom::hint::spin_loop();
             }
             if self.looks_free() && self.try_lock() {
-                return;
+                return Ok(());
             }
         }
         #[cfg(not(loom))]
         let mut yields = 0;
         loop {
+            if let Some(r) = give_up() {
+                return Err(r);
+            }
             #[cfg(not(loom))]
             {
                 if yields < YIELDS {
@@ -117,7 +145,7 @@ impl Lock {
             #[cfg(loom)]
             loom::thread::yield_now();
             if self.looks_free() && self.try_lock() {
-                return;
+                return Ok(());
             }
         }
     }
