@@ -251,6 +251,7 @@ impl WaitQueue {
     /// # Safety
     /// The caller holds the channel lock; `sg` is on no queue and stays at
     /// its address, alive, until it is dequeued or removed (module note).
+    #[inline]
     pub(crate) unsafe fn enqueue(&self, sg: *const Sudog) {
         // SAFETY: under the lock (contract); `sg` and `last` are live sudogs.
         unsafe {
@@ -272,6 +273,7 @@ impl WaitQueue {
     ///
     /// # Safety
     /// The caller holds the channel lock.
+    #[inline]
     unsafe fn pop(&self) -> Option<NonNull<Sudog>> {
         // SAFETY: under the lock (contract); queued sudogs are live.
         unsafe {
