@@ -394,6 +394,19 @@ impl<T> Chan<T> {
         }
     }
 
+    /// Lock-free: a receive certainly cannot complete now (empty and open;
+    /// see `fast.rs`). For a one-arm non-blocking select.
+    #[inline]
+    pub(crate) fn recv_not_ready(&self) -> bool {
+        self.ready.try_recv_fast(self.cap(), &self.raw.sendq) == Some(Fast::NotReady)
+    }
+
+    /// Lock-free: a send certainly cannot complete now (full and open).
+    #[inline]
+    pub(crate) fn send_not_ready(&self) -> bool {
+        self.ready.try_send_fast(self.cap(), &self.raw.recvq) == Some(Fast::NotReady)
+    }
+
     /// Go's closechan, returning an error instead of panicking.
     pub(crate) fn close(&self) -> Result<(), CloseError> {
         self.lock();
