@@ -131,6 +131,10 @@ impl<T> Sender<T> {
 
     /// Sends `v` if that needs no waiting: buffer room, or (unbuffered) a
     /// receiver already blocked.
+    ///
+    /// On a full channel (or an unbuffered one with no receiver waiting) it
+    /// answers without taking the channel's lock, so polling with it only
+    /// reads the channel and does not slow down the other side.
     pub fn try_send(&self, v: T) -> Result<(), TrySendError<T>> {
         crate::runtime::asyncpreempt::in_runtime(move || self.chan.try_send(v))
     }
@@ -200,6 +204,10 @@ impl<T> Receiver<T> {
 
     /// Receives a value if one is ready: buffered, or (unbuffered) offered
     /// by a blocked sender.
+    ///
+    /// On an empty channel (open, or closed and drained) it answers without
+    /// taking the channel's lock, so polling with it only reads the channel
+    /// and does not slow down the sender.
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
         crate::runtime::asyncpreempt::in_runtime(move || self.chan.try_recv())
     }
