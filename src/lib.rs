@@ -127,6 +127,7 @@ mod runtime {
 #[cfg(loom)]
 mod chan {
     pub(crate) mod cell;
+    pub(crate) mod fast;
     pub(crate) mod lock;
     pub(crate) mod wait;
 }

@@ -1190,3 +1190,88 @@ fn select_macro_forms() {
     assert_eq!(evaluated, 2);
     drop(tx);
 }
+
+/// The lock-free fast paths (chan/fast.rs) answer the same as the locked
+/// operations: a full or empty channel, a closed one (drained or not), an
+/// unbuffered one with every receiver gone, and one-arm selects with a
+/// default.
+#[test]
+fn non_blocking_answers_agree_with_the_channel_state() {
+    run(|| {
+        let (tx, rx) = chan::<i32>(2);
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+        assert_eq!((tx.len(), rx.is_empty(), rx.is_closed()), (0, true, false));
+        tx.try_send(1).unwrap();
+        tx.try_send(2).unwrap();
+        assert!(matches!(tx.try_send(3), Err(TrySendError::Full(3))));
+        let full = select! { send(tx, 3) -> _ => false, default => true };
+        assert!(full);
+        assert_eq!(tx.len(), 2);
+        tx.close().unwrap();
+        assert!(rx.is_closed() && tx.is_closed());
+        // Closed with values buffered: they come out first.
+        assert_eq!(rx.try_recv(), Ok(1));
+        let got = select! { recv(rx) -> v => v, default => Err(RecvError) };
+        assert_eq!(got, Ok(2));
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Closed));
+        let closed = select! { recv(rx) -> v => v.is_err(), default => false };
+        assert!(closed, "a closed channel is ready, default must not fire");
+        assert!(matches!(tx.try_send(4), Err(TrySendError::Closed(4))));
+
+        // Unbuffered, every receiver gone: Closed, not Full.
+        let (tx, rx) = chan::<i32>(0);
+        assert!(matches!(tx.try_send(5), Err(TrySendError::Full(5))));
+        let empty = select! { recv(rx) -> _ => false, default => true };
+        assert!(empty);
+        drop(rx);
+        assert!(matches!(tx.try_send(6), Err(TrySendError::Closed(6))));
+    });
+}
+
+/// pingpong_cross on plain threads: both sides only poll with try_send and
+/// try_recv (never block), every value arrives once and in order. With the
+/// fast paths a poller only reads the channel while the other side sends.
+#[test]
+fn polling_threads_bounce_values_in_order() {
+    const TRIPS: u64 = 20_000;
+    let (ping_tx, ping_rx) = chan::<u64>(1);
+    let (pong_tx, pong_rx) = chan::<u64>(1);
+    fn poll<T>(mut f: impl FnMut() -> Option<T>) -> T {
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            std::hint::spin_loop();
+            // On a loaded machine the other side may be descheduled.
+            std::thread::yield_now();
+        }
+    }
+    let echo = std::thread::spawn(move || {
+        for _ in 0..TRIPS {
+            let v = poll(|| ping_rx.try_recv().ok());
+            let mut v = Some(v);
+            poll(|| match pong_tx.try_send(v.take().unwrap()) {
+                Ok(()) => Some(()),
+                Err(TrySendError::Full(back)) => {
+                    v = Some(back);
+                    None
+                }
+                Err(e) => panic!("{e}"),
+            });
+        }
+    });
+    for i in 0..TRIPS {
+        let mut v = Some(i);
+        poll(|| match ping_tx.try_send(v.take().unwrap()) {
+            Ok(()) => Some(()),
+            Err(TrySendError::Full(back)) => {
+                v = Some(back);
+                None
+            }
+            Err(e) => panic!("{e}"),
+        });
+        assert_eq!(poll(|| pong_rx.try_recv().ok()), i);
+    }
+    echo.join().unwrap();
+    assert_eq!(pong_rx.try_recv(), Err(TryRecvError::Closed));
+}

@@ -25,6 +25,10 @@
 //! - **last receiver dropped**: set `rx_gone`, fail every waiting sender as
 //!   close does, and drop the buffered values (outside the lock).
 //! - **last sender dropped**: close (if not closed yet).
+//! - **try_send / try_recv**: first the lock-free check of `fast.rs` (a full
+//!   or empty channel answers without the lock), then the locked operation.
+//!   `qcount`, `closed` and `rx_gone` live in [`Readiness`] atomics for that
+//!   check; they are still only written under the lock.
 //!
 //! # Invariants
 //! - A claimable sudog on `sendq` implies the ring is full, and on `recvq`
@@ -47,6 +51,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::error::{CloseError, RecvError, SendError, TryRecvError, TrySendError};
+use super::fast::{Fast, Readiness};
 use super::lock::Lock;
 use super::wait::{self, Claimed, ClaimedList, Sudog, WaitQueue, WaitState};
 use crate::g::WaitReason;
@@ -63,18 +68,16 @@ pub(crate) struct RawChan {
 
 /// Protected by `RawChan::lock`.
 struct State {
-    /// Buffered values, and the ring indexes of the next send and receive.
-    qcount: usize,
+    /// The ring indexes of the next send and receive.
     sendx: usize,
     recvx: usize,
-    /// `close` was called, or the last sender was dropped.
-    closed: bool,
-    /// The last receiver was dropped.
-    rx_gone: bool,
 }
 
 pub(crate) struct Chan<T> {
     pub(crate) raw: RawChan,
+    /// The buffered count and the `closed` / `rx_gone` flags: written under
+    /// the lock, readable without it (`fast.rs`).
+    ready: Readiness,
     state: UnsafeCell<State>,
     buf: Box<[UnsafeCell<MaybeUninit<T>>]>,
     pub(crate) senders: AtomicUsize,
@@ -114,13 +117,8 @@ impl<T> Chan<T> {
                 recvq: WaitQueue::new(),
                 sendq: WaitQueue::new(),
             },
-            state: UnsafeCell::new(State {
-                qcount: 0,
-                sendx: 0,
-                recvx: 0,
-                closed: false,
-                rx_gone: false,
-            }),
+            ready: Readiness::new(),
+            state: UnsafeCell::new(State { sendx: 0, recvx: 0 }),
             buf: (0..cap)
                 .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
                 .collect(),
@@ -177,7 +175,8 @@ impl<T> Chan<T> {
     pub(crate) unsafe fn send_locked(&self, v: T) -> SendLocked<T> {
         // SAFETY: under the lock (contract).
         let st = unsafe { self.st() };
-        if st.closed || st.rx_gone {
+        let ready = &self.ready;
+        if ready.closed() || ready.rx_gone() {
             return SendLocked::Closed(v);
         }
         // SAFETY: under the lock.
@@ -187,7 +186,8 @@ impl<T> Chan<T> {
             unsafe { ptr::write(c.elem() as *mut T, v) };
             return SendLocked::Done(Some(c));
         }
-        if st.qcount < self.cap() {
+        let qcount = ready.qcount();
+        if qcount < self.cap() {
             // SAFETY: sendx < cap; under the lock; the slot is outside the
             // initialised range, so nothing is overwritten.
             unsafe { self.slot(st.sendx) }.write(v);
@@ -195,7 +195,7 @@ impl<T> Chan<T> {
             if st.sendx == self.cap() {
                 st.sendx = 0;
             }
-            st.qcount += 1;
+            ready.set_qcount(qcount + 1);
             return SendLocked::Done(None);
         }
         SendLocked::Full(v)
@@ -220,7 +220,7 @@ impl<T> Chan<T> {
             }
             // A waiting sender means the ring is full: take its head and put
             // the sender's value in the freed slot, which is now the tail.
-            debug_assert_eq!(st.qcount, self.cap());
+            debug_assert_eq!(self.ready.qcount(), self.cap());
             // SAFETY: recvx < cap, an initialised slot (the ring is full).
             let head = unsafe { self.slot(st.recvx) };
             // SAFETY: initialised (see above); we refill it at once.
@@ -233,7 +233,8 @@ impl<T> Chan<T> {
             st.sendx = st.recvx;
             return RecvLocked::Done(v, Some(c));
         }
-        if st.qcount > 0 {
+        let qcount = self.ready.qcount();
+        if qcount > 0 {
             // SAFETY: recvx < cap and, qcount > 0, initialised; it leaves the
             // initialised range below.
             let v = unsafe { self.slot(st.recvx).assume_init_read() };
@@ -241,10 +242,10 @@ impl<T> Chan<T> {
             if st.recvx == self.cap() {
                 st.recvx = 0;
             }
-            st.qcount -= 1;
+            self.ready.set_qcount(qcount - 1);
             return RecvLocked::Done(v, None);
         }
-        if st.closed {
+        if self.ready.closed() {
             RecvLocked::Closed
         } else {
             RecvLocked::Empty
@@ -299,7 +300,12 @@ impl<T> Chan<T> {
     }
 
     pub(crate) fn try_send(&self, v: T) -> Result<(), TrySendError<T>> {
-        self.lock();
+        // Full: answer without the lock, and never wait for a lock whose
+        // holder fills the channel meanwhile (fast.rs).
+        let full = || self.ready.try_send_fast(self.cap(), &self.raw.recvq);
+        if full().is_some() || self.raw.lock.lock_or(full).is_err() {
+            return Err(TrySendError::Full(v));
+        }
         // SAFETY: locked; a Claimed is completed below.
         let r = unsafe { self.send_locked(v) };
         // SAFETY: locked.
@@ -361,7 +367,17 @@ impl<T> Chan<T> {
     }
 
     pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
-        self.lock();
+        // Empty, or closed and drained: answer without the lock (fast.rs).
+        let fast = || self.ready.try_recv_fast(self.cap(), &self.raw.sendq);
+        let answer = match fast() {
+            Some(f) => Err(f),
+            None => self.raw.lock.lock_or(fast),
+        };
+        match answer {
+            Ok(()) => {}
+            Err(Fast::NotReady) => return Err(TryRecvError::Empty),
+            Err(Fast::Closed) => return Err(TryRecvError::Closed),
+        }
         // SAFETY: locked; a Claimed is completed below.
         let r = unsafe { self.recv_locked() };
         // SAFETY: locked.
@@ -378,17 +394,29 @@ impl<T> Chan<T> {
         }
     }
 
+    /// Lock-free: a receive certainly cannot complete now (empty and open;
+    /// see `fast.rs`). For a one-arm non-blocking select.
+    #[inline]
+    pub(crate) fn recv_not_ready(&self) -> bool {
+        self.ready.try_recv_fast(self.cap(), &self.raw.sendq) == Some(Fast::NotReady)
+    }
+
+    /// Lock-free: a send certainly cannot complete now (full and open).
+    #[inline]
+    pub(crate) fn send_not_ready(&self) -> bool {
+        self.ready.try_send_fast(self.cap(), &self.raw.recvq) == Some(Fast::NotReady)
+    }
+
     /// Go's closechan, returning an error instead of panicking.
     pub(crate) fn close(&self) -> Result<(), CloseError> {
         self.lock();
         // SAFETY: locked.
-        let st = unsafe { self.st() };
-        if st.closed {
+        if self.ready.closed() {
             // SAFETY: locked.
             unsafe { self.unlock() };
             return Err(CloseError);
         }
-        st.closed = true;
+        self.ready.set_closed();
         let mut list = ClaimedList::new();
         // SAFETY: locked; every claim is completed below.
         while let Some(c) = unsafe { self.raw.recvq.dequeue() } {
@@ -418,14 +446,14 @@ impl<T> Chan<T> {
         self.lock();
         // SAFETY: locked.
         let st = unsafe { self.st() };
-        st.rx_gone = true;
+        self.ready.set_rx_gone();
         let mut list = ClaimedList::new();
         // SAFETY: locked; every claim is completed below.
         while let Some(c) = unsafe { self.raw.sendq.dequeue() } {
             c.push_to(&mut list);
         }
-        let (head, n) = (st.recvx, st.qcount);
-        st.qcount = 0;
+        let (head, n) = (st.recvx, self.ready.qcount());
+        self.ready.set_qcount(0);
         st.sendx = st.recvx;
         // SAFETY: locked.
         unsafe { self.unlock() };
@@ -443,22 +471,15 @@ impl<T> Chan<T> {
         }
     }
 
+    /// Buffered values, without the lock (Go's `len(c)`): the count at
+    /// some instant during the call.
     pub(crate) fn len(&self) -> usize {
-        self.lock();
-        // SAFETY: locked.
-        let n = unsafe { self.st() }.qcount;
-        // SAFETY: locked.
-        unsafe { self.unlock() };
-        n
+        self.ready.load_qcount()
     }
 
+    /// Whether the channel is closed, without the lock.
     pub(crate) fn is_closed(&self) -> bool {
-        self.lock();
-        // SAFETY: locked.
-        let c = unsafe { self.st() }.closed;
-        // SAFETY: locked.
-        unsafe { self.unlock() };
-        c
+        self.ready.load_closed()
     }
 
     /// Handle counting: a clone of a `Sender`.
@@ -495,8 +516,7 @@ impl<T> Chan<T> {
 
 impl<T> Drop for Chan<T> {
     fn drop(&mut self) {
-        let st = self.state.get_mut();
-        let (head, n) = (st.recvx, st.qcount);
+        let (head, n) = (self.state.get_mut().recvx, self.ready.qcount());
         for k in 0..n {
             let i = (head + k) % self.buf.len();
             // SAFETY: the buffered range is initialised; `&mut self` is

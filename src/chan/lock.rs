@@ -33,6 +33,10 @@
 //! (Acquire); on failure spin on plain loads until the lock looks free and
 //! retry (test-and-test-and-set: waiters do not bounce the cache line with
 //! RMWs). `unlock`: store `UNLOCKED` (Release).
+//! `lock_or(check)`: the same, but before each wait step it runs `check`
+//! and returns its answer instead of the lock once it has one (the
+//! non-blocking channel operations: their lock-free check may decide while
+//! the holder works, see `fast.rs`).
 //!
 //! Under loom every wait step is a `yield_now`.
 
@@ -92,19 +96,47 @@ impl Lock {
         self.key.load(Ordering::Relaxed) == UNLOCKED
     }
 
+    /// Takes the lock, unless `give_up` returns an answer first: it is
+    /// asked each time the lock is found taken, before each wait step, so a
+    /// non-blocking channel operation whose lock-free check decides while
+    /// the holder works returns that answer instead of waiting (`fast.rs`).
+    #[inline]
+    pub(crate) fn lock_or<R>(&self, give_up: impl FnMut() -> Option<R>) -> Result<(), R> {
+        #[cfg(not(loom))]
+        crate::runtime::asyncpreempt::debug_check_guarded();
+        if self.try_lock() {
+            return Ok(());
+        }
+        self.lock_slow_or(give_up)
+    }
+
     #[cold]
     fn lock_slow(&self) {
+        match self.lock_slow_or(|| None::<std::convert::Infallible>) {
+            Ok(()) => {}
+            Err(never) => match never {},
+        }
+    }
+
+    #[cold]
+    fn lock_slow_or<R>(&self, mut give_up: impl FnMut() -> Option<R>) -> Result<(), R> {
         for _ in 0..ACTIVE_SPIN {
+            if let Some(r) = give_up() {
+                return Err(r);
+            }
             for _ in 0..ACTIVE_SPIN_CNT {
                 crate::loom::hint::spin_loop();
             }
             if self.looks_free() && self.try_lock() {
-                return;
+                return Ok(());
             }
         }
         #[cfg(not(loom))]
         let mut yields = 0;
         loop {
+            if let Some(r) = give_up() {
+                return Err(r);
+            }
             #[cfg(not(loom))]
             {
                 if yields < YIELDS {
@@ -117,7 +149,7 @@ impl Lock {
             #[cfg(loom)]
             loom::thread::yield_now();
             if self.looks_free() && self.try_lock() {
-                return;
+                return Ok(());
             }
         }
     }
@@ -215,6 +247,46 @@ mod loom_tests {
             h.join().unwrap();
             // SAFETY: all threads joined.
             assert_eq!(n.with(|p| unsafe { *p }), 4);
+        });
+    }
+
+    /// `lock_or` either takes the lock (and then excludes the holder) or
+    /// gives up with the answer of its check, and only once the check
+    /// decides: here a flag the holder sets under the lock. A waiter that
+    /// gave up saw the flag; one that took the lock runs its critical
+    /// section alone.
+    #[test]
+    fn lock_or_takes_the_lock_or_gives_up_on_its_check() {
+        use loom::sync::atomic::AtomicBool;
+        loom::model(|| {
+            let lock = Arc::new(Lock::new());
+            let n = Arc::new(UnsafeCell::new(0u32));
+            let flag = Arc::new(AtomicBool::new(false));
+            let holder = {
+                let (lock, n, flag) = (lock.clone(), n.clone(), flag.clone());
+                thread::spawn(move || {
+                    lock.lock();
+                    // SAFETY: we hold the lock.
+                    n.with_mut(|p| unsafe { *p += 1 });
+                    flag.store(true, Ordering::Relaxed);
+                    // SAFETY: we hold the lock.
+                    unsafe { lock.unlock() };
+                })
+            };
+            let r = lock.lock_or(|| flag.load(Ordering::Relaxed).then_some(()));
+            match r {
+                Ok(()) => {
+                    // SAFETY: we hold the lock.
+                    n.with_mut(|p| unsafe { *p += 1 });
+                    // SAFETY: we hold the lock.
+                    unsafe { lock.unlock() };
+                }
+                Err(()) => assert!(flag.load(Ordering::Relaxed)),
+            }
+            holder.join().unwrap();
+            // SAFETY: all threads joined.
+            let total = n.with(|p| unsafe { *p });
+            assert_eq!(total, if r.is_ok() { 2 } else { 1 });
         });
     }
 }

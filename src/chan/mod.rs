@@ -9,10 +9,14 @@
 //! - `select.rs`: `select!` and Go's `selectgo` (poll order, lock order, the
 //!   three passes).
 //! - `lock.rs`: the per-channel lock (Go's `lock_futex`). Model-checked.
+//! - `fast.rs`: the lock-free fast paths of `try_send` / `try_recv` (Go's
+//!   `empty`/`full`). Model-checked.
 //! - `error.rs`: the error types; `cell.rs`: the std/loom switch for cells.
 //!
 //! # The shape of an operation
-//! Every operation takes the channel's lock once. If it can complete at once
+//! A non-blocking operation on a channel that is not ready (empty for a
+//! receive, full for a send) answers without the lock (`fast.rs`).
+//! Otherwise every operation takes the channel's lock once. If it can complete at once
 //! (buffer space or a buffered value, or a blocked peer to hand the value to
 //! or take it from) it does so and, if it completed a blocked peer, readies
 //! that peer after unlocking: into this P's `runnext` when the peer is a
@@ -28,6 +32,7 @@
 
 mod cell;
 mod error;
+mod fast;
 mod hchan;
 mod lock;
 pub(crate) mod select;
@@ -126,6 +131,10 @@ impl<T> Sender<T> {
 
     /// Sends `v` if that needs no waiting: buffer room, or (unbuffered) a
     /// receiver already blocked.
+    ///
+    /// On a full channel (or an unbuffered one with no receiver waiting) it
+    /// answers without taking the channel's lock, so polling with it only
+    /// reads the channel and does not slow down the other side.
     pub fn try_send(&self, v: T) -> Result<(), TrySendError<T>> {
         crate::runtime::asyncpreempt::in_runtime(move || self.chan.try_send(v))
     }
@@ -195,6 +204,10 @@ impl<T> Receiver<T> {
 
     /// Receives a value if one is ready: buffered, or (unbuffered) offered
     /// by a blocked sender.
+    ///
+    /// On an empty channel (open, or closed and drained) it answers without
+    /// taking the channel's lock, so polling with it only reads the channel
+    /// and does not slow down the sender.
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
         crate::runtime::asyncpreempt::in_runtime(move || self.chan.try_recv())
     }

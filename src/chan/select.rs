@@ -8,6 +8,10 @@
 //!    order, drawn afresh per call (Go's insertion shuffle with
 //!    `cheaprandn`). `lockorder`: the same arms sorted by channel address, so
 //!    a channel that appears twice is adjacent and locked once.
+//!    A non-blocking select with one arm first asks the lock-free check of
+//!    `fast.rs` and returns `default` at once on a channel that is not
+//!    ready (Go's `selectnbrecv`/`selectnbsend`); with more arms it does
+//!    not, since separate looks at separate channels are not one instant.
 //! 1. **Poll.** Lock every channel (in lockorder), then try the arms in
 //!    pollorder; the first that can complete now (a buffered value or room,
 //!    a blocked peer, a closed channel) completes: values move, a blocked
@@ -66,6 +70,9 @@ trait CaseImpl {
     /// The queue a blocked arm waits in (`sendq` for a send).
     fn queue(&self) -> Option<&WaitQueue>;
     fn is_send(&self) -> bool;
+    /// Lock-free: whether the arm certainly cannot complete now (`fast.rs`;
+    /// a closed channel is ready: the arm fires with the failure).
+    fn not_ready(&self) -> bool;
     /// Tries to complete the arm now (pass 1).
     ///
     /// # Safety
@@ -229,6 +236,10 @@ impl<T> CaseImpl for RecvArm<'_, T> {
         false
     }
 
+    fn not_ready(&self) -> bool {
+        self.chan.is_some_and(|c| c.recv_not_ready())
+    }
+
     /// # Safety
     /// As [`CaseImpl::poll`].
     unsafe fn poll(&mut self) -> Option<Option<Claimed>> {
@@ -310,6 +321,10 @@ impl<T> CaseImpl for SendArm<'_, T> {
 
     fn is_send(&self) -> bool {
         true
+    }
+
+    fn not_ready(&self) -> bool {
+        self.chan.is_some_and(|c| c.send_not_ready())
     }
 
     /// # Safety
@@ -414,6 +429,15 @@ fn selectgo(
             _ => WaitReason::Select,
         };
         park_forever(reason);
+    }
+
+    // A non-blocking select with one arm is a non-blocking operation (Go
+    // compiles it to `selectnbrecv`/`selectnbsend`): answer "not ready"
+    // without the lock when the lock-free check says so. Only for one arm:
+    // two lock-free looks at two channels are two instants, and `default`
+    // must not fire unless there is one instant with no arm ready.
+    if !block && n == 1 && cases[pollorder[0] as usize].0.not_ready() {
+        return None;
     }
 
     // Pass 1: look for an arm that can complete now.

@@ -56,7 +56,7 @@
 use std::ptr::{self, NonNull};
 
 use super::cell::Slot;
-use crate::loom::atomic::{AtomicBool, AtomicU32, Ordering};
+use crate::loom::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 
 #[cfg(not(loom))]
 pub(crate) use crate::runtime::park::Waiter;
@@ -195,9 +195,16 @@ impl Sudog {
 }
 
 /// A FIFO of sudogs (Go's waitq), protected by its channel's lock: every
-/// method requires the caller to hold that lock.
+/// method but [`WaitQueue::looks_empty`] requires the caller to hold that
+/// lock.
+///
+/// `first` is an atomic only so that the channel's lock-free fast paths
+/// (`fast.rs`) can ask whether anyone waits without taking the lock; it is
+/// written only under the lock (Release, so that a lock-free reader that sees
+/// a sudog also sees the channel state written before it was queued), and
+/// the lock-free reader never follows the pointer.
 pub(crate) struct WaitQueue {
-    first: Slot<*const Sudog>,
+    first: AtomicPtr<Sudog>,
     last: Slot<*const Sudog>,
 }
 
@@ -210,9 +217,33 @@ unsafe impl Sync for WaitQueue {}
 impl WaitQueue {
     pub(crate) fn new() -> WaitQueue {
         WaitQueue {
-            first: Slot::new(ptr::null()),
+            first: AtomicPtr::new(ptr::null_mut()),
             last: Slot::new(ptr::null()),
         }
+    }
+
+    /// The head, under the lock (Relaxed: the lock orders every write).
+    #[inline]
+    fn head(&self) -> *const Sudog {
+        self.first.load(Ordering::Relaxed)
+    }
+
+    /// Sets the head; the caller holds the lock.
+    #[inline]
+    fn set_head(&self, sg: *const Sudog) {
+        // Release: pairs with the Acquire in `looks_empty`.
+        self.first.store(sg as *mut Sudog, Ordering::Release);
+    }
+
+    /// Whether no sudog is queued, read without the lock (Go's
+    /// `c.recvq.first == nil` in `full`/`empty`). A stale sudog counts as
+    /// queued, so the answer "not empty" is only a hint (the caller then
+    /// takes the lock), while "empty" was true at the instant of the load.
+    #[inline]
+    pub(crate) fn looks_empty(&self) -> bool {
+        // Acquire: pairs with the Release in `set_head`; and a later load
+        // of the caller (the `closed` flag) is not hoisted above this one.
+        self.first.load(Ordering::Acquire).is_null()
     }
 
     /// Appends `sg`.
@@ -220,6 +251,7 @@ impl WaitQueue {
     /// # Safety
     /// The caller holds the channel lock; `sg` is on no queue and stays at
     /// its address, alive, until it is dequeued or removed (module note).
+    #[inline]
     pub(crate) unsafe fn enqueue(&self, sg: *const Sudog) {
         // SAFETY: under the lock (contract); `sg` and `last` are live sudogs.
         unsafe {
@@ -229,7 +261,7 @@ impl WaitQueue {
             s.prev.set(last);
             s.queued.set(true);
             if last.is_null() {
-                self.first.set(sg);
+                self.set_head(sg);
             } else {
                 (*last).next.set(sg);
             }
@@ -241,13 +273,14 @@ impl WaitQueue {
     ///
     /// # Safety
     /// The caller holds the channel lock.
+    #[inline]
     unsafe fn pop(&self) -> Option<NonNull<Sudog>> {
         // SAFETY: under the lock (contract); queued sudogs are live.
         unsafe {
-            let sg = NonNull::new(self.first.get() as *mut Sudog)?;
+            let sg = NonNull::new(self.head() as *mut Sudog)?;
             let s = sg.as_ref();
             let next = s.next.get();
-            self.first.set(next);
+            self.set_head(next);
             if next.is_null() {
                 self.last.set(ptr::null());
             } else {
@@ -293,7 +326,7 @@ impl WaitQueue {
             }
             let (prev, next) = (sg.prev.get(), sg.next.get());
             if prev.is_null() {
-                self.first.set(next);
+                self.set_head(next);
             } else {
                 (*prev).next.set(next);
             }
@@ -314,8 +347,7 @@ impl WaitQueue {
     /// The caller holds the channel lock.
     #[allow(dead_code)] // used by the debug checks of the channel and the models
     pub(crate) unsafe fn is_empty(&self) -> bool {
-        // SAFETY: under the lock (contract).
-        unsafe { self.first.get().is_null() }
+        self.head().is_null()
     }
 }
 

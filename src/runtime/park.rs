@@ -89,13 +89,21 @@ pub(crate) fn goyield() {
 
 /// Makes a parked goroutine runnable (Go's goready): into the current P's
 /// runnext when called on an M, else onto the global queue.
+///
+/// The deadlock detector's progress counter is bumped only when the readier
+/// holds no P (a plain thread, or an M in a system call): a ready from a
+/// goroutine running on a P happens while that P is busy, which the
+/// detector sees directly (it only reports when every P is idle and stays
+/// idle; leaving that state needs a wakeup from outside a P, which is
+/// counted). This keeps a global read-modify-write off the handoff path,
+/// where at GOMAXPROCS > 1 every P would bounce its cache line.
 pub(crate) fn ready(g: &'static G) {
     g.cas_waiting_to_runnable();
-    super::checkdead::progress();
     // Randomized scheduling (tests only): sometimes make a woken goroutine
     // wait behind the global queue, as if readied from another thread.
     #[cfg(goroutine_randomize)]
     if super::randomize::one_in(4) {
+        super::checkdead::progress();
         if trace::on() {
             let by = m::current_g().map_or(0, |c| c.id());
             trace::go_unblock(g.id(), by, trace::GLOBAL);
@@ -104,28 +112,32 @@ pub(crate) fn ready(g: &'static G) {
         idle::wakep();
         return;
     }
-    match m::current() {
-        // SAFETY: m is the calling thread's own M.
-        Some(m) => match unsafe { m.p() } {
-            Some(pp) => {
-                if trace::on() {
-                    trace::go_unblock(g.id(), m.curg().map_or(0, |c| c.id()), pp.id);
-                }
-                globrunq::runqput(pp, g, true)
-            }
-            None => {
-                if trace::on() {
-                    trace::go_unblock(g.id(), m.curg().map_or(0, |c| c.id()), trace::GLOBAL);
-                }
-                globrunq::put(g)
-            }
-        },
-        None => {
+    let m = m::current();
+    // SAFETY: m is the calling thread's own M.
+    match m.and_then(|m| unsafe { m.p() }) {
+        Some(pp) => {
             if trace::on() {
-                trace::go_unblock(g.id(), 0, trace::GLOBAL);
+                trace_unblock(g, m, pp.id);
             }
-            globrunq::put(g)
+            globrunq::runqput(pp, g, true)
         }
+        None => ready_global(g, m),
     }
     idle::wakep();
+}
+
+/// `ready` from a thread holding no P: onto the global queue.
+#[cold]
+fn ready_global(g: &'static G, m: Option<&'static m::M>) {
+    super::checkdead::progress();
+    if trace::on() {
+        trace_unblock(g, m, trace::GLOBAL);
+    }
+    globrunq::put(g)
+}
+
+#[cold]
+fn trace_unblock(g: &'static G, m: Option<&'static m::M>, p: u32) {
+    let by = m.and_then(|m| m.curg()).map_or(0, |c| c.id());
+    trace::go_unblock(g.id(), by, p);
 }
