@@ -350,6 +350,17 @@ pub fn all() -> Vec<Workload> {
             go: Ok(syscalls::go),
         },
         Workload {
+            name: "blocking",
+            what: "as syscalls, but the 100 sleepers call plain std::thread::sleep(1 ms) with no wrapper (compute time / time alone); row .threads: peak OS threads; Go runs its syscalls program (every Go syscall is wrapped)",
+            min_procs: 1,
+            client: None,
+            ours: syscalls::ours_blocking,
+            tokio: Ok(syscalls::tokio_blocking),
+            may: Ok(syscalls::may_blocking),
+            threads: Ok(syscalls::threads),
+            go: Ok(syscalls::go),
+        },
+        Workload {
             name: "timers",
             what: "100K goroutines each sleep 1 s + (i mod 1000) ms (oversleep p99, ms; rows .p50/.max)",
             min_procs: 1,
@@ -587,6 +598,7 @@ mod tests {
             "timers",
             "timers_churn",
             "syscalls",
+            "blocking",
             "hog_fairness",
         ] {
             assert!(all().iter().any(|w| w.name == want), "{want}");

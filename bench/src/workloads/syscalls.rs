@@ -26,6 +26,16 @@
 //! the kernel. may has no system-call wrapper: a blocking call holds its
 //! worker, and its coroutines are never preempted, so with 100 sleepers
 //! looping on P workers the compute coroutines would never run (n/a).
+//!
+//! `blocking` ([1/7]): the same, but the sleepers call plain
+//! `std::thread::sleep(1 ms)` with no wrapper, as ordinary Rust code does.
+//! Ours: sysmon notices each thread blocked in the kernel and hands its P
+//! off (P revocation). Go: the same program as `syscalls` (every Go system
+//! call goes through entersyscall; Go is the reference). tokio: a task
+//! calling `std::thread::sleep` on a worker, then `yield_now().await` (it
+//! blocks the worker for the sleep). may: a coroutine calling
+//! `std::thread::sleep`, then `may::coroutine::yield_now()`; its compute
+//! coroutines yield every 4096 steps. OS threads: as in `syscalls`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -161,6 +171,15 @@ impl Sleepers {
 }
 
 pub fn ours(c: Cfg) -> Figure {
+    ours_with(c, true)
+}
+
+/// `blocking`: plain `std::thread::sleep` in goroutines, no wrapper.
+pub fn ours_blocking(c: Cfg) -> Figure {
+    ours_with(c, false)
+}
+
+fn ours_with(c: Cfg, wrapped: bool) -> Figure {
     let chunks = chunks(c);
     ours_run(c.procs, move || {
         let phase = || {
@@ -180,7 +199,13 @@ pub fn ours(c: Cfg) -> Figure {
         let hs: Vec<_> = (0..SLEEPERS)
             .map(|_| {
                 let s = s.clone();
-                goroutine::go(move || s.run(|| goroutine::syscall(nanosleep_1ms)))
+                goroutine::go(move || {
+                    if wrapped {
+                        s.run(|| goroutine::syscall(nanosleep_1ms))
+                    } else {
+                        s.run(|| std::thread::sleep(Duration::from_millis(1)))
+                    }
+                })
             })
             .collect();
         while !s.warm() {
@@ -203,6 +228,15 @@ pub fn ours(c: Cfg) -> Figure {
 }
 
 pub fn tokio(c: Cfg) -> Figure {
+    tokio_with(c, true)
+}
+
+/// `blocking`: a task calling `std::thread::sleep` on a worker.
+pub fn tokio_blocking(c: Cfg) -> Figure {
+    tokio_with(c, false)
+}
+
+fn tokio_with(c: Cfg, wrapped: bool) -> Figure {
     async fn compute_task(seed: u64, chunks: u64) -> u64 {
         let mut x = seed;
         for _ in 0..chunks {
@@ -235,7 +269,12 @@ pub fn tokio(c: Cfg) -> Figure {
                 let s = s.clone();
                 tokio::spawn(async move {
                     loop {
-                        tokio::task::spawn_blocking(nanosleep_1ms).await.unwrap();
+                        if wrapped {
+                            tokio::task::spawn_blocking(nanosleep_1ms).await.unwrap();
+                        } else {
+                            std::thread::sleep(Duration::from_millis(1));
+                            tokio::task::yield_now().await;
+                        }
                         s.sleeps.fetch_add(1, Ordering::AcqRel);
                         if s.stop.load(Ordering::Acquire) {
                             return;
@@ -302,6 +341,54 @@ pub fn threads(c: Cfg) -> Figure {
         s.sleeps.load(Ordering::Acquire),
         threads,
     )
+}
+
+/// `blocking`: may coroutines calling `std::thread::sleep`.
+pub fn may_blocking(c: Cfg) -> Figure {
+    let chunks = chunks(c);
+    super::may_run(c.procs, move || {
+        let phase = || {
+            let start = Instant::now();
+            let hs: Vec<_> = (0..COMPUTE)
+                .map(|k| super::may_go(move || compute(seed(k), chunks, may::coroutine::yield_now)))
+                .collect();
+            let results = hs.into_iter().map(|h| h.join().unwrap()).collect();
+            Phase {
+                took: start.elapsed(),
+                results,
+            }
+        };
+        let alone = phase();
+        let sampler = ThreadSampler::start();
+        let s = Sleepers::default();
+        let hs: Vec<_> = (0..SLEEPERS)
+            .map(|_| {
+                let s = s.clone();
+                super::may_go(move || {
+                    s.run(|| {
+                        std::thread::sleep(Duration::from_millis(1));
+                        may::coroutine::yield_now();
+                    })
+                })
+            })
+            .collect();
+        while !s.warm() {
+            may::coroutine::sleep(Duration::from_millis(1));
+        }
+        let beside = phase();
+        s.stop.store(true, Ordering::Release);
+        for h in hs {
+            h.join().expect("blocking: sleeper panicked");
+        }
+        let threads = sampler.peak();
+        figure(
+            chunks,
+            alone,
+            beside,
+            s.sleeps.load(Ordering::Acquire),
+            threads,
+        )
+    })
 }
 
 pub fn go(c: Cfg) -> (&'static str, Vec<String>) {
