@@ -71,10 +71,14 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 #[cfg(not(loom))]
+mod block_on;
+#[cfg(not(loom))]
 mod chan;
 #[cfg(not(loom))]
 mod g;
 mod loom;
+#[cfg(not(loom))]
+pub mod io;
 #[cfg(not(loom))]
 mod m;
 #[cfg(not(loom))]
@@ -108,6 +112,10 @@ mod runtime {
     pub(crate) mod timerheap;
 }
 #[cfg(loom)]
+mod block_on {
+    pub(crate) mod signal;
+}
+#[cfg(loom)]
 mod chan {
     pub(crate) mod cell;
     pub(crate) mod lock;
@@ -125,9 +133,11 @@ mod sync {
 }
 
 #[cfg(not(loom))]
+pub use block_on::block_on;
+#[cfg(not(loom))]
 pub use chan::{
-    chan, CloseError, IntoIter, Iter, Receiver, RecvError, RecvTimeoutError, SendError,
-    SendTimeoutError, Sender, TryIter, TryRecvError, TrySendError,
+    chan, CloseError, IntoIter, Iter, Receiver, RecvError, RecvFuture, RecvTimeoutError,
+    SendError, SendFuture, SendTimeoutError, Sender, TryIter, TryRecvError, TrySendError,
 };
 #[cfg(not(loom))]
 pub use runtime::stats::Stats;

@@ -145,7 +145,7 @@ macro_rules! impl_stream_io {
 }
 use impl_stream_io;
 
-mod fd;
+pub(crate) mod fd;
 mod tcp_listener;
 mod tcp_stream;
 mod udp_socket;
