@@ -111,7 +111,8 @@ impl<T: AsFd> Fd<T> {
     /// deadline / timeout passes (`TimedOut`).
     pub fn writable(&self) -> io::Result<()> {
         let fd = self.raw();
-        self.net.io(Dir::Write, || ready(fdio::ready_now(fd, false)))
+        self.net
+            .io(Dir::Write, || ready(fdio::ready_now(fd, false)))
     }
 
     /// Runs `op`, a non-blocking operation on the descriptor, until it does

@@ -76,9 +76,9 @@ mod block_on;
 mod chan;
 #[cfg(not(loom))]
 mod g;
-mod loom;
 #[cfg(not(loom))]
 pub mod io;
+mod loom;
 #[cfg(not(loom))]
 mod m;
 #[cfg(not(loom))]
@@ -136,8 +136,8 @@ mod sync {
 pub use block_on::block_on;
 #[cfg(not(loom))]
 pub use chan::{
-    chan, CloseError, IntoIter, Iter, Receiver, RecvError, RecvFuture, RecvTimeoutError,
-    SendError, SendFuture, SendTimeoutError, Sender, TryIter, TryRecvError, TrySendError,
+    chan, CloseError, IntoIter, Iter, Receiver, RecvError, RecvFuture, RecvTimeoutError, SendError,
+    SendFuture, SendTimeoutError, Sender, TryIter, TryRecvError, TrySendError,
 };
 #[cfg(not(loom))]
 pub use runtime::stats::Stats;

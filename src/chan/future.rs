@@ -249,7 +249,10 @@ impl<T: Send> Future for RecvFuture<'_, T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, RecvError>> {
         let this = self.get_mut();
-        assert!(!this.done, "recv_async future polled after it returned Ready");
+        assert!(
+            !this.done,
+            "recv_async future polled after it returned Ready"
+        );
         let out = crate::runtime::asyncpreempt::in_runtime(|| {
             if let Some((rec, registered)) = &mut this.wait {
                 if let Repoll::Pending = repoll(this.chan, rec, registered, cx) {
@@ -420,8 +423,7 @@ impl<T: Send> Orphan<T> {
             release: Orphan::<T>::release,
         });
         let rec = RecordPtr::new(Waiter::Waker(Waker::from(wake.clone())), Some(v));
-        wake.record
-            .store(rec.0.as_ptr().cast(), Ordering::Release);
+        wake.record.store(rec.0.as_ptr().cast(), Ordering::Release);
         rec
     }
 
@@ -532,10 +534,7 @@ impl<T: Send> Future for SendFuture<'_, T> {
                             // SAFETY: locked.
                             unsafe { chan.raw.lock.unlock() };
                             // Allocate outside the lock, then try again.
-                            rec = Some(RecordPtr::new(
-                                Waiter::Waker(cx.waker().clone()),
-                                None,
-                            ));
+                            rec = Some(RecordPtr::new(Waiter::Waker(cx.waker().clone()), None));
                             v = back;
                         }
                     },
