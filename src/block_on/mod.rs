@@ -97,7 +97,7 @@ impl Wake for Call {
 /// there, and `block_on` the returned `JoinHandle`, which is an ordinary
 /// future:
 ///
-/// ```ignore
+/// ```
 /// // A tokio runtime on its own thread, started once.
 /// let rt = tokio::runtime::Builder::new_multi_thread()
 ///     .worker_threads(1)
@@ -113,8 +113,8 @@ impl Wake for Call {
 ///     "done"
 /// }))
 /// .unwrap();
+/// assert_eq!(body, "done");
 /// ```
-/// (`tests/block_on.rs` runs this.)
 pub fn block_on<F: Future>(fut: F) -> F::Output {
     let mut fut = pin!(fut);
     let g = m::current_g_checked();
