@@ -70,6 +70,12 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "goroutine supports Linux only: the runtime uses futexes, epoll (through mio), \
+     /proc and Linux signals (see README, \"Supported platforms\")"
+);
+
 #[cfg(not(loom))]
 mod block_on;
 #[cfg(not(loom))]
