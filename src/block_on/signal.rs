@@ -128,8 +128,9 @@ mod loom_tests {
         });
     }
 
-    /// Two wakes (one of them spurious, before the value) around the park:
-    /// never more readies than parks.
+    /// A spurious wake (before the value), then the real one twice, all
+    /// racing the waiter's polls and parks: never more readies than parks,
+    /// and the waiter finishes.
     #[test]
     fn waking_twice_readies_at_most_once_per_park() {
         loom::model(|| {
@@ -138,21 +139,17 @@ mod loom_tests {
                 ready: AtomicBool::new(false),
                 readied: AtomicUsize::new(0),
             });
-            let spurious = {
-                let m = m.clone();
-                thread::spawn(move || wake(&m))
-            };
-            let real = {
+            let waker = {
                 let m = m.clone();
                 thread::spawn(move || {
+                    wake(&m);
                     m.ready.store(true, Ordering::Relaxed);
                     wake(&m);
                     wake(&m);
                 })
             };
             let parks = block_on(&m);
-            spurious.join().unwrap();
-            real.join().unwrap();
+            waker.join().unwrap();
             assert_eq!(m.readied.load(Ordering::Relaxed), parks);
         });
     }
