@@ -164,3 +164,17 @@ fn an_eventfd_through_read_with() {
     assert_eq!(n, 8);
     assert_eq!(reader.join().unwrap(), 5);
 }
+
+#[test]
+fn an_fd_used_from_a_plain_thread_blocks_the_thread() {
+    let (r, mut w) = pipe();
+    let mut r = Fd::new(r).unwrap();
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        w.write_all(b"to a thread").unwrap();
+    });
+    let mut buf = [0u8; 11];
+    r.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"to a thread");
+    writer.join().unwrap();
+}
