@@ -1,7 +1,8 @@
 //! A minimal HTTP/1.1 server answering every request with
 //! `Hello, World!\n`: keep-alive, pipelined requests, `Connection: close`,
-//! HTTP/1.0 clients, request bodies with `Content-Length`. One goroutine per
-//! connection.
+//! HTTP/1.0 clients, request bodies with `Content-Length`, an idle timeout.
+//! One goroutine per connection; requests are parsed by the `httparse`
+//! crate (the parser under hyper), over `goroutine::net` sockets.
 //!
 //! ```text
 //! cargo run --release --example http_hello [ADDR]    # default 127.0.0.1:8080
@@ -20,6 +21,9 @@ const BODY: &[u8] = b"Hello, World!\n";
 
 /// Largest request head (request line and headers) plus body we accept.
 const MAX_REQUEST: usize = 16 * 1024;
+
+/// How long a connection may stay silent between requests.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves requests on `conn` until the client closes it, asks for
 /// `Connection: close`, sends something that is not HTTP/1.x, or an I/O
@@ -60,10 +64,21 @@ pub fn serve<S: Read + Write>(mut conn: S) -> io::Result<()> {
         buf.copy_within(start..end, 0);
         end -= start;
         start = 0;
-        let n = conn.read(&mut buf[end..])?;
-        if n == 0 {
-            return Ok(());
-        }
+        let n = match conn.read(&mut buf[end..]) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            // The idle timeout (`IDLE_TIMEOUT`, set by the caller) passed:
+            // close, as servers do, without an answer.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+                ) =>
+            {
+                return Ok(())
+            }
+            Err(e) => return Err(e),
+        };
         end += n;
     }
 }
@@ -83,47 +98,48 @@ enum Parsed {
     Bad(&'static str),
 }
 
+/// Most headers a request may have.
+const MAX_HEADERS: usize = 64;
+
+/// Parses the request at the start of `data` with httparse, which follows
+/// RFC 9112: bare-LF line ends are accepted, empty lines before the request
+/// line are skipped.
 fn parse(data: &[u8]) -> Parsed {
-    let Some(head_len) = data.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return Parsed::Incomplete;
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    let head_len = match req.parse(data) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Parsed::Incomplete,
+        Err(httparse::Error::Version) => return Parsed::Bad("505 HTTP Version Not Supported"),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Parsed::Bad("431 Request Header Fields Too Large")
+        }
+        Err(_) => return Parsed::Bad("400 Bad Request"),
     };
-    let Ok(head) = std::str::from_utf8(&data[..head_len]) else {
-        return Parsed::Bad("400 Bad Request");
-    };
-    let mut lines = head.split("\r\n");
-    let request_line = lines.next().unwrap_or("");
-    let mut parts = request_line.split(' ');
-    let (Some(method), Some(_target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Parsed::Bad("400 Bad Request");
-    };
-    let http10 = match version {
-        "HTTP/1.1" => false,
-        "HTTP/1.0" => true,
-        _ => return Parsed::Bad("505 HTTP Version Not Supported"),
-    };
-    let (mut close, mut keep_alive, mut body_len) = (false, false, 0usize);
-    for line in lines {
-        let Some((name, value)) = line.split_once(':') else {
+    let http10 = req.version == Some(0);
+    let (mut close, mut keep_alive, mut body_len) = (false, false, None::<usize>);
+    for h in req.headers.iter() {
+        let Ok(value) = std::str::from_utf8(h.value) else {
             return Parsed::Bad("400 Bad Request");
         };
         let value = value.trim();
-        if name.eq_ignore_ascii_case("connection") {
+        if h.name.eq_ignore_ascii_case("connection") {
             for token in value.split(',').map(str::trim) {
                 close |= token.eq_ignore_ascii_case("close");
                 keep_alive |= token.eq_ignore_ascii_case("keep-alive");
             }
-        } else if name.eq_ignore_ascii_case("content-length") {
-            match value.parse() {
-                Ok(n) => body_len = n,
-                Err(_) => return Parsed::Bad("400 Bad Request"),
+        } else if h.name.eq_ignore_ascii_case("content-length") {
+            // RFC 9112 6.3: differing or invalid lengths are an error.
+            match (value.parse::<usize>(), body_len) {
+                (Ok(n), None) => body_len = Some(n),
+                (Ok(n), Some(m)) if n == m => {}
+                _ => return Parsed::Bad("400 Bad Request"),
             }
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
             return Parsed::Bad("501 Not Implemented");
         }
     }
-    let len = head_len + 4 + body_len;
+    let len = head_len + body_len.unwrap_or(0);
     if len > MAX_REQUEST {
         return Parsed::Bad("413 Content Too Large");
     }
@@ -134,7 +150,7 @@ fn parse(data: &[u8]) -> Parsed {
         len,
         keep_alive: !close && (!http10 || keep_alive),
         say_keep_alive: http10 && keep_alive && !close,
-        head: method == "HEAD",
+        head: req.method == Some("HEAD"),
     })
 }
 
@@ -182,6 +198,7 @@ fn main() {
                     goroutine::go(move || {
                         // Small answers: do not wait for more to coalesce.
                         let _ = conn.set_nodelay(true);
+                        let _ = conn.set_read_timeout(Some(IDLE_TIMEOUT));
                         let _ = serve(&conn);
                     });
                 }

@@ -76,12 +76,22 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "goroutine supports Linux only: the runtime uses futexes, epoll (through mio), \
+     /proc and Linux signals (see README, \"Supported platforms\")"
+);
+
+#[cfg(not(loom))]
+mod block_on;
 #[cfg(not(loom))]
 mod chan;
 #[cfg(not(loom))]
 pub mod context;
 #[cfg(not(loom))]
 mod g;
+#[cfg(not(loom))]
+pub mod io;
 mod loom;
 #[cfg(not(loom))]
 mod m;
@@ -125,6 +135,10 @@ mod runtime {
     pub(crate) mod timerheap;
 }
 #[cfg(loom)]
+mod block_on {
+    pub(crate) mod signal;
+}
+#[cfg(loom)]
 mod chan {
     pub(crate) mod cell;
     pub(crate) mod fast;
@@ -143,9 +157,11 @@ mod sync {
 }
 
 #[cfg(not(loom))]
+pub use block_on::block_on;
+#[cfg(not(loom))]
 pub use chan::{
-    chan, CloseError, IntoIter, Iter, Receiver, RecvError, RecvTimeoutError, SendError,
-    SendTimeoutError, Sender, TryIter, TryRecvError, TrySendError,
+    chan, CloseError, IntoIter, Iter, Receiver, RecvError, RecvFuture, RecvTimeoutError, SendError,
+    SendFuture, SendTimeoutError, Sender, TryIter, TryRecvError, TrySendError,
 };
 #[cfg(not(loom))]
 pub use runtime::stats::Stats;

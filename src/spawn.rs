@@ -38,6 +38,7 @@ where
         JoinHandle {
             task: join,
             id,
+            taken: false,
             _t: PhantomData,
         }
     })
@@ -135,6 +136,7 @@ impl Builder {
             Ok(JoinHandle {
                 task: join,
                 id,
+                taken: false,
                 _t: PhantomData,
             })
         })
@@ -146,6 +148,8 @@ impl Builder {
 pub struct JoinHandle<T> {
     task: JoinRef<T>,
     id: u64,
+    /// The result was taken by a poll (`Future`).
+    taken: bool,
     _t: PhantomData<T>,
 }
 
@@ -165,6 +169,7 @@ impl<T> JoinHandle<T> {
     /// calling thread.
     pub fn join(self) -> Result<T, JoinError> {
         crate::runtime::asyncpreempt::in_runtime(move || {
+            assert!(!self.taken, "JoinHandle joined after it returned Ready");
             let header = self.task.header();
             if !header.is_complete() {
                 if m::current_g().is_some() {
@@ -184,6 +189,42 @@ impl<T> JoinHandle<T> {
                 }
             }
             self.task.take_output()
+        })
+    }
+}
+
+/// Awaiting a `JoinHandle` waits for the goroutine from async code (any
+/// executor, or [`block_on`](crate::block_on)), as `join` does from
+/// goroutines and threads. Polling it again after it returned `Ready`
+/// panics.
+///
+/// ```
+/// let h = goroutine::go(|| 6 * 7);
+/// assert_eq!(goroutine::block_on(h).unwrap(), 42);
+/// ```
+// No field is structurally pinned (the result is moved out, never pinned).
+impl<T> Unpin for JoinHandle<T> {}
+
+impl<T> std::future::Future for JoinHandle<T> {
+    type Output = Result<T, JoinError>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<T, JoinError>> {
+        let this = self.get_mut();
+        crate::runtime::asyncpreempt::in_runtime(move || {
+            assert!(!this.taken, "JoinHandle polled after it returned Ready");
+            let header = this.task.header();
+            if !header.is_complete() {
+                // SAFETY: this JoinHandle is the single joiner; `register`
+                // takes back a waiter it registered on an earlier poll.
+                if unsafe { header.register(Waiter::Waker(cx.waker().clone())) } {
+                    return std::task::Poll::Pending;
+                }
+            }
+            this.taken = true;
+            std::task::Poll::Ready(this.task.take_output())
         })
     }
 }

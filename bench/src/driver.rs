@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::json::Json;
 use crate::workloads::{self, net, Cfg, Figure, Workload, RUNTIMES};
+use serde_json::{json, Value as Json};
 
 #[derive(Debug)]
 pub struct Options {
@@ -823,66 +823,52 @@ fn print_table(rows: &[Row], o: &Options) {
 }
 
 fn to_json(rows: &[Row], o: &Options) -> Json {
-    let results = rows
+    let results: Vec<Json> = rows
         .iter()
         .map(|r| {
-            let rts = r
+            let rts: serde_json::Map<String, Json> = r
                 .cells
                 .iter()
                 .map(|(rt, c)| {
-                    let mut f = vec![
-                        (
-                            "values".into(),
-                            Json::Arr(c.values.iter().map(|v| Json::Num(*v)).collect()),
-                        ),
-                        (
-                            "peak_rss_kb".into(),
-                            Json::Arr(c.rss_kb.iter().map(|v| Json::Num(*v as f64)).collect()),
-                        ),
-                        ("unit".into(), Json::Str(c.unit.clone())),
-                        ("answer".into(), Json::Str(c.answer.clone())),
-                        (
-                            "error".into(),
-                            c.error.clone().map_or(Json::Null, Json::Str),
-                        ),
-                        (
-                            "not_applicable".into(),
-                            c.not_applicable.clone().map_or(Json::Null, Json::Str),
-                        ),
-                    ];
+                    let mut f = json!({
+                        "values": c.values,
+                        "peak_rss_kb": c.rss_kb,
+                        "unit": c.unit,
+                        "answer": c.answer,
+                        "error": c.error,
+                        "not_applicable": c.not_applicable,
+                    });
                     if let Some((m, lo, hi)) = c.stats() {
-                        f.push(("median".into(), Json::Num(m)));
-                        f.push(("min".into(), Json::Num(lo)));
-                        f.push(("max".into(), Json::Num(hi)));
+                        let obj = f.as_object_mut().expect("an object");
+                        obj.insert("median".into(), json!(m));
+                        obj.insert("min".into(), json!(lo));
+                        obj.insert("max".into(), json!(hi));
                     }
-                    (rt.to_string(), Json::Obj(f))
+                    (rt.to_string(), f)
                 })
                 .collect();
             let (ratio, best) = match r.ratio() {
-                Some((x, b)) => (Json::Num(x), Json::Str(b.into())),
+                Some((x, b)) => (json!(x), json!(b)),
                 None => (Json::Null, Json::Null),
             };
-            Json::Obj(vec![
-                ("workload".into(), Json::Str(r.workload.clone())),
-                ("what".into(), Json::Str(r.what.into())),
-                ("procs".into(), Json::Num(r.procs as f64)),
-                ("unit".into(), Json::Str(r.unit())),
-                ("higher_is_better".into(), Json::Bool(r.higher_is_better())),
-                ("runtimes".into(), Json::Obj(rts)),
-                ("ours_over_best_peer".into(), ratio),
-                ("best_peer".into(), best),
-            ])
+            json!({
+                "workload": r.workload,
+                "what": r.what,
+                "procs": r.procs,
+                "unit": r.unit(),
+                "higher_is_better": r.higher_is_better(),
+                "runtimes": rts,
+                "ours_over_best_peer": ratio,
+                "best_peer": best,
+            })
         })
         .collect();
-    Json::Obj(vec![
-        ("quick".into(), Json::Bool(o.quick)),
-        ("runs".into(), Json::Num(o.runs as f64)),
-        (
-            "procs".into(),
-            Json::Arr(o.procs.iter().map(|p| Json::Num(*p as f64)).collect()),
-        ),
-        ("results".into(), Json::Arr(results)),
-    ])
+    json!({
+        "quick": o.quick,
+        "runs": o.runs,
+        "procs": o.procs,
+        "results": results,
+    })
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 //! ours / best peer. See `bench --help`.
 
 mod driver;
-mod json;
 mod plot;
 mod workloads;
 

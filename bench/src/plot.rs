@@ -5,8 +5,8 @@ use std::fmt::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::json::Json;
 use crate::workloads::RUNTIMES;
+use serde_json::Value as Json;
 
 const COLORS: [&str; 5] = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#7f7f7f"];
 
@@ -30,14 +30,17 @@ pub fn main(args: &[String]) -> ExitCode {
         Ok(t) => t,
         Err(e) => return fail(&format!("{}: {e}", input.display())),
     };
-    let j = match Json::parse(&text) {
+    let j = match serde_json::from_str::<Json>(&text) {
         Ok(j) => j,
         Err(e) => return fail(&format!("{}: {e}", input.display())),
     };
     if let Err(e) = std::fs::create_dir_all(&out) {
         return fail(&format!("{}: {e}", out.display()));
     }
-    let results = j.get("results").map(Json::as_arr).unwrap_or(&[]);
+    let results = j
+        .get("results")
+        .and_then(Json::as_array)
+        .map_or(&[][..], Vec::as_slice);
     let mut names: Vec<&str> = Vec::new();
     for r in results {
         if let Some(n) = r.get("workload").and_then(Json::as_str) {

@@ -33,6 +33,7 @@
 mod cell;
 mod error;
 mod fast;
+mod future;
 mod hchan;
 mod lock;
 pub(crate) mod select;
@@ -45,6 +46,7 @@ pub use self::error::{
     CloseError, RecvError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError,
     TrySendError,
 };
+pub use self::future::{RecvFuture, SendFuture};
 use self::hchan::Chan;
 
 /// Creates a channel of `T` with a buffer of `cap` values (Go's
@@ -346,5 +348,49 @@ impl<'a, T> IntoIterator for &'a Receiver<T> {
     type IntoIter = Iter<'a, T>;
     fn into_iter(self) -> Iter<'a, T> {
         self.iter()
+    }
+}
+
+/// Async receiving: for async code (any executor, or
+/// [`block_on`](crate::block_on)); see `future.rs` for the protocol.
+impl<T: Send> Receiver<T> {
+    /// Receives a value as a future: the same operation as [`recv`]
+    /// (Go's semantics: FIFO with blocked goroutines and threads, direct
+    /// handoff from a blocked sender, `Err` once closed and drained), but
+    /// waiting by returning `Pending` and waking the task's waker instead
+    /// of parking.
+    ///
+    /// Dropping the future cancels it and leaves no waiter behind. If a
+    /// sender had already handed it a value, the value goes back to the
+    /// channel as a new send would (to a waiting receiver, the buffer, or a
+    /// detached blocked send), so no value is lost, unless the channel was
+    /// closed in between (a closed channel takes no value; it is dropped).
+    ///
+    /// [`recv`]: Receiver::recv
+    ///
+    /// ```
+    /// let (tx, rx) = goroutine::chan::<u32>(1);
+    /// goroutine::go(move || tx.send(5).unwrap());
+    /// assert_eq!(goroutine::block_on(rx.recv_async()), Ok(5));
+    /// ```
+    pub fn recv_async(&self) -> RecvFuture<'_, T> {
+        RecvFuture::new(&self.chan)
+    }
+}
+
+/// Async sending; see [`Receiver::recv_async`].
+impl<T: Send> Sender<T> {
+    /// Sends `v` as a future: the same operation as [`send`](Sender::send),
+    /// waiting by returning `Pending`. Dropping the future before it
+    /// completes cancels the send (no waiter is left behind) and drops `v`.
+    ///
+    /// ```
+    /// let (tx, rx) = goroutine::chan::<u32>(0);
+    /// let h = goroutine::go(move || rx.recv().unwrap());
+    /// goroutine::block_on(tx.send_async(9)).unwrap();
+    /// assert_eq!(h.join().unwrap(), 9);
+    /// ```
+    pub fn send_async(&self, v: T) -> SendFuture<'_, T> {
+        SendFuture::new(&self.chan, v)
     }
 }

@@ -119,6 +119,39 @@ impl WaitState {
                 .is_ok()
     }
 
+    /// Replaces who to wake (an async waiter polled with a new waker).
+    ///
+    /// # Safety
+    /// The caller holds the lock of the channel whose queue the wait's only
+    /// sudog is on, and that sudog is still queued ([`Sudog::is_queued`]):
+    /// then nobody has claimed the wait, and nobody can before the lock is
+    /// released.
+    /// Returns the old one, to drop after unlocking (a waker's drop is
+    /// foreign code, which never runs under a channel lock).
+    #[cfg(not(loom))]
+    pub(crate) unsafe fn set_waiter(&self, w: Waiter) -> Option<Waiter> {
+        // SAFETY: unclaimed and guarded by the lock (contract): the claimer
+        // that could take `waiter` must first pop the sudog under that lock.
+        unsafe { self.waiter.replace(Some(w)) }
+    }
+
+    /// Spins (yielding the thread) until a claimer that has already popped
+    /// this wait's sudog has completed it. The claimer is then between its
+    /// unlock and `complete`, a few instructions of runtime code that never
+    /// park, so this ends quickly. Used by async waiters, which cannot park.
+    #[cfg(not(loom))]
+    pub(crate) fn spin_until_woken(&self) {
+        let mut spins = 0u32;
+        while !self.is_woken() {
+            if spins < 64 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
     /// Whether a claimer has finished with the wait. Acquire: pairs with the
     /// Release store in [`Claimed::complete`], so the outcome it wrote is
     /// visible.
@@ -191,6 +224,18 @@ impl Sudog {
             elem,
             index,
         }
+    }
+}
+
+impl Sudog {
+    /// Whether the sudog is still on its queue (not claimed, not removed).
+    ///
+    /// # Safety
+    /// The caller holds the lock of the channel whose queue it was put on.
+    #[cfg(not(loom))]
+    pub(crate) unsafe fn is_queued(&self) -> bool {
+        // SAFETY: `queued` is protected by that lock (contract).
+        unsafe { self.queued.get() }
     }
 }
 

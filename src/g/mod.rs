@@ -99,10 +99,12 @@ pub(crate) enum WaitReason {
     Sleep,
     /// Waiting for a file descriptor in the netpoller.
     IoWait,
+    /// `block_on` of a pending future.
+    BlockOn,
 }
 
 impl WaitReason {
-    const ALL: [WaitReason; 17] = [
+    const ALL: [WaitReason; 18] = [
         WaitReason::None,
         WaitReason::Join,
         WaitReason::ChanReceive,
@@ -120,6 +122,7 @@ impl WaitReason {
         WaitReason::Semacquire,
         WaitReason::Sleep,
         WaitReason::IoWait,
+        WaitReason::BlockOn,
     ];
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -141,6 +144,7 @@ impl WaitReason {
             WaitReason::Semacquire => "semacquire",
             WaitReason::Sleep => "sleep",
             WaitReason::IoWait => "IO wait",
+            WaitReason::BlockOn => "block_on",
         }
     }
 }

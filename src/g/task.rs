@@ -24,6 +24,12 @@
 //!   our read), then drops its reference, then wakes the waiter.
 //! - Whoever observes `COMPLETE` (Acquire) may read the stage; only the
 //!   joiner does, once.
+//! - A joiner that polls the `JoinHandle` as a future registers again on
+//!   every pending poll (its waker may change): it first takes the slot
+//!   back by CAS-ing `WAITER` out while `COMPLETE` is clear, which the
+//!   completer then sees in its `fetch_or` result and leaves `waiter`
+//!   alone. So `WAITER` set always means "the completer owns `waiter`".
+//!   A waiter left in the slot when the cell is freed is dropped with it.
 
 use std::alloc::{self, Layout};
 use std::any::Any;
@@ -83,12 +89,18 @@ impl Header {
     }
 
     /// Registers `w` as the joiner. Returns false if the task completed first
-    /// (then `w` is dropped and the caller must not wait).
+    /// (then `w` is dropped and the caller must not wait). A later call
+    /// replaces the waiter of an earlier one (a `JoinHandle` polled as a
+    /// future, each time with the poller's waker; then joined).
     ///
     /// # Safety
-    /// Only the single joiner may call this, once.
+    /// Only the single joiner (the `JoinHandle`) may call this.
     pub(crate) unsafe fn register(&self, w: Waiter) -> bool {
-        // SAFETY: before WAITER is published only the joiner touches `waiter`.
+        if !self.reclaim_waiter() {
+            return false;
+        }
+        // SAFETY: WAITER is clear (never published, or taken back by
+        // `reclaim_waiter`): only the joiner touches `waiter`.
         unsafe { *self.waiter.get() = Some(w) };
         let mut cur = self.state.load(Ordering::Acquire);
         loop {
@@ -103,6 +115,34 @@ impl Header {
                 cur,
                 cur | WAITER,
                 Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Takes back the `waiter` slot handed over by an earlier `register`:
+    /// clears `WAITER` unless the task completed (then returns false, and
+    /// the completer owns the slot). Joiner only.
+    fn reclaim_waiter(&self) -> bool {
+        let mut cur = self.state.load(Ordering::Acquire);
+        loop {
+            if cur & COMPLETE != 0 {
+                return false;
+            }
+            if cur & WAITER == 0 {
+                return true;
+            }
+            // Clearing WAITER before the completer's fetch_or(COMPLETE)
+            // means it will not touch `waiter` (it tests WAITER in the value
+            // its fetch_or returns). Acquire: pairs with that fetch_or when
+            // the CAS fails because of it.
+            match self.state.compare_exchange(
+                cur,
+                cur & !WAITER,
+                Ordering::Acquire,
                 Ordering::Acquire,
             ) {
                 Ok(_) => return true,

@@ -324,7 +324,7 @@ macro_rules! impl_listener_deadline {
 }
 use impl_listener_deadline;
 
-mod fd;
+pub(crate) mod fd;
 mod tcp_listener;
 mod tcp_stream;
 mod udp_socket;

@@ -32,6 +32,9 @@ use crate::trace;
 pub(crate) enum Waiter {
     Goroutine(&'static G),
     Thread(std::thread::Thread),
+    /// An async task (a `JoinHandle` or channel future polled by an
+    /// executor, or by `block_on`).
+    Waker(std::task::Waker),
 }
 
 impl Waiter {
@@ -42,6 +45,10 @@ impl Waiter {
             Waiter::Thread(t) => {
                 super::checkdead::progress();
                 t.unpark()
+            }
+            Waiter::Waker(w) => {
+                super::checkdead::progress();
+                w.wake()
             }
         }
     }

@@ -2,6 +2,7 @@
 //! (futex, mmap/madvise/mprotect, signals, thread ids), so porting to another
 //! target means replacing these files and nothing else.
 
+pub(crate) mod fdio;
 pub(crate) mod futex;
 pub(crate) mod mem;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+pub mod block_on;
 pub mod echo;
 pub mod fanout;
 pub mod fib;
@@ -150,6 +151,28 @@ pub fn all() -> Vec<Workload> {
             may: Ok(spawn_remote::may),
             threads: Err("same as spawn"),
             go: Err("Go has no threads outside its runtime"),
+        },
+        Workload {
+            name: "block_on_ready",
+            what: "block_on of a ready future, 1M times (ns per call; tokio: Handle::block_on from a thread)",
+            min_procs: 1,
+            client: None,
+            ours: block_on::ready_ours,
+            tokio: Ok(block_on::ready_tokio),
+            may: Err("may has no block_on"),
+            threads: Err("no runtime to bridge"),
+            go: Err("Go has no futures"),
+        },
+        Workload {
+            name: "block_on_wake",
+            what: "a thread wakes a task waiting in block_on, which answers: 100K round trips (ns per round trip)",
+            min_procs: 1,
+            client: None,
+            ours: block_on::wake_ours,
+            tokio: Ok(block_on::wake_tokio),
+            may: Err("may has no block_on"),
+            threads: Err("no runtime to bridge"),
+            go: Err("Go has no futures"),
         },
         Workload {
             name: "yield",

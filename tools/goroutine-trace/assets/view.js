@@ -33,7 +33,7 @@ window.addEventListener('error', function (ev) {
   const WAIT = ['none', 'join', 'chan receive', 'chan send', 'select', 'select (no cases)',
     'chan receive (nil chan)', 'chan send (nil chan)', 'sync.Mutex.Lock', 'sync.RWMutex.RLock',
     'sync.RWMutex.Lock', 'sync.Cond.Wait', 'sync.WaitGroup.Wait', 'sync.Once.Do', 'semacquire',
-    'sleep', 'IO wait'];
+    'sleep', 'IO wait', 'block_on'];
   const ENDS = ['yield', 'preempted', 'yield-local', 'goroutine end', 'syscall', 'P stopped',
     'replaced (lost event)', 'trace end', 'stopped'];
   const SYS_END = ['exit', 'handed off', 'P stopped', 'trace end'];

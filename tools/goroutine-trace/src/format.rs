@@ -315,7 +315,7 @@ pub fn stop_reason_name(reason: u64) -> &'static str {
 }
 
 /// Wait reasons of GoBlock (the `WaitReason` discriminants of the runtime).
-pub const WAIT_REASONS: [&str; 17] = [
+pub const WAIT_REASONS: [&str; 18] = [
     "none",
     "join",
     "chan receive",
@@ -333,6 +333,7 @@ pub const WAIT_REASONS: [&str; 17] = [
     "semacquire",
     "sleep",
     "IO wait",
+    "block_on",
 ];
 
 /// The name of a wait reason; reasons appended after this tool was written
