@@ -76,6 +76,8 @@ mod chan;
 mod g;
 mod loom;
 #[cfg(not(loom))]
+mod local;
+#[cfg(not(loom))]
 mod m;
 #[cfg(not(loom))]
 pub mod net;
@@ -129,6 +131,8 @@ pub use chan::{
     chan, CloseError, IntoIter, Iter, Receiver, RecvError, RecvTimeoutError, SendError,
     SendTimeoutError, Sender, TryIter, TryRecvError, TrySendError,
 };
+#[cfg(not(loom))]
+pub use local::{AccessError, LocalKey};
 #[cfg(not(loom))]
 pub use runtime::stats::Stats;
 #[cfg(not(loom))]

@@ -155,6 +155,9 @@ pub(crate) struct Inner {
     pub(crate) name: Option<Arc<str>>,
     /// `lock_os_thread` nesting depth, and the M it is wired to.
     pub(crate) locked: u32,
+    /// Spawned with `Builder::lock_os_thread(true)`: one level of `locked`
+    /// that `unlock_os_thread` never removes.
+    pub(crate) pinned: bool,
     pub(crate) lockedm: Option<&'static crate::m::M>,
 }
 
@@ -192,6 +195,11 @@ pub(crate) struct G {
     /// read by anyone. 32 bits keep the record at two cache lines; they
     /// wrap after 49 days, and readers subtract with wrapping.
     waitsince: AtomicU32,
+    /// The goroutine-local values (`goroutine::local!`): null until a
+    /// goroutine on this record first uses one, then the same map for every
+    /// later goroutine on it (emptied at each exit). Used only by the running
+    /// goroutine itself (`crate::local`'s note), so it is apart from `inner`.
+    locals: AtomicPtr<crate::local::LocalMap>,
     inner: UnsafeCell<Inner>,
 }
 
@@ -250,11 +258,13 @@ impl G {
             guard_lo: AtomicUsize::new(0),
             stack_bytes: AtomicU32::new(0),
             waitsince: AtomicU32::new(0),
+            locals: AtomicPtr::new(ptr::null_mut()),
             inner: UnsafeCell::new(Inner {
                 task: None,
                 stack_size: 0,
                 name: None,
                 locked: 0,
+                pinned: false,
                 lockedm: None,
             }),
         }
@@ -284,6 +294,30 @@ impl G {
         for chunk in chunks {
             chunk.iter().for_each(&mut f);
         }
+    }
+
+    /// This G's goroutine-local map, made on first use. Called only by the
+    /// running goroutine (`crate::local`).
+    #[inline]
+    pub(crate) fn locals(&self) -> std::ptr::NonNull<crate::local::LocalMap> {
+        match self.locals_if_any() {
+            Some(map) => map,
+            None => {
+                let map = crate::local::new_goroutine_map();
+                // Relaxed: only the running goroutine reads it, in program
+                // order (a later goroutine on this record is ordered after
+                // us by the free list's hand-over).
+                self.locals.store(map.as_ptr(), Ordering::Relaxed);
+                map
+            }
+        }
+    }
+
+    /// This G's goroutine-local map, if a goroutine on it ever used one.
+    #[inline]
+    pub(crate) fn locals_if_any(&self) -> Option<std::ptr::NonNull<crate::local::LocalMap>> {
+        // Relaxed: see `locals`.
+        std::ptr::NonNull::new(self.locals.load(Ordering::Relaxed))
     }
 
     #[inline]

@@ -349,8 +349,16 @@ where
         Stage::Pending(f) => f,
         _ => crate::runtime::throw("goroutine task ran twice"),
     };
-    let out = panic::catch_unwind(AssertUnwindSafe(f))
+    let mut out = panic::catch_unwind(AssertUnwindSafe(f))
         .map_err(|payload| JoinError::panicked(id, name, payload));
+    // The goroutine's locals go with it, returned or panicked, before its
+    // result is published: `join` returns after their destructors. One that
+    // panics is the goroutine's panic if it had none.
+    if let Some(payload) = crate::local::goroutine_exit() {
+        if out.is_ok() {
+            out = Err(JoinError::panicked(id, name, payload));
+        }
+    }
     // SAFETY: still the only user until COMPLETE is published.
     unsafe { *cell.stage.get() = Stage::Done(out) };
 }

@@ -16,6 +16,11 @@
 //!   its P and its thread ends ([`mexit`]), as Go does, since the goroutine
 //!   may have left the thread in a state no one else should inherit.
 //!
+//! - A goroutine spawned pinned (`Builder::lock_os_thread(true)`) locks
+//!   itself before the first instruction of its closure ([`pin`]), on the
+//!   M that first runs it, with one level `unlock_os_thread` never removes:
+//!   it never changes thread, and its thread ends with it.
+//!
 //! Ownership of the P moves only through `nextp` + note wakeup (the same
 //! edge `startm` uses) or `handoffp`, so the one-owner rule holds. A locked
 //! M's note is woken at most once per sleep: only the single M that popped
@@ -45,7 +50,8 @@ pub(crate) fn unlock_os_thread() {
     let Some(g) = m.curg() else { return };
     // SAFETY: the running G owns its Inner.
     let inner = unsafe { g.inner() };
-    if inner.locked == 0 {
+    // A pinned goroutine's own level stays (module note).
+    if inner.locked <= u32::from(inner.pinned) {
         return;
     }
     inner.locked -= 1;
@@ -53,6 +59,17 @@ pub(crate) fn unlock_os_thread() {
         inner.lockedm = None;
         m.set_lockedg(None);
     }
+}
+
+/// Locks the goroutine being started to its thread for life (module note).
+/// Called first thing on the goroutine's stack, before its closure.
+pub(crate) fn pin() {
+    lock_os_thread();
+    let Some(g) = m::current().and_then(|m| m.curg()) else {
+        return;
+    };
+    // SAFETY: the running G owns its Inner.
+    unsafe { g.inner() }.pinned = true;
 }
 
 /// The M locked to `g`, if any (read by the M that owns `g`: its runner or
