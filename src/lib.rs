@@ -74,9 +74,9 @@
 mod chan;
 #[cfg(not(loom))]
 mod g;
-mod loom;
 #[cfg(not(loom))]
 mod local;
+mod loom;
 #[cfg(not(loom))]
 mod m;
 #[cfg(not(loom))]

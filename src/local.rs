@@ -31,9 +31,10 @@
 //!   can be created: `try_with` answers [`AccessError`], `with` panics, as
 //!   std does for a thread-local being destroyed. A destroyed goroutine map
 //!   is live again for the next goroutine on the same G record.
-//! - The goroutine is found with `m::current_g_checked`, which is right
-//!   even if a signal stops the goroutine in a preemptible region during
-//!   the lookup and it resumes elsewhere; everything after the lookup
+//! - Once preemptible regions are in use, the goroutine is found with
+//!   `m::current_g_checked`, which is right even if a signal stops the
+//!   goroutine during the lookup and it resumes elsewhere (before, with the
+//!   cheaper `m::current_g`); everything after the lookup
 //!   touches only the goroutine's own map, so `with` may be used inside
 //!   [`preemptible`](crate::preemptible) regions too.
 
@@ -228,7 +229,11 @@ impl<T: 'static> LocalKey<T> {
 
     #[cold]
     #[inline(never)]
-    fn init(&'static self, map: NonNull<LocalMap>, index: usize) -> Result<NonNull<T>, AccessError> {
+    fn init(
+        &'static self,
+        map: NonNull<LocalMap>,
+        index: usize,
+    ) -> Result<NonNull<T>, AccessError> {
         // SAFETY (all three map calls): the caller's own map, no borrow held.
         unsafe { map.as_ref() }.begin_init(index)?;
         // An initialiser that panics leaves the slot empty again.
@@ -447,7 +452,15 @@ impl LocalMap {
 /// The map of the running goroutine, or of the calling thread outside one.
 #[inline]
 fn caller_map() -> Result<NonNull<LocalMap>, AccessError> {
-    match m::current_g_checked() {
+    // The plain lookup is right unless a signal can stop the caller between
+    // its two loads (a preemptible region: see `m::current_g_checked`); a
+    // goroutine that entered one set the flag itself (program order).
+    let g = if crate::runtime::asyncpreempt::regions_used() {
+        m::current_g_checked()
+    } else {
+        m::current_g()
+    };
+    match g {
         Some(g) => Ok(g.locals()),
         None => thread_map(),
     }
@@ -462,7 +475,9 @@ impl Drop for ThreadMap {
         if let Some(payload) = self.0.destroy() {
             // As std does for a thread-local destructor that panics.
             drop(payload);
-            eprintln!("fatal runtime error: a goroutine::local! destructor panicked at thread exit");
+            eprintln!(
+                "fatal runtime error: a goroutine::local! destructor panicked at thread exit"
+            );
             std::process::abort();
         }
     }

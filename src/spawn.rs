@@ -152,9 +152,7 @@ impl Builder {
             };
             let (task, join) = if self.lock_os_thread {
                 new_task(move || {
-                    crate::runtime::asyncpreempt::in_runtime(
-                        crate::runtime::lockosthread::pin,
-                    );
+                    crate::runtime::asyncpreempt::in_runtime(crate::runtime::lockosthread::pin);
                     f()
                 })
             } else {

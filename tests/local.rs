@@ -100,7 +100,11 @@ fn made_on_first_use_and_dropped_before_join_returns() {
             h.join().unwrap();
         }
         assert_eq!(inits.load(Ordering::SeqCst), before.0 + 10);
-        assert_eq!(drops.load(Ordering::SeqCst), before.1 + 10, "dropped before join returned");
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            before.1 + 10,
+            "dropped before join returned"
+        );
     });
 }
 
@@ -171,7 +175,10 @@ fn locals_cannot_be_used_while_being_destroyed() {
         let seen = SEEN_DURING_DROP.lock().unwrap().clone();
         assert_eq!(seen.len(), 1);
         let e: AccessError = seen[0].unwrap_err();
-        assert!(e.to_string().contains("during or after its destruction"), "{e}");
+        assert!(
+            e.to_string().contains("during or after its destruction"),
+            "{e}"
+        );
     });
 }
 
@@ -183,7 +190,11 @@ goroutine::local! {
 fn an_initialiser_that_uses_its_own_key_panics() {
     within(Duration::from_secs(60), || {
         let e = go(|| RECURSIVE.with(|v| *v)).join().unwrap_err();
-        assert!(e.message().contains("recursive initialisation"), "{}", e.message());
+        assert!(
+            e.message().contains("recursive initialisation"),
+            "{}",
+            e.message()
+        );
     });
 }
 
@@ -206,7 +217,10 @@ fn an_initialiser_may_park_and_use_other_keys() {
 
 #[test]
 fn outside_the_runtime_a_key_is_per_thread() {
-    let before = (INITS[2].load(Ordering::SeqCst), DROPS[2].load(Ordering::SeqCst));
+    let before = (
+        INITS[2].load(Ordering::SeqCst),
+        DROPS[2].load(Ordering::SeqCst),
+    );
     let counts = Arc::new(Mutex::new(Vec::new()));
     let ts: Vec<_> = (0..4)
         .map(|i| {

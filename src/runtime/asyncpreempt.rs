@@ -56,6 +56,15 @@ use crate::m;
 /// Set once the first region is entered and the handler is installed.
 static REGIONS_USED: AtomicBool = AtomicBool::new(false);
 
+/// Whether any preemptible region was ever entered: until then no
+/// goroutine can be stopped between two instructions, so lookups need not
+/// guard against it (`crate::local`).
+#[inline(always)]
+pub(crate) fn regions_used() -> bool {
+    // Relaxed: as in `in_runtime`.
+    REGIONS_USED.load(Ordering::Relaxed)
+}
+
 /// Runs `f`, the body of a runtime call (one that touches scheduler state
 /// or takes a runtime lock), so that the calling goroutine cannot be
 /// preempted asynchronously until `f` returns or unwinds: the body of every
