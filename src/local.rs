@@ -4,8 +4,10 @@
 //! A goroutine can resume on another OS thread after any runtime call, so a
 //! `thread_local!` is the wrong home for state that belongs to the running
 //! code (`docs/soundness.md`). A [`LocalKey`] instead finds its value in a
-//! [`LocalMap`] owned by the *running goroutine*: the map hangs off the G
-//! record and travels with it, like the goroutine's stack. Outside a
+//! [`LocalMap`] owned by the *running goroutine*: the map's pointer sits in
+//! the runtime's reserved line at the top of the goroutine's stack
+//! (`stack::TOP_RESERVED`; the G record's two cache lines are full), so it
+//! travels with the goroutine like the rest of its stack. Outside a
 //! goroutine (a plain thread) the map is a per-thread one, so the same key
 //! behaves like a `thread_local!` there.
 //!
@@ -16,11 +18,13 @@
 //!   or a `with` inside `with` may add slots).
 //!
 //! # Invariants
-//! - A G's map is touched only by the goroutine itself while it runs: by
-//!   `with` on its stack, and by [`goroutine_exit`] on its stack before its
-//!   result is published. The scheduler never looks at it, so the map needs
-//!   no lock and no atomic beyond the pointer in the G (set once per G
-//!   record, which is never freed; the map is emptied and reused with it).
+//! - A goroutine's map, and the stack word naming it, are touched only by
+//!   the goroutine itself while it runs: by `with` on its stack, and by
+//!   [`goroutine_exit`] on its stack before its result is published, which
+//!   drops the values, frees the map and nulls the word. The scheduler
+//!   never looks at them, so they need no lock and no atomic. A stack is
+//!   free only with a null word (fresh stack memory reads zero), so a
+//!   goroutine never inherits another's map.
 //! - No borrow of a map is held while user code runs (an initialiser, the
 //!   closure given to `with`, a destructor): map methods borrow the slot
 //!   vector for a few instructions and return raw pointers or indices.
@@ -29,13 +33,12 @@
 //!   a bug) or `Full`.
 //! - While a map is being destroyed (goroutine end, thread exit) no value
 //!   can be created: `try_with` answers [`AccessError`], `with` panics, as
-//!   std does for a thread-local being destroyed. A destroyed goroutine map
-//!   is live again for the next goroutine on the same G record.
+//!   std does for a thread-local being destroyed.
 //! - Once preemptible regions are in use, the goroutine is found with
 //!   `m::current_g_checked`, which is right even if a signal stops the
 //!   goroutine during the lookup and it resumes elsewhere (before, with the
-//!   cheaper `m::current_g`); everything after the lookup
-//!   touches only the goroutine's own map, so `with` may be used inside
+//!   cheaper `m::current_g`); everything after the lookup touches only the
+//!   goroutine's own stack and map, so `with` may be used inside
 //!   [`preemptible`](crate::preemptible) regions too.
 
 use std::any::Any;
@@ -234,7 +237,7 @@ impl<T: 'static> LocalKey<T> {
         map: NonNull<LocalMap>,
         index: usize,
     ) -> Result<NonNull<T>, AccessError> {
-        // SAFETY (all three map calls): the caller's own map, no borrow held.
+        // SAFETY: the caller's own map, no borrow of it held.
         unsafe { map.as_ref() }.begin_init(index)?;
         // An initialiser that panics leaves the slot empty again.
         struct Reset(NonNull<LocalMap>, usize);
@@ -437,14 +440,6 @@ impl LocalMap {
                 }
             }
         }
-        // Give the (now empty) allocation back to the map for its next user.
-        let mut slots = slots;
-        slots.clear();
-        // SAFETY: exclusive per the type's note; no destructor runs any more.
-        let current = unsafe { &mut *self.slots.get() };
-        if current.capacity() == 0 {
-            *current = slots;
-        }
         first_panic
     }
 }
@@ -460,10 +455,29 @@ fn caller_map() -> Result<NonNull<LocalMap>, AccessError> {
     } else {
         m::current_g()
     };
-    match g {
-        Some(g) => Ok(g.locals()),
+    match g.and_then(|g| g.locals_slot()) {
+        Some(slot) => Ok(goroutine_map(slot)),
         None => thread_map(),
     }
+}
+
+/// The map in a running goroutine's stack word, made on first use.
+#[inline]
+fn goroutine_map(slot: *mut *mut LocalMap) -> NonNull<LocalMap> {
+    // SAFETY: the word is in the reserved top line of the running
+    // goroutine's own stack, mapped while it runs and used only by it.
+    match NonNull::new(unsafe { slot.read() }) {
+        Some(map) => map,
+        None => new_goroutine_map(slot),
+    }
+}
+
+#[cold]
+fn new_goroutine_map(slot: *mut *mut LocalMap) -> NonNull<LocalMap> {
+    let map = NonNull::from(Box::leak(Box::new(LocalMap::new())));
+    // SAFETY: as in `goroutine_map`.
+    unsafe { slot.write(map.as_ptr()) };
+    map
 }
 
 /// A thread's map outside the runtime: its values are dropped at thread
@@ -496,23 +510,22 @@ fn thread_map() -> Result<NonNull<LocalMap>, AccessError> {
         .map_err(|_| AccessError)
 }
 
-/// Allocates the map a G record keeps for all its goroutines.
-#[cold]
-pub(crate) fn new_goroutine_map() -> NonNull<LocalMap> {
-    NonNull::from(Box::leak(Box::new(LocalMap::new())))
-}
-
 /// The running goroutine returned or panicked: drop its locals, on its own
-/// stack, before its result is published. Returns the first panic of a
-/// destructor.
+/// stack, before its result is published, and free its map (its stack's
+/// word is null again before the stack is recycled). Returns the first
+/// panic of a destructor.
 pub(crate) fn goroutine_exit() -> Option<Box<dyn Any + Send>> {
-    let g = m::current_g_checked()?;
-    let map = g.locals_if_any()?;
-    // SAFETY: the goroutine's own map, used only by it (module note).
-    let map = unsafe { map.as_ref() };
-    let panicked = map.destroy();
-    // The G record, and this map, serve the next goroutine spawned on it.
-    map.destroying.set(false);
+    let slot = m::current_g_checked()?.locals_slot()?;
+    // SAFETY: as in `goroutine_map`.
+    let map = NonNull::new(unsafe { slot.read() })?;
+    // SAFETY: the goroutine's own map, used only by it (module note). While
+    // destructors run the word still names it, so their accesses find it
+    // being destroyed.
+    let panicked = unsafe { map.as_ref() }.destroy();
+    // SAFETY: as in `goroutine_map`.
+    unsafe { slot.write(std::ptr::null_mut()) };
+    // SAFETY: made by `new_goroutine_map` from a Box, unreachable now.
+    drop(unsafe { Box::from_raw(map.as_ptr()) });
     panicked
 }
 

@@ -153,11 +153,9 @@ pub(crate) struct Inner {
     pub(crate) stack_size: u32,
     /// The name given through `Builder::name`.
     pub(crate) name: Option<Arc<str>>,
-    /// `lock_os_thread` nesting depth, and the M it is wired to.
+    /// `lock_os_thread` nesting depth (with `lockosthread::PINNED` set for
+    /// a goroutine spawned pinned), and the M it is wired to.
     pub(crate) locked: u32,
-    /// Spawned with `Builder::lock_os_thread(true)`: one level of `locked`
-    /// that `unlock_os_thread` never removes.
-    pub(crate) pinned: bool,
     pub(crate) lockedm: Option<&'static crate::m::M>,
 }
 
@@ -195,11 +193,6 @@ pub(crate) struct G {
     /// read by anyone. 32 bits keep the record at two cache lines; they
     /// wrap after 49 days, and readers subtract with wrapping.
     waitsince: AtomicU32,
-    /// The goroutine-local values (`goroutine::local!`): null until a
-    /// goroutine on this record first uses one, then the same map for every
-    /// later goroutine on it (emptied at each exit). Used only by the running
-    /// goroutine itself (`crate::local`'s note), so it is apart from `inner`.
-    locals: AtomicPtr<crate::local::LocalMap>,
     inner: UnsafeCell<Inner>,
 }
 
@@ -258,13 +251,11 @@ impl G {
             guard_lo: AtomicUsize::new(0),
             stack_bytes: AtomicU32::new(0),
             waitsince: AtomicU32::new(0),
-            locals: AtomicPtr::new(ptr::null_mut()),
             inner: UnsafeCell::new(Inner {
                 task: None,
                 stack_size: 0,
                 name: None,
                 locked: 0,
-                pinned: false,
                 lockedm: None,
             }),
         }
@@ -296,28 +287,14 @@ impl G {
         }
     }
 
-    /// This G's goroutine-local map, made on first use. Called only by the
-    /// running goroutine (`crate::local`).
+    /// Where the running goroutine keeps its goroutine-local map pointer
+    /// (`crate::local`): the first word of the runtime's reserved line at
+    /// the top of its stack (`stack::TOP_RESERVED`; the G record itself
+    /// has no room left in its two cache lines). `None` without a stack.
     #[inline]
-    pub(crate) fn locals(&self) -> std::ptr::NonNull<crate::local::LocalMap> {
-        match self.locals_if_any() {
-            Some(map) => map,
-            None => {
-                let map = crate::local::new_goroutine_map();
-                // Relaxed: only the running goroutine reads it, in program
-                // order (a later goroutine on this record is ordered after
-                // us by the free list's hand-over).
-                self.locals.store(map.as_ptr(), Ordering::Relaxed);
-                map
-            }
-        }
-    }
-
-    /// This G's goroutine-local map, if a goroutine on it ever used one.
-    #[inline]
-    pub(crate) fn locals_if_any(&self) -> Option<std::ptr::NonNull<crate::local::LocalMap>> {
-        // Relaxed: see `locals`.
-        std::ptr::NonNull::new(self.locals.load(Ordering::Relaxed))
+    pub(crate) fn locals_slot(&self) -> Option<*mut *mut crate::local::LocalMap> {
+        self.stack_range()
+            .map(|(_, hi)| (hi - stack::TOP_RESERVED) as *mut *mut crate::local::LocalMap)
     }
 
     #[inline]

@@ -371,6 +371,13 @@ impl Drop for Stack {
     }
 }
 
+/// Bytes at the top of every goroutine stack that the coroutine does not
+/// use: one cache line kept for the runtime's per-goroutine data. Its first
+/// word holds the goroutine-local map (`crate::local`): null whenever the
+/// stack is free (fresh memory reads zero; the goroutine clears it when it
+/// ends, before its stack is recycled).
+pub(crate) const TOP_RESERVED: usize = 64;
+
 /// Cache colouring: stack tops are page-aligned and a whole number of pages
 /// apart, so without an offset every goroutine's hot top-of-stack lines map to
 /// the same few L1 sets and a thousand goroutines switching in turn evict
@@ -385,7 +392,8 @@ fn colour_offset(top: usize) -> usize {
 }
 
 // SAFETY: `base()` is a 64-byte-aligned (hence STACK_ALIGNMENT-aligned)
-// address at most 4032 bytes below the page-aligned top of `usable` >= 16 KiB
+// address at least TOP_RESERVED (64) and at most 4096 bytes below the
+// page-aligned top of `usable` >= 16 KiB
 // (>= corosensei's MIN_STACK_SIZE + 4 KiB) bytes of read-write memory owned by
 // this value and mapped for the life of the process (slabs are never
 // unmapped); a guard page sits directly below it. `limit()` is the low end of
@@ -393,7 +401,7 @@ fn colour_offset(top: usize) -> usize {
 unsafe impl corosensei::stack::Stack for Stack {
     #[inline]
     fn base(&self) -> StackPointer {
-        let base = self.top.get() - colour_offset(self.top.get());
+        let base = self.top.get() - TOP_RESERVED - colour_offset(self.top.get());
         NonZeroUsize::new(base).unwrap_or(self.top)
     }
 
@@ -1009,8 +1017,11 @@ mod tests {
                 assert_eq!(s.top.get() % page(), 0);
                 use corosensei::stack::Stack as _;
                 assert_eq!(s.limit().get(), glo);
-                // base = top minus the cache colour, within the top page.
-                let colour = s.top.get() - s.base().get();
+                // base = top minus the reserved line and the cache colour,
+                // within the top page.
+                let below = s.top.get() - s.base().get();
+                assert!(below >= TOP_RESERVED, "base {below} bytes below the top");
+                let colour = below - TOP_RESERVED;
                 assert!(colour < 4096 && colour % 64 == 0, "colour {colour}");
                 (glo, s.top.get())
             })

@@ -18,7 +18,8 @@
 //!
 //! - A goroutine spawned pinned (`Builder::lock_os_thread(true)`) locks
 //!   itself before the first instruction of its closure ([`pin`]), on the
-//!   M that first runs it, with one level `unlock_os_thread` never removes:
+//!   M that first runs it, with one level `unlock_os_thread` never removes
+//!   (the `PINNED` bit of `locked`; `gdestroy` clears it with the rest):
 //!   it never changes thread, and its thread ends with it.
 //!
 //! Ownership of the P moves only through `nextp` + note wakeup (the same
@@ -30,16 +31,21 @@ use super::{idle, syscall};
 use crate::g::G;
 use crate::m::{self, M};
 
+/// The bit of `Inner::locked` that marks a pinned goroutine (the rest is
+/// the nesting depth, which includes the pin's own level).
+pub(crate) const PINNED: u32 = 1 << 31;
+
 /// See `crate::lock_os_thread`.
 pub(crate) fn lock_os_thread() {
     let Some(m) = m::current() else { return };
     let Some(g) = m.curg() else { return };
     // SAFETY: the running G owns its Inner.
     let inner = unsafe { g.inner() };
-    inner.locked = inner
-        .locked
-        .checked_add(1)
-        .unwrap_or_else(|| super::throw("lock_os_thread nesting overflow"));
+    let depth = inner.locked & !PINNED;
+    if depth == !PINNED {
+        super::throw("lock_os_thread nesting overflow");
+    }
+    inner.locked += 1;
     inner.lockedm = Some(m);
     m.set_lockedg(Some(g));
 }
@@ -51,7 +57,8 @@ pub(crate) fn unlock_os_thread() {
     // SAFETY: the running G owns its Inner.
     let inner = unsafe { g.inner() };
     // A pinned goroutine's own level stays (module note).
-    if inner.locked <= u32::from(inner.pinned) {
+    let floor = u32::from(inner.locked & PINNED != 0);
+    if inner.locked & !PINNED <= floor {
         return;
     }
     inner.locked -= 1;
@@ -69,7 +76,7 @@ pub(crate) fn pin() {
         return;
     };
     // SAFETY: the running G owns its Inner.
-    unsafe { g.inner() }.pinned = true;
+    unsafe { g.inner() }.locked |= PINNED;
 }
 
 /// The M locked to `g`, if any (read by the M that owns `g`: its runner or

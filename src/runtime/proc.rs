@@ -118,7 +118,6 @@ pub(crate) fn gdestroy(pp: &PHandle, g: &'static G, stack: Option<Stack>) {
             crate::g::unregister_name(g.id());
         }
         inner.locked = 0;
-        inner.pinned = false;
         inner.lockedm = None;
     }
     if let Some(stack) = stack {
