@@ -454,7 +454,8 @@ impl G {
     }
 
     /// The usable stack, `[lo, hi)`, if the G has one. Async-signal-safe.
-    pub(crate) fn stack_range(&self) -> Option<(usize, usize)> {
+#[inline]
+        pub(crate) fn stack_range(&self) -> Option<(usize, usize)> {
         let guard = self.guard_lo.load(Ordering::Relaxed);
         if guard == 0 {
             return None;
