@@ -4,33 +4,34 @@
 //! A goroutine can resume on another OS thread after any runtime call, so a
 //! `thread_local!` is the wrong home for state that belongs to the running
 //! code (`docs/soundness.md`). A [`LocalKey`] instead finds its value in a
-//! [`LocalMap`] owned by the *running goroutine*: the map's pointer sits in
+//! [`LocalMap`] owned by the *running goroutine*: the map sits in place in
 //! the runtime's reserved line at the top of the goroutine's stack
 //! (`stack::TOP_RESERVED`; the G record's two cache lines are full), so it
-//! travels with the goroutine like the rest of its stack. Outside a
+//! travels with the goroutine like the rest of its stack. All-zero bytes
+//! are an empty map, which is what a fresh stack holds. Outside a
 //! goroutine (a plain thread) the map is a per-thread one, so the same key
 //! behaves like a `thread_local!` there.
 //!
 //! - Keys get a process-wide index on first use (`LocalKey::index`, one
 //!   CAS, then a relaxed load); a map is a vector of slots by index.
-//! - Values are boxed separately (the slot holds a raw pointer), so a `&T`
+//! - Values are boxed separately (a slot holds a raw pointer), so a `&T`
 //!   handed to `with` stays valid while the vector grows (an initialiser
 //!   or a `with` inside `with` may add slots).
 //!
 //! # Invariants
-//! - A goroutine's map, and the stack word naming it, are touched only by
-//!   the goroutine itself while it runs: by `with` on its stack, and by
-//!   [`goroutine_exit`] on its stack before its result is published, which
-//!   drops the values, frees the map and nulls the word. The scheduler
-//!   never looks at them, so they need no lock and no atomic. A stack is
-//!   free only with a null word (fresh stack memory reads zero), so a
-//!   goroutine never inherits another's map.
+//! - A goroutine's map is touched only by the goroutine itself while it
+//!   runs: by `with` on its stack, and by [`goroutine_exit`] on its stack
+//!   before its result is published, which drops the values and frees the
+//!   slots. The scheduler never looks at it, so it needs no lock and no
+//!   atomic. A stack is free only with an all-zero map (fresh stack memory
+//!   reads zero; `goroutine_exit` zeroes it), so a goroutine never inherits
+//!   another's values.
 //! - No borrow of a map is held while user code runs (an initialiser, the
 //!   closure given to `with`, a destructor): map methods borrow the slot
 //!   vector for a few instructions and return raw pointers or indices.
-//! - A slot is `Empty`, `Initializing` (its initialiser runs: a `with` of
-//!   the same key from inside it panics, as a recursive initialisation is
-//!   a bug) or `Full`.
+//! - A slot is empty (null), initialising (its initialiser runs: a `with`
+//!   of the same key from inside it panics, as a recursive initialisation
+//!   is a bug) or full.
 //! - While a map is being destroyed (goroutine end, thread exit) no value
 //!   can be created: `try_with` answers [`AccessError`], `with` panics, as
 //!   std does for a thread-local being destroyed.
@@ -42,7 +43,7 @@
 //!   [`preemptible`](crate::preemptible) regions too.
 
 use std::any::Any;
-use std::cell::{Cell, RefCell, UnsafeCell};
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
@@ -349,89 +350,147 @@ unsafe fn drop_boxed<T>(p: NonNull<()>) {
     drop(unsafe { Box::from_raw(p.cast::<T>().as_ptr()) });
 }
 
+/// A key's value in one map: the boxed value and how to drop it. A slot is
+/// full iff it has a `drop`; an empty one has a null `value`; one whose
+/// initialiser runs has [`INITIALIZING`] and no `drop` (a zero-sized value's
+/// box may be at address 1 too, which is why fullness is read from `drop`).
 #[derive(Clone, Copy)]
-enum Slot {
-    Empty,
-    Initializing,
-    Full {
-        value: NonNull<()>,
-        drop: unsafe fn(NonNull<()>),
-    },
+struct Slot {
+    value: *mut (),
+    drop: Option<unsafe fn(NonNull<()>)>,
 }
 
-/// One goroutine's (or thread's) values, by key index. All methods are
-/// called only by the map's owner, never while user code holds a borrow
-/// of the slot vector (module note), which is what makes the `UnsafeCell`
-/// accesses below exclusive.
+/// The `value` of a slot whose initialiser is running.
+const INITIALIZING: *mut () = 1 as *mut ();
+
+const EMPTY: Slot = Slot {
+    value: std::ptr::null_mut(),
+    drop: None,
+};
+
+/// One goroutine's (or thread's) values, by key index: a vector kept as
+/// raw parts, so that **all-zero bytes are a valid empty map**. That lets a
+/// goroutine's map live in place in the reserved line at the top of its
+/// stack (fresh stack memory reads zero, and [`goroutine_exit`] leaves it
+/// zero again). All methods are called only by the map's owner, never while
+/// user code holds a borrow of the slots (module note), which is what makes
+/// the plain `Cell` accesses exclusive.
+#[repr(C)]
 pub(crate) struct LocalMap {
-    slots: UnsafeCell<Vec<Slot>>,
+    ptr: Cell<*mut Slot>,
+    len: Cell<usize>,
+    cap: Cell<usize>,
     destroying: Cell<bool>,
 }
 
 impl LocalMap {
     pub(crate) const fn new() -> LocalMap {
         LocalMap {
-            slots: UnsafeCell::new(Vec::new()),
+            ptr: Cell::new(std::ptr::null_mut()),
+            len: Cell::new(0),
+            cap: Cell::new(0),
             destroying: Cell::new(false),
         }
     }
 
     #[inline]
     fn get(&self, index: usize) -> Option<NonNull<()>> {
-        // SAFETY: exclusive per the type's note; a shared read here.
-        match unsafe { &*self.slots.get() }.get(index) {
-            Some(Slot::Full { value, .. }) => Some(*value),
-            _ => None,
+        if index >= self.len.get() {
+            return None;
         }
+        // SAFETY: index < len: an initialised slot of the live allocation.
+        let slot = unsafe { *self.ptr.get().add(index) };
+        slot.drop?;
+        NonNull::new(slot.value)
+    }
+
+    /// Takes the slots out as a `Vec` (the map is left empty).
+    fn take(&self) -> Vec<Slot> {
+        let (ptr, len, cap) = (self.ptr.get(), self.len.get(), self.cap.get());
+        self.ptr.set(std::ptr::null_mut());
+        self.len.set(0);
+        self.cap.set(0);
+        if cap == 0 {
+            return Vec::new();
+        }
+        // SAFETY: the parts came from a `Vec<Slot>` (`put`), and the map
+        // no longer names them.
+        unsafe { Vec::from_raw_parts(ptr, len, cap) }
+    }
+
+    /// Stores `v` as the map's slots (the map was empty).
+    fn put(&self, v: Vec<Slot>) {
+        let mut v = std::mem::ManuallyDrop::new(v);
+        self.ptr.set(v.as_mut_ptr());
+        self.len.set(v.len());
+        self.cap.set(v.capacity());
+    }
+
+    fn set(&self, index: usize, slot: Slot) {
+        debug_assert!(index < self.len.get());
+        // SAFETY: index < len, as the callers ensure (`begin_init` grew it).
+        unsafe { *self.ptr.get().add(index) = slot };
     }
 
     fn begin_init(&self, index: usize) -> Result<(), AccessError> {
         if self.destroying.get() {
             return Err(AccessError);
         }
-        // SAFETY: exclusive per the type's note.
-        let slots = unsafe { &mut *self.slots.get() };
-        if slots.len() <= index {
-            slots.resize(index + 1, Slot::Empty);
+        if index >= self.len.get() {
+            let mut v = self.take();
+            v.resize(index + 1, EMPTY);
+            self.put(v);
         }
-        match slots[index] {
-            Slot::Empty => {
-                slots[index] = Slot::Initializing;
-                Ok(())
-            }
-            Slot::Initializing => {
-                panic!("goroutine::local! value used by its own initialiser (recursive initialisation)")
-            }
-            Slot::Full { .. } => unreachable!("local slot initialised twice"),
+        // SAFETY: index < len now.
+        let slot = unsafe { *self.ptr.get().add(index) };
+        assert!(
+            slot.drop.is_none(),
+            "goroutine::local! slot initialised twice"
+        );
+        if slot.value == INITIALIZING {
+            panic!(
+                "goroutine::local! value used by its own initialiser (recursive initialisation)"
+            );
         }
+        self.set(
+            index,
+            Slot {
+                value: INITIALIZING,
+                drop: None,
+            },
+        );
+        Ok(())
     }
 
     fn finish_init(&self, index: usize, value: NonNull<()>, drop: unsafe fn(NonNull<()>)) {
-        // SAFETY: exclusive per the type's note.
-        let slots = unsafe { &mut *self.slots.get() };
-        slots[index] = Slot::Full { value, drop };
+        self.set(
+            index,
+            Slot {
+                value: value.as_ptr(),
+                drop: Some(drop),
+            },
+        );
     }
 
     fn abort_init(&self, index: usize) {
-        // SAFETY: exclusive per the type's note.
-        if let Some(s) = unsafe { &mut *self.slots.get() }.get_mut(index) {
-            *s = Slot::Empty;
+        if index < self.len.get() {
+            self.set(index, EMPTY);
         }
     }
 
-    /// Drops every value, in key order, and returns the first panic a
-    /// destructor raised (the others' values are still dropped). While it
-    /// runs, no value can be made (`AccessError`).
-    fn destroy(&self) -> Option<Box<dyn Any + Send>> {
+    /// Drops every value, in key order, frees the slots and returns the
+    /// first panic a destructor raised (the others' values are still
+    /// dropped). While it runs, no value can be made (`AccessError`).
+    /// Afterwards the map is all zero bytes again iff `reusable`.
+    fn destroy(&self, reusable: bool) -> Option<Box<dyn Any + Send>> {
         self.destroying.set(true);
-        // SAFETY: exclusive per the type's note; the vector is moved out
-        // before any destructor (user code) runs.
-        let slots = std::mem::take(unsafe { &mut *self.slots.get() });
+        // Moved out before any destructor (user code) runs.
+        let slots = self.take();
         let mut first_panic = None;
         for slot in &slots {
-            if let Slot::Full { value, drop } = *slot {
-                // SAFETY: the slot owned the value; it is dropped once (the
-                // vector is no longer reachable from the map).
+            if let (Some(drop), Some(value)) = (slot.drop, NonNull::new(slot.value)) {
+                // SAFETY: the slot owned the boxed value; it is dropped once
+                // (the slots are no longer reachable from the map).
                 let r = panic::catch_unwind(AssertUnwindSafe(|| unsafe { drop(value) }));
                 if let Err(payload) = r {
                     if first_panic.is_none() {
@@ -439,6 +498,10 @@ impl LocalMap {
                     }
                 }
             }
+        }
+        drop(slots);
+        if reusable {
+            self.destroying.set(false);
         }
         first_panic
     }
@@ -456,28 +519,9 @@ fn caller_map() -> Result<NonNull<LocalMap>, AccessError> {
         m::current_g()
     };
     match g.and_then(|g| g.locals_slot()) {
-        Some(slot) => Ok(goroutine_map(slot)),
+        Some(map) => Ok(map),
         None => thread_map(),
     }
-}
-
-/// The map in a running goroutine's stack word, made on first use.
-#[inline]
-fn goroutine_map(slot: *mut *mut LocalMap) -> NonNull<LocalMap> {
-    // SAFETY: the word is in the reserved top line of the running
-    // goroutine's own stack, mapped while it runs and used only by it.
-    match NonNull::new(unsafe { slot.read() }) {
-        Some(map) => map,
-        None => new_goroutine_map(slot),
-    }
-}
-
-#[cold]
-fn new_goroutine_map(slot: *mut *mut LocalMap) -> NonNull<LocalMap> {
-    let map = NonNull::from(Box::leak(Box::new(LocalMap::new())));
-    // SAFETY: as in `goroutine_map`.
-    unsafe { slot.write(map.as_ptr()) };
-    map
 }
 
 /// A thread's map outside the runtime: its values are dropped at thread
@@ -486,7 +530,7 @@ struct ThreadMap(LocalMap);
 
 impl Drop for ThreadMap {
     fn drop(&mut self) {
-        if let Some(payload) = self.0.destroy() {
+        if let Some(payload) = self.0.destroy(false) {
             // As std does for a thread-local destructor that panics.
             drop(payload);
             eprintln!(
@@ -511,22 +555,16 @@ fn thread_map() -> Result<NonNull<LocalMap>, AccessError> {
 }
 
 /// The running goroutine returned or panicked: drop its locals, on its own
-/// stack, before its result is published, and free its map (its stack's
-/// word is null again before the stack is recycled). Returns the first
-/// panic of a destructor.
+/// stack, before its result is published, leaving its map all zero for the
+/// next goroutine on the stack. Returns the first panic of a destructor.
 pub(crate) fn goroutine_exit() -> Option<Box<dyn Any + Send>> {
-    let slot = m::current_g_checked()?.locals_slot()?;
-    // SAFETY: as in `goroutine_map`.
-    let map = NonNull::new(unsafe { slot.read() })?;
-    // SAFETY: the goroutine's own map, used only by it (module note). While
-    // destructors run the word still names it, so their accesses find it
-    // being destroyed.
-    let panicked = unsafe { map.as_ref() }.destroy();
-    // SAFETY: as in `goroutine_map`.
-    unsafe { slot.write(std::ptr::null_mut()) };
-    // SAFETY: made by `new_goroutine_map` from a Box, unreachable now.
-    drop(unsafe { Box::from_raw(map.as_ptr()) });
-    panicked
+    let map = m::current_g_checked()?.locals_slot()?;
+    // SAFETY: the goroutine's own map, in its own stack (module note).
+    let map = unsafe { map.as_ref() };
+    if map.cap.get() == 0 {
+        return None;
+    }
+    map.destroy(true)
 }
 
 #[cfg(test)]

@@ -287,14 +287,19 @@ impl G {
         }
     }
 
-    /// Where the running goroutine keeps its goroutine-local map pointer
-    /// (`crate::local`): the first word of the runtime's reserved line at
-    /// the top of its stack (`stack::TOP_RESERVED`; the G record itself
-    /// has no room left in its two cache lines). `None` without a stack.
+    /// Where the running goroutine keeps its goroutine-local map
+    /// (`crate::local`): in place, at the start of the runtime's reserved
+    /// line at the top of its stack (`stack::TOP_RESERVED`; the G record
+    /// itself has no room left in its two cache lines). `None` without a
+    /// stack.
     #[inline]
-    pub(crate) fn locals_slot(&self) -> Option<*mut *mut crate::local::LocalMap> {
+    pub(crate) fn locals_slot(&self) -> Option<std::ptr::NonNull<crate::local::LocalMap>> {
+        const _: () = assert!(
+            std::mem::size_of::<crate::local::LocalMap>() <= stack::TOP_RESERVED
+                && std::mem::align_of::<crate::local::LocalMap>() <= 64
+        );
         self.stack_range()
-            .map(|(_, hi)| (hi - stack::TOP_RESERVED) as *mut *mut crate::local::LocalMap)
+            .and_then(|(_, hi)| std::ptr::NonNull::new((hi - stack::TOP_RESERVED) as *mut _))
     }
 
     #[inline]
@@ -454,8 +459,8 @@ impl G {
     }
 
     /// The usable stack, `[lo, hi)`, if the G has one. Async-signal-safe.
-#[inline]
-        pub(crate) fn stack_range(&self) -> Option<(usize, usize)> {
+    #[inline]
+    pub(crate) fn stack_range(&self) -> Option<(usize, usize)> {
         let guard = self.guard_lo.load(Ordering::Relaxed);
         if guard == 0 {
             return None;

@@ -372,10 +372,10 @@ impl Drop for Stack {
 }
 
 /// Bytes at the top of every goroutine stack that the coroutine does not
-/// use: one cache line kept for the runtime's per-goroutine data. Its first
-/// word holds the goroutine-local map (`crate::local`): null whenever the
-/// stack is free (fresh memory reads zero; the goroutine clears it when it
-/// ends, before its stack is recycled).
+/// use: one cache line kept for the runtime's per-goroutine data. It holds
+/// the goroutine-local map (`crate::local`), all zero whenever the stack is
+/// free (fresh memory reads zero; the goroutine empties it when it ends,
+/// before its stack is recycled).
 pub(crate) const TOP_RESERVED: usize = 64;
 
 /// Cache colouring: stack tops are page-aligned and a whole number of pages
