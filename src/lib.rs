@@ -22,17 +22,23 @@
 //! ```
 //!
 //! # Thread-locals and goroutines (read this)
-//! A goroutine can resume on a different OS thread after any runtime call
-//! (`yield_now`, `JoinHandle::join`, channel operations, mutexes,
-//! sleeps and I/O). A reference into a `thread_local!` value, or a value
-//! cached from one, must therefore not be held across such a call: after it,
-//! the reference may point into another thread's storage. Re-read the
-//! thread-local after the call instead. The runtime itself follows this rule:
-//! its own current G/M/P are re-read after every switch, through an
-//! out-of-line accessor, never cached. ([`lock_os_thread`] pins a goroutine
-//! to one thread for code that needs it.) Inside a [`preemptible`] region
-//! the goroutine may move between *any* two instructions, so there no
-//! thread-local state may be used at all.
+//! [`go`] has **one unchecked precondition**. A goroutine can resume on a
+//! different OS thread after any runtime call (`yield_now`,
+//! `JoinHandle::join`, channel operations, mutexes, sleeps and I/O). A value
+//! tied to the thread it was made on must therefore not be held across such
+//! a call: a reference into a `thread_local!` value, an `Rc` cloned out of
+//! one, a `std::sync::MutexGuard`, std's stdout lock, a `tracing` span
+//! guard, `rand::thread_rng()`. The compiler cannot check this, and breaking
+//! it is undefined behaviour although `go` is safe. Keep state that must
+//! follow the goroutine in [`local!`] (goroutine-local storage), and spawn
+//! code that must stay on one thread with [`Builder::lock_os_thread`]
+//! (or wrap part of a goroutine in [`lock_os_thread`]). The runtime itself
+//! follows this rule: its own current G/M/P are re-read after every switch,
+//! through an out-of-line accessor, never cached. Inside a [`preemptible`]
+//! region the goroutine may move between *any* two instructions, so there no
+//! thread-local state may be used at all ([`local!`] may). The exact
+//! contract, the choices other runtimes made and the common traps with
+//! their safe replacements: `docs/soundness.md`.
 //!
 //! # Preemption
 //! A goroutine that has run for 10 ms is asked to yield (Go's sysmon). It
@@ -92,6 +98,7 @@ pub mod context;
 mod g;
 #[cfg(not(loom))]
 pub mod io;
+mod local;
 mod loom;
 #[cfg(not(loom))]
 mod m;
@@ -163,6 +170,8 @@ pub use chan::{
     chan, CloseError, IntoIter, Iter, Receiver, RecvError, RecvFuture, RecvTimeoutError, SendError,
     SendFuture, SendTimeoutError, Sender, TryIter, TryRecvError, TrySendError,
 };
+#[cfg(not(loom))]
+pub use local::{AccessError, LocalKey};
 #[cfg(not(loom))]
 pub use runtime::stats::Stats;
 #[cfg(not(loom))]
@@ -379,6 +388,38 @@ pub fn max_procs() -> usize {
 /// queries. Values above 1024 are capped. Resizes the P array while
 /// goroutines run, with a brief stop-the-world: each running goroutine is
 /// stopped at its next scheduling point (a runtime call).
+///
+/// # Waiting for goroutines that make no runtime call
+/// The stop-the-world (this one and every other) waits until each running
+/// goroutine reaches such a point. A goroutine that computes for long
+/// without any runtime call, outside a [`preemptible`] region, cannot be
+/// stopped meanwhile: `set_max_procs` then waits for as long as it runs,
+/// forever for a loop that never makes one (Go stops such loops with a
+/// signal; here only regions allow that). The way out is in the loop:
+/// call [`preempt_point`] in it (a few loads when nothing is asked), or run
+/// it inside [`preemptible`] (stopped by signal wherever it is; the region's
+/// rules apply).
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+///
+/// goroutine::run(|| {
+///     let stop = Arc::new(AtomicBool::new(false));
+///     let s = stop.clone();
+///     let spinner = goroutine::go(move || {
+///         while !s.load(Ordering::Relaxed) {
+///             // Without this call, set_max_procs below would wait forever.
+///             goroutine::preempt_point();
+///         }
+///     });
+///     goroutine::yield_now();
+///     let before = goroutine::set_max_procs(2);
+///     stop.store(true, Ordering::Relaxed);
+///     spinner.join().unwrap();
+///     goroutine::set_max_procs(before);
+/// });
+/// ```
 #[cfg(not(loom))]
 pub fn set_max_procs(n: usize) -> usize {
     runtime::asyncpreempt::in_runtime(move || runtime::procresize::set_max_procs(n))

@@ -90,11 +90,12 @@ where
     }
 }
 
-/// Goroutine factory with options (name, stack size).
+/// Goroutine factory with options (name, stack size, pinned to a thread).
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
     name: Option<String>,
     stack_size: Option<usize>,
+    lock_os_thread: bool,
 }
 
 impl Builder {
@@ -102,9 +103,45 @@ impl Builder {
         Builder::default()
     }
 
-    /// Names the goroutine (shown in panics, dumps and traces).
+    /// Names the goroutine (shown in panics, dumps and traces). An empty
+    /// name means no name.
     pub fn name(mut self, name: impl Into<String>) -> Builder {
-        self.name = Some(name.into());
+        self.name = Some(name.into()).filter(|n| !n.is_empty());
+        self
+    }
+
+    /// With `true`, the goroutine runs on one OS thread for its whole life,
+    /// from the first instruction of its closure: as if it called
+    /// [`lock_os_thread`](crate::lock_os_thread) first thing, except that
+    /// [`unlock_os_thread`](crate::unlock_os_thread) cannot undo it. No
+    /// other goroutine runs on that thread meanwhile, and the thread ends
+    /// with the goroutine (its `thread_local!` values are dropped there).
+    ///
+    /// For code that must stay on one thread: thread-affine libraries (GUI
+    /// toolkits, OpenGL contexts, some C libraries), `thread_local!` values
+    /// held across runtime calls, `std::sync::MutexGuard`s or std's stdout
+    /// lock held across them (`docs/soundness.md`). Costs an OS thread per
+    /// such goroutine (started when it ends, to replace the one it takes),
+    /// and each of its switches is a thread hand-off (some microseconds
+    /// instead of ~100 ns).
+    ///
+    /// ```
+    /// let same = goroutine::run(|| {
+    ///     goroutine::Builder::new()
+    ///         .lock_os_thread(true)
+    ///         .spawn(|| {
+    ///             let before = std::thread::current().id();
+    ///             goroutine::time::sleep(std::time::Duration::from_millis(1));
+    ///             before == std::thread::current().id()
+    ///         })
+    ///         .unwrap()
+    ///         .join()
+    ///         .unwrap()
+    /// });
+    /// assert!(same);
+    /// ```
+    pub fn lock_os_thread(mut self, pinned: bool) -> Builder {
+        self.lock_os_thread = pinned;
         self
     }
 
@@ -131,7 +168,14 @@ impl Builder {
                 Some(n) => stack::validate_stack_size(n)?,
                 None => stack::default_stack_size(),
             };
-            let (task, join) = new_task(f, spawn);
+            let (task, join) = if self.lock_os_thread {
+                new_task(move || {
+                    crate::runtime::asyncpreempt::in_runtime(crate::runtime::lockosthread::pin);
+                    f()
+                }, spawn)
+            } else {
+                new_task(f, spawn)
+            };
             let id = proc::newproc(task, size, self.name.map(Arc::from));
             Ok(JoinHandle {
                 task: join,

@@ -158,3 +158,76 @@ fn locked_goroutine_blocking_frees_the_p() {
         goroutine::set_max_procs(prev);
     });
 }
+
+// Builder::lock_os_thread(true): the goroutine's thread is the same from
+// its closure's first instruction to its end, across runtime calls, while
+// other goroutines keep every P busy; unlock_os_thread cannot undo the pin;
+// the thread ends with the goroutine. (In its own process: the thread exit
+// is checked.)
+isolated_test! {
+    fn pinned_goroutine_never_changes_thread() {
+    goroutine::set_max_procs(2);
+    within(Duration::from_secs(60), || {
+        let (stop_tx, stop_rx) = chan::<()>(0);
+        let busy: Vec<_> = (0..4)
+            .map(|_| {
+                let stop_rx = stop_rx.clone();
+                go(move || loop {
+                    if stop_rx.try_recv().is_err_and(|e| e.is_closed()) {
+                        return;
+                    }
+                    goroutine::yield_now();
+                })
+            })
+            .collect();
+        let pinned = goroutine::Builder::new()
+            .lock_os_thread(true)
+            .spawn(|| {
+                let t = tid();
+                // Undoing a pin is not possible, nor is undoing it twice.
+                goroutine::unlock_os_thread();
+                goroutine::unlock_os_thread();
+                // A nested lock still counts as usual.
+                goroutine::lock_os_thread();
+                goroutine::unlock_os_thread();
+                for i in 0..300 {
+                    if i % 10 == 0 {
+                        goroutine::time::sleep(Duration::from_micros(50));
+                    } else {
+                        goroutine::yield_now();
+                    }
+                    assert_eq!(tid(), t, "a pinned goroutine changed thread");
+                }
+                t
+            })
+            .unwrap();
+        let t = pinned.join().unwrap();
+        drop(stop_tx);
+        for b in busy {
+            b.join().unwrap();
+        }
+        let mut gone = false;
+        for _ in 0..2000 {
+            if !thread_exists(t) {
+                gone = true;
+                break;
+            }
+            goroutine::time::sleep(Duration::from_millis(1));
+        }
+        assert!(gone, "thread {t} of the ended pinned goroutine is still there");
+        // The runtime goes on, and lock_os_thread(false) (the default) does
+        // not pin: that goroutine's thread stays.
+        let t2 = goroutine::Builder::new()
+            .lock_os_thread(false)
+            .spawn(|| {
+                goroutine::yield_now();
+                tid()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        goroutine::time::sleep(Duration::from_millis(20));
+        assert!(thread_exists(t2), "an unpinned goroutine took its thread with it");
+    });
+    }
+}

@@ -312,6 +312,30 @@ fn dump_until(want: &str) -> String {
     }
 }
 
+// Builder::name("") is no name: no empty `name:` line in the dump, no
+// empty parentheses in a JoinError.
+#[test]
+fn empty_name_is_no_name() {
+    let (tx, rx) = chan::<()>(0);
+    let h = Builder::new()
+        .name("")
+        .spawn(move || {
+            let _ = rx.recv();
+            panic!("unnamed");
+        })
+        .unwrap();
+    let header = format!("goroutine {} [chan receive]:\n", h.id());
+    let d = dump_until(&header);
+    let after = &d[d.find(&header).unwrap() + header.len()..];
+    assert!(!after.starts_with("\tname:"), "{d}");
+    drop(tx);
+    let e = h.join().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("goroutine {} panicked: unnamed", e.id())
+    );
+}
+
 #[test]
 fn dump_lists_blocked_and_named_goroutines() {
     let (tx, rx) = chan::<u32>(0);

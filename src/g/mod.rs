@@ -157,7 +157,8 @@ pub(crate) struct Inner {
     pub(crate) stack_size: u32,
     /// The name given through `Builder::name`.
     pub(crate) name: Option<Arc<str>>,
-    /// `lock_os_thread` nesting depth, and the M it is wired to.
+    /// `lock_os_thread` nesting depth (with `lockosthread::PINNED` set for
+    /// a goroutine spawned pinned), and the M it is wired to.
     pub(crate) locked: u32,
     pub(crate) lockedm: Option<&'static crate::m::M>,
 }
@@ -288,6 +289,21 @@ impl G {
         for chunk in chunks {
             chunk.iter().for_each(&mut f);
         }
+    }
+
+    /// Where the running goroutine keeps its goroutine-local map
+    /// (`crate::local`): in place, at the start of the runtime's reserved
+    /// line at the top of its stack (`stack::TOP_RESERVED`; the G record
+    /// itself has no room left in its two cache lines). `None` without a
+    /// stack.
+    #[inline]
+    pub(crate) fn locals_slot(&self) -> Option<std::ptr::NonNull<crate::local::LocalMap>> {
+        const _: () = assert!(
+            std::mem::size_of::<crate::local::LocalMap>() <= stack::TOP_RESERVED
+                && std::mem::align_of::<crate::local::LocalMap>() <= 64
+        );
+        self.stack_range()
+            .and_then(|(_, hi)| std::ptr::NonNull::new((hi - stack::TOP_RESERVED) as *mut _))
     }
 
     #[inline]
@@ -447,6 +463,7 @@ impl G {
     }
 
     /// The usable stack, `[lo, hi)`, if the G has one. Async-signal-safe.
+    #[inline]
     pub(crate) fn stack_range(&self) -> Option<(usize, usize)> {
         let guard = self.guard_lo.load(Ordering::Relaxed);
         if guard == 0 {

@@ -371,6 +371,13 @@ impl Drop for Stack {
     }
 }
 
+/// Bytes at the top of every goroutine stack that the coroutine does not
+/// use: one cache line kept for the runtime's per-goroutine data. It holds
+/// the goroutine-local map (`crate::local`), all zero whenever the stack is
+/// free (fresh memory reads zero; the goroutine empties it when it ends,
+/// before its stack is recycled).
+pub(crate) const TOP_RESERVED: usize = 64;
+
 /// Cache colouring: stack tops are page-aligned and a whole number of pages
 /// apart, so without an offset every goroutine's hot top-of-stack lines map to
 /// the same few L1 sets and a thousand goroutines switching in turn evict
@@ -384,23 +391,25 @@ fn colour_offset(top: usize) -> usize {
     (h >> 26) as usize * 64
 }
 
-/// Bytes at the top of every goroutine stack, above what corosensei uses,
-/// that hold the goroutine's [`crate::traceback::StackHeader`] (its saved
-/// context for tracebacks, its spawn site). With the colouring below, the
-/// header ends on a cache-line boundary and shares its line with
-/// corosensei's parent link (16 bytes below `base()`), which every switch
-/// touches anyway.
+/// Bytes below the goroutine-local line (`TOP_RESERVED`) and the cache
+/// colour, above what corosensei uses, that hold the goroutine's
+/// [`crate::traceback::StackHeader`] (its saved context for tracebacks, its
+/// spawn site). With the colouring below, the header ends on a cache-line
+/// boundary and shares its line with corosensei's parent link (16 bytes
+/// below `base()`), which every switch touches anyway.
 pub(crate) const HEADER_BYTES: usize = 48;
 
 /// The address of the stack header of the stack whose top is `top`; also
-/// the base handed to corosensei.
+/// the base handed to corosensei. Layout from the top down: the
+/// goroutine-local line (`TOP_RESERVED`), the cache colour, the header.
 #[inline]
 pub(crate) fn header_addr(top: usize) -> usize {
-    top - colour_offset(top) - HEADER_BYTES
+    top - TOP_RESERVED - colour_offset(top) - HEADER_BYTES
 }
 
-// SAFETY: `base()` is a 16-byte-aligned (STACK_ALIGNMENT-aligned)
-// address at most 4080 bytes below the page-aligned top of `usable` >= 16 KiB
+// SAFETY: `base()` is a 16-byte-aligned (STACK_ALIGNMENT-aligned) address
+// at least TOP_RESERVED + HEADER_BYTES (112) and at most 4096 + 112 bytes
+// below the page-aligned top of `usable` >= 16 KiB
 // (>= corosensei's MIN_STACK_SIZE + 4 KiB) bytes of read-write memory owned by
 // this value and mapped for the life of the process (slabs are never
 // unmapped); a guard page sits directly below it. `limit()` is the low end of
@@ -1024,13 +1033,12 @@ mod tests {
                 assert_eq!(s.top.get() % page(), 0);
                 use corosensei::stack::Stack as _;
                 assert_eq!(s.limit().get(), glo);
-                // base = top minus the cache colour and the traceback
-                // header, within the top page; the header ends on a line.
-                let colour = s.top.get() - s.base().get() - HEADER_BYTES;
-                assert!(
-                    colour + HEADER_BYTES < 4096 && colour % 64 == 0,
-                    "colour {colour}"
-                );
+                // base = top minus the local line, the cache colour and
+                // the traceback header; the header ends on a line.
+                let below = s.top.get() - s.base().get();
+                assert!(below >= TOP_RESERVED + HEADER_BYTES, "base {below} bytes below the top");
+                let colour = below - TOP_RESERVED - HEADER_BYTES;
+                assert!(colour < 4096 && colour % 64 == 0, "colour {colour}");
                 assert_eq!(header_addr(s.top.get()), s.base().get());
                 assert_eq!((s.base().get() + HEADER_BYTES) % 64, 0);
                 // corosensei's parent link (16 bytes below base) shares the

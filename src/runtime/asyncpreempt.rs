@@ -61,7 +61,9 @@ use crate::m;
 /// Set once the first region is entered and the handler is installed.
 static REGIONS_USED: AtomicBool = AtomicBool::new(false);
 
-/// Whether any preemptible region was ever entered (so signals may come).
+/// Whether any preemptible region was ever entered (so signals may come):
+/// until then no goroutine can be stopped between two instructions, so
+/// lookups need not guard against it (`crate::local`).
 #[inline(always)]
 pub(crate) fn regions_used() -> bool {
     // Relaxed: a G that entered a region set the flag itself (program

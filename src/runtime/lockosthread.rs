@@ -16,6 +16,12 @@
 //!   its P and its thread ends ([`mexit`]), as Go does, since the goroutine
 //!   may have left the thread in a state no one else should inherit.
 //!
+//! - A goroutine spawned pinned (`Builder::lock_os_thread(true)`) locks
+//!   itself before the first instruction of its closure ([`pin`]), on the
+//!   M that first runs it, with one level `unlock_os_thread` never removes
+//!   (the `PINNED` bit of `locked`; `gdestroy` clears it with the rest):
+//!   it never changes thread, and its thread ends with it.
+//!
 //! Ownership of the P moves only through `nextp` + note wakeup (the same
 //! edge `startm` uses) or `handoffp`, so the one-owner rule holds. A locked
 //! M's note is woken at most once per sleep: only the single M that popped
@@ -25,16 +31,21 @@ use super::{idle, syscall};
 use crate::g::G;
 use crate::m::{self, M};
 
+/// The bit of `Inner::locked` that marks a pinned goroutine (the rest is
+/// the nesting depth, which includes the pin's own level).
+pub(crate) const PINNED: u32 = 1 << 31;
+
 /// See `crate::lock_os_thread`.
 pub(crate) fn lock_os_thread() {
     let Some(m) = m::current() else { return };
     let Some(g) = m.curg() else { return };
     // SAFETY: the running G owns its Inner.
     let inner = unsafe { g.inner() };
-    inner.locked = inner
-        .locked
-        .checked_add(1)
-        .unwrap_or_else(|| super::throw("lock_os_thread nesting overflow"));
+    let depth = inner.locked & !PINNED;
+    if depth == !PINNED {
+        super::throw("lock_os_thread nesting overflow");
+    }
+    inner.locked += 1;
     inner.lockedm = Some(m);
     m.set_lockedg(Some(g));
 }
@@ -45,7 +56,9 @@ pub(crate) fn unlock_os_thread() {
     let Some(g) = m.curg() else { return };
     // SAFETY: the running G owns its Inner.
     let inner = unsafe { g.inner() };
-    if inner.locked == 0 {
+    // A pinned goroutine's own level stays (module note).
+    let floor = u32::from(inner.locked & PINNED != 0);
+    if inner.locked & !PINNED <= floor {
         return;
     }
     inner.locked -= 1;
@@ -53,6 +66,17 @@ pub(crate) fn unlock_os_thread() {
         inner.lockedm = None;
         m.set_lockedg(None);
     }
+}
+
+/// Locks the goroutine being started to its thread for life (module note).
+/// Called first thing on the goroutine's stack, before its closure.
+pub(crate) fn pin() {
+    lock_os_thread();
+    let Some(g) = m::current().and_then(|m| m.curg()) else {
+        return;
+    };
+    // SAFETY: the running G owns its Inner.
+    unsafe { g.inner() }.locked |= PINNED;
 }
 
 /// The M locked to `g`, if any (read by the M that owns `g`: its runner or
@@ -67,6 +91,15 @@ pub(crate) fn lockedm(g: &'static G) -> Option<&'static M> {
 pub(crate) fn stoplockedm(m: &'static M) {
     // SAFETY: own thread, holding a P.
     if let Some(pp) = unsafe { m.p() }.is_some().then(|| unsafe { m.releasep() }) {
+        // Our G may have just yielded into this P's yield buffer (the global
+        // queue was non-empty). `handoffp` looks only at the run queues, and
+        // would idle the P with the G stranded in its buffer: with nothing
+        // else to run, forever. Move the buffer to the global queue first.
+        // SAFETY: we own the P (released from this M, not yet handed off).
+        if !unsafe { pp.local() }.yieldq.is_empty() {
+            let mut l = super::sched().lock();
+            super::globrunq::flush_yields_locked(&mut l, &pp);
+        }
         syscall::handoffp(pp);
     }
     super::stats::bump(&m.parks, 1);

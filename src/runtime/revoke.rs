@@ -37,7 +37,8 @@
 //! A stop-the-world (`procresize`) uses [`take_for_stw`]: every M in the
 //! same user stretch for 100 us counts as stopped (it will not touch its P
 //! before its next runtime call), whether blocked or computing, as Go counts
-//! a P in a system call.
+//! a P in a system call; except a goroutine computing in a preemptible
+//! region, which the stop-the-world's signals stop instead.
 //!
 //! # Visibility
 //! `stats().blocked_handoffs` and `blocked_threads`, schedtrace's
@@ -155,6 +156,12 @@ pub(crate) fn take_for_stw(p: &'static P, seen: &mut Option<(usize, u32)>) -> Op
     let now = (m as *const M as usize, word);
     if word & 1 == 1 || *seen != Some(now) {
         *seen = Some(now);
+        return None;
+    }
+    // A goroutine computing in a preemptible region is stopped by signal
+    // (which keeps its stack readable for a dump); only take its P if the
+    // thread is blocked in the kernel.
+    if m.curg().is_some_and(|g| g.region_depth() > 0) && thread::state(m.tid())? == b'R' {
         return None;
     }
     take(p, m, word)

@@ -11,6 +11,7 @@ pub mod fib;
 pub mod hog_fairness;
 pub mod http;
 pub mod latency;
+pub mod local;
 pub mod net;
 pub mod parked;
 pub mod pingpong;
@@ -404,6 +405,17 @@ pub fn all() -> Vec<Workload> {
             may: Err("no timer object to reset or stop"),
             threads: Err("std has no timers"),
             go: Ok(timers::churn_go),
+        },
+        Workload {
+            name: "local",
+            what: "goroutine-local storage: one goroutine per worker increments its own counter 10M times (quick 200K) through goroutine::local! / task_local! / coroutine_local! / thread_local! (ns per access; row .thread_local: ours' goroutines through std thread_local!)",
+            min_procs: 1,
+            client: None,
+            ours: local::ours,
+            tokio: Ok(local::tokio),
+            may: Ok(local::may),
+            threads: Ok(local::threads),
+            go: Err("Go has no goroutine-local storage"),
         },
         Workload {
             name: "echo_100",
