@@ -130,6 +130,7 @@ fn sysmon() {
             if s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
                 drop(l);
                 // Every P is idle: maybe nothing can ever run again.
+                let epoch = super::checkdead::recheck_epoch();
                 super::checkdead::check();
                 now = stats::refresh_coarse_now();
                 let l = s.lock();
@@ -139,9 +140,18 @@ fn sysmon() {
                     && !crate::trace::on()
                     && (s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs());
                 let next = timers::next_when();
-                if still_idle && (next == 0 || next > now) {
+                let mut deep = still_idle && (next == 0 || next > now);
+                if deep {
                     s.sysmonnote.clear();
                     s.sysmonwait.store(true, Ordering::SeqCst);
+                    // An M parked or the last timer went since the check
+                    // began: check again instead (checkdead's note).
+                    if super::checkdead::recheck_epoch() != epoch {
+                        s.sysmonwait.store(false, Ordering::SeqCst);
+                        deep = false;
+                    }
+                }
+                if deep {
                     drop(l);
                     let mut sleep = 60_000_000_000i64;
                     if next != 0 {
