@@ -124,19 +124,30 @@ impl Timer {
         let when = when.max(1);
         let mut st = lock(&this.state);
         let was = st.queued_on.take();
-        if let Some(old) = was {
-            old.remove(this);
-        }
         st.seq += 1;
         st.when = when;
         st.period = period;
         st.queued_on = Some(target);
-        let earlier = target.push(Entry {
-            when,
-            seq: st.seq,
-            timer: this.clone(),
-        });
+        let seq = st.seq;
+        let mut emptied = false;
+        let earlier = match was {
+            // A reset on the same heap: move the entry, one heap lock.
+            Some(old) if std::ptr::eq(old, target) => target.requeue(this, when, seq),
+            _ => {
+                if let Some(old) = was {
+                    emptied = old.remove(this);
+                }
+                target.push(Entry {
+                    when,
+                    seq,
+                    timer: this.clone(),
+                })
+            }
+        };
         drop(st);
+        if emptied {
+            drained();
+        }
         (was.is_some(), earlier)
     }
 
@@ -213,6 +224,33 @@ impl Timers {
         e.timer.idx.store(i, Ordering::Relaxed);
         h.push(e);
         sift_up(&mut h, i);
+        let t0 = self.timer0.load(Ordering::Relaxed);
+        self.timer0.store(h[0].when, Ordering::Release);
+        t0 == 0 || when < t0
+    }
+
+    /// Gives `t`'s entry (if this heap still holds it, else a new one) a
+    /// new `when` and `seq`; true if it is now earlier than everything
+    /// before. The caller holds `t`'s state lock.
+    fn requeue(&self, t: &Arc<Timer>, when: i64, seq: u64) -> bool {
+        let mut h = lock(&self.heap);
+        let i = t.idx.load(Ordering::Relaxed);
+        if i == NOT_QUEUED {
+            // A runner popped it: that entry is stale now.
+            let i = h.len();
+            t.idx.store(i, Ordering::Relaxed);
+            h.push(Entry {
+                when,
+                seq,
+                timer: t.clone(),
+            });
+            sift_up(&mut h, i);
+        } else {
+            debug_assert!(std::ptr::eq(&*h[i].timer, &**t));
+            h[i].when = when;
+            h[i].seq = seq;
+            fix(&mut h, i);
+        }
         let t0 = self.timer0.load(Ordering::Relaxed);
         self.timer0.store(h[0].when, Ordering::Release);
         t0 == 0 || when < t0
@@ -367,13 +405,18 @@ fn remove_at(h: &mut Vec<Entry>, i: usize) -> Entry {
     e.timer.idx.store(NOT_QUEUED, Ordering::Relaxed);
     if i < h.len() {
         // The entry moved into the hole may belong above or below it.
-        if i > 0 && h[i].when < h[(i - 1) / 4].when {
-            sift_up(h, i);
-        } else {
-            sift_down(h, i);
-        }
+        fix(h, i);
     }
     e
+}
+
+/// Restores heap order after entry `i`'s `when` changed.
+fn fix(h: &mut [Entry], i: usize) {
+    if i > 0 && h[i].when < h[(i - 1) / 4].when {
+        sift_up(h, i);
+    } else {
+        sift_down(h, i);
+    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -404,7 +447,7 @@ mod tests {
             sift_up(&mut h, i);
         }
         want.sort();
-        let got: Vec<i64> = (0..1000).map(|_| pop(&mut h).when).collect();
+        let got: Vec<i64> = (0..1000).map(|_| remove_at(&mut h, 0).when).collect();
         assert_eq!(got, want);
     }
 
