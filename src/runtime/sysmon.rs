@@ -2,7 +2,10 @@
 //!
 //! Each cycle it
 //! - polls the network if nobody has for 10 ms, injecting what is ready;
-//! - starts an M when a timer is overdue and no M is looking (all busy);
+//! - starts an M when a timer is overdue and no M is looking; if every P
+//!   runs a goroutine, preempts those on the Ps holding the due timers at
+//!   once (`preempt_for_timers`), and while every P is busy it naps no
+//!   longer than until the next timer (`timer_nap`);
 //! - `retake`s: a P whose goroutine has run for 10 ms without a scheduling
 //!   point gets `preempt` set (cooperative preemption: the goroutine yields
 //!   at its next runtime call or `preempt_point()`, to the global queue),
@@ -122,7 +125,7 @@ fn sysmon() {
             delay_us *= 2;
         }
         delay_us = delay_us.min(max_delay_us);
-        std::thread::sleep(std::time::Duration::from_micros(delay_us));
+        std::thread::sleep(std::time::Duration::from_micros(timer_nap(s, delay_us)));
         let mut now = stats::refresh_coarse_now();
 
         if s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
@@ -185,11 +188,15 @@ fn sysmon() {
 
         // An overdue timer that no M looks at.
         let next = timers::next_when();
+        let mut timer_preempts = 0;
         if next != 0 && next < now {
             idle::startm(None, false);
+            timer_preempts = preempt_for_timers(s, now);
         }
 
-        if retake(s, now, &mut views) > 0 {
+        // Tick fast after acting (a retake, or a preemption for a timer:
+        // until the timer has run).
+        if retake(s, now, &mut views) + timer_preempts > 0 {
             idle_cycles = 0;
         } else {
             idle_cycles += 1;
@@ -204,6 +211,53 @@ fn sysmon() {
             crate::trace::sample();
         }
     }
+}
+
+/// sysmon's nap: its back-off `delay_us`, but while every P runs a
+/// goroutine, no longer than until the next timer is due (at least 20 us),
+/// so that `preempt_for_timers` acts when it is due, not up to a tick later.
+/// A timer already overdue does not shorten it (it was acted on).
+fn timer_nap(s: &'static super::Sched, delay_us: u64) -> u64 {
+    if s.spin.npidle() != 0 || s.spin.nmspinning() != 0 {
+        return delay_us;
+    }
+    let next = timers::next_when();
+    if next == 0 {
+        return delay_us;
+    }
+    let until_us = (next - nanotime()) / 1_000;
+    if until_us <= 0 {
+        return delay_us;
+    }
+    delay_us.min((until_us as u64).max(20))
+}
+
+/// A timer is due and no P is free to run it: every P runs a goroutine and
+/// no M spins. Rather than leave the timer until some goroutine's slice
+/// ends (up to 10 ms, then sysmon's next look), preempt at once the
+/// goroutines on the Ps whose heaps hold a due timer: their Ms run those
+/// timers first thing in `find_runnable`. Goes beyond Go (which waits for
+/// the slice); bounded by sysmon's pace, one request per P per tick.
+/// Returns how many Ps it asked (sysmon then ticks fast until the timer has
+/// run).
+fn preempt_for_timers(s: &'static super::Sched, now: i64) -> u32 {
+    if s.spin.npidle() != 0 || s.spin.nmspinning() != 0 {
+        return 0;
+    }
+    let mut asked = 0;
+    for id in 0..s.gomaxprocs() as usize {
+        let Some(p) = s.allp(id) else { continue };
+        let next = p.timers.next();
+        if next == 0 || next > now || p.status() != PStatus::Running {
+            continue;
+        }
+        if !p.preempt.swap(true, Ordering::Release) {
+            stats::bump(&stats::SYSMON.preempt_requests, 1);
+        }
+        super::asyncpreempt::preempt_m(p, now);
+        asked += 1;
+    }
+    asked
 }
 
 /// How often sysmon samples the run queues and goroutine counts into a
