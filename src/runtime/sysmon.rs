@@ -3,9 +3,9 @@
 //! Each cycle it
 //! - polls the network if nobody has for 10 ms, injecting what is ready;
 //! - starts an M when a timer is overdue and no M is looking; if every P
-//!   runs a goroutine, preempts those on the Ps holding the due timers at
-//!   once (`preempt_for_timers`), and while every P is busy it naps no
-//!   longer than until the next timer (`timer_nap`);
+//!   runs a goroutine, preempts one that has run for 1 ms on a P holding a
+//!   due timer (`preempt_for_timers`), and while every P is busy it naps no
+//!   longer than until the next timer is due (`timer_nap`);
 //! - `retake`s: a P whose goroutine has run for 10 ms without a scheduling
 //!   point gets `preempt` set (cooperative preemption: the goroutine yields
 //!   at its next runtime call or `preempt_point()`, to the global queue),
@@ -188,15 +188,12 @@ fn sysmon() {
 
         // An overdue timer that no M looks at.
         let next = timers::next_when();
-        let mut timer_preempts = 0;
         if next != 0 && next < now {
             idle::startm(None, false);
-            timer_preempts = preempt_for_timers(s, now);
+            preempt_for_timers(s, now, &views);
         }
 
-        // Tick fast after acting (a retake, or a preemption for a timer:
-        // until the timer has run).
-        if retake(s, now, &mut views) + timer_preempts > 0 {
+        if retake(s, now, &mut views) > 0 {
             idle_cycles = 0;
         } else {
             idle_cycles += 1;
@@ -213,10 +210,14 @@ fn sysmon() {
     }
 }
 
+/// A goroutine that sysmon has seen running this long may be preempted at
+/// once for a due timer (`preempt_for_timers`).
+const TIMER_PREEMPT_NS: i64 = 1_000_000;
+
 /// sysmon's nap: its back-off `delay_us`, but while every P runs a
-/// goroutine, no longer than until the next timer is due (at least 20 us),
-/// so that `preempt_for_timers` acts when it is due, not up to a tick later.
-/// A timer already overdue does not shorten it (it was acted on).
+/// goroutine and a timer is pending, no longer than until it is due (at
+/// least 20 us), and while one is overdue no longer than
+/// `TIMER_PREEMPT_NS`, so that `preempt_for_timers` acts on time.
 fn timer_nap(s: &'static super::Sched, delay_us: u64) -> u64 {
     if s.spin.npidle() != 0 || s.spin.nmspinning() != 0 {
         return delay_us;
@@ -226,38 +227,40 @@ fn timer_nap(s: &'static super::Sched, delay_us: u64) -> u64 {
         return delay_us;
     }
     let until_us = (next - nanotime()) / 1_000;
-    if until_us <= 0 {
-        return delay_us;
-    }
-    delay_us.min((until_us as u64).max(20))
+    let cap = if until_us <= 0 {
+        TIMER_PREEMPT_NS as u64 / 1_000
+    } else {
+        (until_us as u64).max(20)
+    };
+    delay_us.min(cap)
 }
 
 /// A timer is due and no P is free to run it: every P runs a goroutine and
 /// no M spins. Rather than leave the timer until some goroutine's slice
-/// ends (up to 10 ms, then sysmon's next look), preempt at once the
-/// goroutines on the Ps whose heaps hold a due timer: their Ms run those
-/// timers first thing in `find_runnable`. Goes beyond Go (which waits for
-/// the slice); bounded by sysmon's pace, one request per P per tick.
-/// Returns how many Ps it asked (sysmon then ticks fast until the timer has
-/// run).
-fn preempt_for_timers(s: &'static super::Sched, now: i64) -> u32 {
+/// ends (10 ms, seen up to a sysmon tick later), preempt a goroutine that
+/// sysmon has seen running for `TIMER_PREEMPT_NS` on a P whose heap holds a
+/// due timer: its M runs that P's timers first thing in `find_runnable`.
+/// Short-lived goroutines (the scheduler's tick moves between two looks)
+/// are left alone: their P reaches the timers soon anyway. Goes beyond Go,
+/// which waits for the slice.
+fn preempt_for_timers(s: &'static super::Sched, now: i64, views: &[PView]) {
     if s.spin.npidle() != 0 || s.spin.nmspinning() != 0 {
-        return 0;
+        return;
     }
-    let mut asked = 0;
-    for id in 0..s.gomaxprocs() as usize {
+    for (id, pd) in views.iter().enumerate().take(s.gomaxprocs() as usize) {
         let Some(p) = s.allp(id) else { continue };
         let next = p.timers.next();
         if next == 0 || next > now || p.status() != PStatus::Running {
+            continue;
+        }
+        if pd.schedtick != p.schedtick() || pd.schedwhen + TIMER_PREEMPT_NS > now {
             continue;
         }
         if !p.preempt.swap(true, Ordering::Release) {
             stats::bump(&stats::SYSMON.preempt_requests, 1);
         }
         super::asyncpreempt::preempt_m(p, now);
-        asked += 1;
     }
-    asked
 }
 
 /// How often sysmon samples the run queues and goroutine counts into a

@@ -221,7 +221,6 @@ impl Timers {
         let when = e.when;
         let mut h = lock(&self.heap);
         let i = h.len();
-        e.timer.idx.store(i, Ordering::Relaxed);
         h.push(e);
         sift_up(&mut h, i);
         let t0 = self.timer0.load(Ordering::Relaxed);
@@ -238,7 +237,6 @@ impl Timers {
         if i == NOT_QUEUED {
             // A runner popped it: that entry is stale now.
             let i = h.len();
-            t.idx.store(i, Ordering::Relaxed);
             h.push(Entry {
                 when,
                 seq,
@@ -355,31 +353,32 @@ fn publish_top(timer0: &AtomicI64, h: &[Entry]) {
     timer0.store(h.first().map_or(0, |e| e.when), Ordering::Release);
 }
 
-/// Swaps entries `a` and `b`, keeping their timers' `idx` right.
-#[inline]
-fn swap(h: &mut [Entry], a: usize, b: usize) {
-    h.swap(a, b);
-    h[a].timer.idx.store(a, Ordering::Relaxed);
-    h[b].timer.idx.store(b, Ordering::Relaxed);
-}
-
+/// Moves entry `i` up to its place. Each entry it passes moves down one
+/// level and gets its new index; the moving entry gets its index once, at
+/// the end (one store per level: each store may miss the cache, as every
+/// timer is an allocation of its own).
 fn sift_up(h: &mut [Entry], mut i: usize) {
+    let when = h[i].when;
     while i > 0 {
         let parent = (i - 1) / 4;
-        if h[i].when >= h[parent].when {
+        if when >= h[parent].when {
             break;
         }
-        swap(h, i, parent);
+        h.swap(i, parent);
+        h[i].timer.idx.store(i, Ordering::Relaxed);
         i = parent;
     }
+    h[i].timer.idx.store(i, Ordering::Relaxed);
 }
 
+/// Moves entry `i` down to its place (see `sift_up` for the indexes).
 fn sift_down(h: &mut [Entry], mut i: usize) {
     let n = h.len();
+    let when = h[i].when;
     loop {
         let first = 4 * i + 1;
         if first >= n {
-            return;
+            break;
         }
         let mut best = first;
         for c in first + 1..(first + 4).min(n) {
@@ -387,20 +386,20 @@ fn sift_down(h: &mut [Entry], mut i: usize) {
                 best = c;
             }
         }
-        if h[best].when >= h[i].when {
-            return;
+        if h[best].when >= when {
+            break;
         }
-        swap(h, i, best);
+        h.swap(i, best);
+        h[i].timer.idx.store(i, Ordering::Relaxed);
         i = best;
     }
+    h[i].timer.idx.store(i, Ordering::Relaxed);
 }
 
 /// Takes entry `i` out of the heap; its timer's `idx` becomes `NOT_QUEUED`.
 fn remove_at(h: &mut Vec<Entry>, i: usize) -> Entry {
     let last = h.len() - 1;
-    if i != last {
-        swap(h, i, last);
-    }
+    h.swap(i, last);
     let e = h.pop().expect("remove_at on an empty timer heap");
     e.timer.idx.store(NOT_QUEUED, Ordering::Relaxed);
     if i < h.len() {
