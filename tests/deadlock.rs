@@ -79,6 +79,37 @@ fn scenario(name: &str) {
             assert_eq!(v, 7);
             println!("ok");
         }
+        // Reported promptly whatever timers came before (Go's rule: the
+        // check runs when an M parks and when the last timer goes).
+        "sleeper_then_block" => run(|| {
+            go(|| goroutine::time::sleep(Duration::from_secs(1)));
+            let (_tx, rx) = chan::<i32>(0);
+            let _ = rx.recv();
+        }),
+        "stopped_timer_then_block" => run(|| {
+            let t = goroutine::time::Timer::new(Duration::from_secs(3600));
+            assert!(t.stop());
+            let (_tx, rx) = chan::<i32>(0);
+            let _ = rx.recv();
+        }),
+        "recv_timeout_answered_then_block" => run(|| {
+            let (tx, rx) = chan::<i32>(0);
+            go(move || tx.send(5).unwrap());
+            assert_eq!(rx.recv_timeout(Duration::from_secs(3600)).unwrap(), 5);
+            let (_tx2, rx2) = chan::<i32>(0);
+            let _ = rx2.recv();
+        }),
+        // No false positive: a goroutine blocked in the kernel outside the
+        // runtime still counts as running.
+        "goroutine_in_kernel_sleep" => run(|| {
+            let (tx, rx) = chan::<i32>(0);
+            go(move || {
+                std::thread::sleep(Duration::from_millis(1500));
+                tx.send(3).unwrap();
+            });
+            assert_eq!(rx.recv().unwrap(), 3);
+            println!("ok");
+        }),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -93,7 +124,15 @@ fn spawn(name: &str) -> std::process::Child {
 }
 
 fn expect_deadlock(name: &str, reasons: &[&str]) {
+    expect_deadlock_within(name, reasons, None);
+}
+
+/// `within`: the deadlock must be reported before this much time has
+/// passed since the process started (generous: the box may be loaded).
+fn expect_deadlock_within(name: &str, reasons: &[&str], within: Option<Duration>) {
+    let start = std::time::Instant::now();
     let out = spawn(name).wait_with_output().unwrap();
+    let took = start.elapsed();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         out.status.code(),
@@ -108,7 +147,13 @@ fn expect_deadlock(name: &str, reasons: &[&str]) {
     for r in reasons {
         assert!(stderr.contains(r), "{name}: missing {r:?} in:\n{stderr}");
     }
-    println!("{name}: ok");
+    if let Some(limit) = within {
+        assert!(
+            took < limit,
+            "{name}: reported after {took:?} (limit {limit:?})"
+        );
+    }
+    println!("{name}: ok ({} ms)", took.as_millis());
 }
 
 fn expect_success(name: &str) {
@@ -152,6 +197,24 @@ fn main() {
         "many_blocked",
         &["goroutine 1 [chan receive]:", "[chan send]:"],
     );
+    // Before: 20-60 s (sysmon deep-slept past the last M's park), and an
+    // hour for the stopped timers. Now about 1.06 s, 0.06 s and 0.06 s.
+    expect_deadlock_within(
+        "sleeper_then_block",
+        &["goroutine 1 [chan receive]:"],
+        Some(Duration::from_secs(10)),
+    );
+    expect_deadlock_within(
+        "stopped_timer_then_block",
+        &["goroutine 1 [chan receive]:"],
+        Some(Duration::from_secs(10)),
+    );
+    expect_deadlock_within(
+        "recv_timeout_answered_then_block",
+        &["goroutine 1 [chan receive]:"],
+        Some(Duration::from_secs(10)),
+    );
+    expect_success("goroutine_in_kernel_sleep");
     expect_success("timer_pending");
     expect_success("accept_pending");
     expect_success("thread_sends_later");

@@ -27,6 +27,21 @@
 //! and confirms it 50 ms later with the [`progress`] counter unchanged (it
 //! counts goroutine wakeups and thread wakeups), which covers a thread that
 //! has been woken but not yet run. Only then does it report.
+//!
+//! # When the check runs (Go's rule)
+//! Go runs checkdead whenever an M parks and when the last pending timer
+//! fires or is stopped. Here the check itself is sysmon's (it sleeps 50 ms
+//! to confirm), so those events only *ask* for it: [`m_parked`] and
+//! [`timers_drained`] bump [`RECHECK`] and, if the cheap half of the test
+//! passes (every P idle, no timer pending, no I/O waiter), wake sysmon from
+//! its deep sleep. Invariant: sysmon never deep-sleeps across a recheck
+//! request made after its last check began: it reads `RECHECK` before the
+//! check, publishes `sysmonwait` (SeqCst), then reads `RECHECK` again and
+//! skips the sleep if it moved; a requester bumps `RECHECK` (SeqCst) before
+//! reading `sysmonwait`, so one of the two sees the other. A deadlock is
+//! thus reported about 50-60 ms after the last M parks, whatever timers
+//! came before: stopped and fired timers leave their heap at once
+//! (`timerheap.rs`), so they never count as pending.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -43,6 +58,52 @@ static INTERNAL_THREADS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static IDLE_LOCKED_MS: AtomicUsize = AtomicUsize::new(0);
 /// Bumped on every wakeup (goroutine or thread).
 static PROGRESS: AtomicU64 = AtomicU64::new(0);
+/// Bumped by each request for a check (see the module note).
+static RECHECK: AtomicU64 = AtomicU64::new(0);
+
+/// The recheck epoch: sysmon reads it before a check, and again after
+/// publishing `sysmonwait`.
+pub(crate) fn recheck_epoch() -> u64 {
+    RECHECK.load(Ordering::SeqCst)
+}
+
+/// An M parked (Go's mput runs checkdead): ask for a check.
+#[inline]
+pub(crate) fn m_parked() {
+    request_check();
+}
+
+/// A P's timer heap became empty (a timer fired or was stopped): if it was
+/// the last pending timer, ask for a check. (A poller that blocked for it
+/// and missed this wake-up is woken by the check itself: `looks_dead`.)
+#[inline]
+pub(crate) fn timers_drained() {
+    let s = sched();
+    // An M blocked in the netpoller until that timer's time: wake it, so
+    // that it parks now rather than in an hour.
+    if s.lastpoll.load(Ordering::SeqCst) == 0
+        && !crate::netpoll::any_waiters()
+        && timers::next_when() == 0
+    {
+        crate::netpoll::netpoll_break();
+    }
+    request_check();
+}
+
+/// Asks sysmon for a deadlock check if the runtime may be dead: every P
+/// idle, no timer pending, nobody waiting for I/O (else something will run
+/// again, and its M will ask when it parks). A few atomic loads otherwise.
+fn request_check() {
+    let s = sched();
+    if s.spin.npidle() != s.gomaxprocs()
+        || crate::netpoll::any_waiters()
+        || timers::next_when() != 0
+    {
+        return;
+    }
+    RECHECK.fetch_add(1, Ordering::SeqCst);
+    super::sysmon::wake_if_waiting();
+}
 
 /// Records progress (a wakeup happened).
 #[inline]
@@ -105,11 +166,16 @@ fn looks_dead() -> Option<u64> {
             return None;
         }
     }
+    // Timer heaps hold pending timers only (no stopped or fired entries).
     if timers::next_when() != 0 || crate::netpoll::any_waiters() {
         return None;
     }
     if s.lastpoll.load(Ordering::SeqCst) == 0 {
-        return None; // an M is blocked in the netpoller
+        // An M is blocked in the netpoller, though nobody waits for I/O and
+        // no timer is pending: it blocked for a timer since stopped. Wake it
+        // so that it parks (and asks for the check again).
+        crate::netpoll::netpoll_break();
+        return None;
     }
     if s.num_goroutine() == 0 {
         return None;

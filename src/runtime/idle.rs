@@ -101,6 +101,7 @@ pub(crate) fn stopm(m: &'static M) {
         trace::m_park();
     }
     sched().lock().midle.push(m);
+    super::checkdead::m_parked();
     m.park.sleep();
     m.park.clear();
     stats::bump(&m.wakes, 1);

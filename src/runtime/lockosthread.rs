@@ -107,6 +107,7 @@ pub(crate) fn stoplockedm(m: &'static M) {
         crate::trace::m_park();
     }
     super::checkdead::IDLE_LOCKED_MS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    super::checkdead::m_parked();
     m.park.sleep();
     super::checkdead::IDLE_LOCKED_MS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     m.park.clear();

@@ -2,7 +2,10 @@
 //!
 //! Each cycle it
 //! - polls the network if nobody has for 10 ms, injecting what is ready;
-//! - starts an M when a timer is overdue and no M is looking (all busy);
+//! - starts an M when a timer is overdue and no M is looking; if every P
+//!   runs a goroutine, preempts one that has run for 1 ms on a P holding a
+//!   due timer (`preempt_for_timers`), and while every P is busy it naps no
+//!   longer than until the next timer is due (`timer_nap`);
 //! - `retake`s: a P whose goroutine has run for 10 ms without a scheduling
 //!   point gets `preempt` set (cooperative preemption: the goroutine yields
 //!   at its next runtime call or `preempt_point()`, to the global queue),
@@ -127,7 +130,7 @@ fn sysmon() {
             delay_us *= 2;
         }
         delay_us = delay_us.min(max_delay_us);
-        std::thread::sleep(std::time::Duration::from_micros(delay_us));
+        std::thread::sleep(std::time::Duration::from_micros(timer_nap(s, delay_us)));
         let mut now = stats::refresh_coarse_now();
 
         if s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
@@ -135,6 +138,7 @@ fn sysmon() {
             if s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
                 drop(l);
                 // Every P is idle: maybe nothing can ever run again.
+                let epoch = super::checkdead::recheck_epoch();
                 super::checkdead::check();
                 now = stats::refresh_coarse_now();
                 let l = s.lock();
@@ -144,9 +148,18 @@ fn sysmon() {
                     && !crate::trace::on()
                     && (s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs());
                 let next = timers::next_when();
-                if still_idle && (next == 0 || next > now) {
+                let mut deep = still_idle && (next == 0 || next > now);
+                if deep {
                     s.sysmonnote.clear();
                     s.sysmonwait.store(true, Ordering::SeqCst);
+                    // An M parked or the last timer went since the check
+                    // began: check again instead (checkdead's note).
+                    if super::checkdead::recheck_epoch() != epoch {
+                        s.sysmonwait.store(false, Ordering::SeqCst);
+                        deep = false;
+                    }
+                }
+                if deep {
                     drop(l);
                     let mut sleep = 60_000_000_000i64;
                     if next != 0 {
@@ -182,6 +195,7 @@ fn sysmon() {
         let next = timers::next_when();
         if next != 0 && next < now {
             idle::startm(None, false);
+            preempt_for_timers(s, now, &views);
         }
 
         if retake(s, now, &mut views) > 0 {
@@ -198,6 +212,59 @@ fn sysmon() {
             last_sample = now;
             crate::trace::sample();
         }
+    }
+}
+
+/// A goroutine that sysmon has seen running this long may be preempted at
+/// once for a due timer (`preempt_for_timers`).
+const TIMER_PREEMPT_NS: i64 = 1_000_000;
+
+/// sysmon's nap: its back-off `delay_us`, but while every P runs a
+/// goroutine and a timer is pending, no longer than until it is due (at
+/// least 20 us), and while one is overdue no longer than
+/// `TIMER_PREEMPT_NS`, so that `preempt_for_timers` acts on time.
+fn timer_nap(s: &'static super::Sched, delay_us: u64) -> u64 {
+    if s.spin.npidle() != 0 || s.spin.nmspinning() != 0 {
+        return delay_us;
+    }
+    let next = timers::next_when();
+    if next == 0 {
+        return delay_us;
+    }
+    let until_us = (next - nanotime()) / 1_000;
+    let cap = if until_us <= 0 {
+        TIMER_PREEMPT_NS as u64 / 1_000
+    } else {
+        (until_us as u64).max(20)
+    };
+    delay_us.min(cap)
+}
+
+/// A timer is due and no P is free to run it: every P runs a goroutine and
+/// no M spins. Rather than leave the timer until some goroutine's slice
+/// ends (10 ms, seen up to a sysmon tick later), preempt a goroutine that
+/// sysmon has seen running for `TIMER_PREEMPT_NS` on a P whose heap holds a
+/// due timer: its M runs that P's timers first thing in `find_runnable`.
+/// Short-lived goroutines (the scheduler's tick moves between two looks)
+/// are left alone: their P reaches the timers soon anyway. Goes beyond Go,
+/// which waits for the slice.
+fn preempt_for_timers(s: &'static super::Sched, now: i64, views: &[PView]) {
+    if s.spin.npidle() != 0 || s.spin.nmspinning() != 0 {
+        return;
+    }
+    for (id, pd) in views.iter().enumerate().take(s.gomaxprocs() as usize) {
+        let Some(p) = s.allp(id) else { continue };
+        let next = p.timers.next();
+        if next == 0 || next > now || p.status() != PStatus::Running {
+            continue;
+        }
+        if pd.schedtick != p.schedtick() || pd.schedwhen + TIMER_PREEMPT_NS > now {
+            continue;
+        }
+        if !p.preempt.swap(true, Ordering::Release) {
+            stats::bump(&stats::SYSMON.preempt_requests, 1);
+        }
+        super::asyncpreempt::preempt_m(p, now);
     }
 }
 

@@ -7,26 +7,37 @@
 //! # Protocol
 //! A [`Timer`] is shared (`Arc`); its `State` (when, period, seq, the heap
 //! it is queued on) sits under the timer's own lock. A heap entry holds the
-//! `when` and `seq` it was queued with. Starting a timer bumps `seq` and
-//! pushes a new entry; stopping or resetting bumps `seq`, which turns the
-//! old entry into a zombie: when it reaches the top it is dropped unrun (and
-//! a heap with more than a quarter zombies is rebuilt without them, when
-//! it runs or when a timer is pushed). So only
-//! the entry whose `seq` matches may fire, exactly once, and `stop` returns
-//! true iff it prevented that firing. Moving a timer to another heap (a P
-//! removed by `set_max_procs`, or a reset from another P) is the same: a new
-//! entry with the current `seq` on the new heap, the old one a zombie.
+//! `when` and `seq` it was queued with, and each timer knows the index of
+//! its entry (`idx`, written only under the lock of the heap that holds the
+//! entry). Invariants:
+//! - a timer has at most one entry in any heap; if it has one, that entry
+//!   is in the heap `queued_on` names, at `idx`, with the timer's current
+//!   `seq`. So a heap holds only pending timers: no zombies, and a heap's
+//!   earliest `when` (`timer0`) is that of a pending timer, or 0 when the
+//!   P has none (the deadlock check relies on this).
+//! - Stopping or resetting bumps `seq` and removes the entry from its heap
+//!   at once (O(log n)); a reset then pushes a new one.
+//! - Running a heap pops the due entry (its `idx` becomes `NOT_QUEUED`),
+//!   releases the heap lock, then takes the timer's lock: the entry fires
+//!   only if its `seq` is still current. A stop or reset that came between
+//!   found no entry to remove (`idx` is `NOT_QUEUED`), bumped `seq`, and so
+//!   won: the popped entry is dropped unrun. So the entry whose `seq`
+//!   matches fires exactly once, and `stop` returns true iff it prevented
+//!   that firing.
+//! - Moving a heap's timers to another (a P removed by `set_max_procs`)
+//!   takes every entry out, then re-queues each one still current.
 //!
-//! Lock order: a heap's lock, then a timer's state lock. `start`/`stop`
-//! never hold a timer lock while taking a heap lock. A timer's function runs
-//! with no lock held.
+//! Lock order: a timer's state lock, then a heap's lock; a heap's lock is
+//! never held while taking a timer's lock. A timer's function runs with no
+//! lock held.
 //!
 //! The loom models at the bottom check: stop racing the firing (exactly one
 //! of "fired" and "stop returned true"), reset racing the firing (at most one
-//! firing per arm, and a pending reset always fires or is stopped), and a
-//! timer re-armed onto another heap while both heaps run (fires once).
+//! firing per arm, and a pending reset always fires or is stopped), a timer
+//! re-armed onto another heap while both heaps run (fires once), and a
+//! stopped timer leaving its heap empty at once.
 
-use crate::loom::atomic::{AtomicI64, AtomicU32, Ordering};
+use crate::loom::atomic::{AtomicI64, AtomicUsize, Ordering};
 use crate::loom::sync::{Arc, Mutex, MutexGuard};
 
 /// What a timer does when it fires.
@@ -49,13 +60,19 @@ struct State {
     period: i64,
     /// Generation: a heap entry is live only while its seq equals this.
     seq: u64,
-    /// The heap that holds the live entry.
+    /// The heap that holds (or whose runner has just popped) the live entry.
     queued_on: Option<&'static Timers>,
 }
+
+/// `Timer::idx` when the timer has no entry in a heap.
+const NOT_QUEUED: usize = usize::MAX;
 
 /// A timer (see the module note).
 pub(crate) struct Timer {
     state: Mutex<State>,
+    /// Index of the timer's entry in its heap, `NOT_QUEUED` if none; read
+    /// and written only under the lock of the heap that holds the entry.
+    idx: AtomicUsize,
     func: TimerFn,
 }
 
@@ -68,11 +85,9 @@ struct Entry {
 /// A P's timers.
 pub(crate) struct Timers {
     heap: Mutex<Vec<Entry>>,
-    /// `when` of the heap's top entry (zombie or not), 0 if empty: read
-    /// without the lock by `find_runnable`, sysmon and the poller.
+    /// `when` of the heap's earliest entry, 0 if empty: read without the
+    /// lock by `find_runnable`, sysmon, the poller and the deadlock check.
     timer0: AtomicI64,
-    /// Entries known to be stale.
-    zombies: AtomicU32,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -91,6 +106,7 @@ impl Timer {
                 seq: 0,
                 queued_on: None,
             }),
+            idx: AtomicUsize::new(NOT_QUEUED),
             func,
         })
     }
@@ -106,37 +122,49 @@ impl Timer {
         period: i64,
     ) -> (bool, bool) {
         let when = when.max(1);
-        let (was, seq) = {
-            let mut st = lock(&this.state);
-            let was = st.queued_on.take();
-            if let Some(old) = was {
-                old.zombies.fetch_add(1, Ordering::Relaxed);
+        let mut st = lock(&this.state);
+        let was = st.queued_on.take();
+        st.seq += 1;
+        st.when = when;
+        st.period = period;
+        st.queued_on = Some(target);
+        let seq = st.seq;
+        let mut emptied = false;
+        let earlier = match was {
+            // A reset on the same heap: move the entry, one heap lock.
+            Some(old) if std::ptr::eq(old, target) => target.requeue(this, when, seq),
+            _ => {
+                if let Some(old) = was {
+                    emptied = old.remove(this);
+                }
+                target.push(Entry {
+                    when,
+                    seq,
+                    timer: this.clone(),
+                })
             }
-            st.seq += 1;
-            st.when = when;
-            st.period = period;
-            st.queued_on = Some(target);
-            (was.is_some(), st.seq)
         };
-        let earlier = target.push(Entry {
-            when,
-            seq,
-            timer: this.clone(),
-        });
-        (was, earlier)
+        drop(st);
+        if emptied {
+            drained();
+        }
+        (was.is_some(), earlier)
     }
 
-    /// Cancels a pending firing; true if there was one.
+    /// Cancels a pending firing; true if there was one. The entry leaves
+    /// its heap at once.
     pub(crate) fn stop(&self) -> bool {
         let mut st = lock(&self.state);
-        match st.queued_on.take() {
-            Some(heap) => {
-                st.seq += 1;
-                heap.zombies.fetch_add(1, Ordering::Relaxed);
-                true
-            }
-            None => false,
+        let Some(heap) = st.queued_on.take() else {
+            return false;
+        };
+        st.seq += 1;
+        let emptied = heap.remove(self);
+        drop(st);
+        if emptied {
+            drained();
         }
+        true
     }
 
     fn fire(&self) {
@@ -152,13 +180,20 @@ impl Timer {
     }
 }
 
+/// A heap became empty: maybe no timer is pending anywhere any more (Go
+/// runs its deadlock check when the last timer goes).
+#[inline]
+fn drained() {
+    #[cfg(not(loom))]
+    crate::runtime::checkdead::timers_drained();
+}
+
 impl Timers {
     #[cfg(not(loom))]
     pub(crate) const fn new() -> Timers {
         Timers {
             heap: Mutex::new(Vec::new()),
             timer0: AtomicI64::new(0),
-            zombies: AtomicU32::new(0),
         }
     }
 
@@ -167,11 +202,10 @@ impl Timers {
         Timers {
             heap: Mutex::new(Vec::new()),
             timer0: AtomicI64::new(0),
-            zombies: AtomicU32::new(0),
         }
     }
 
-    /// `when` of the earliest entry, 0 if none.
+    /// `when` of the earliest pending timer, 0 if none.
     #[inline]
     pub(crate) fn next(&self) -> i64 {
         self.timer0.load(Ordering::Acquire)
@@ -186,98 +220,130 @@ impl Timers {
     fn push(&self, e: Entry) -> bool {
         let when = e.when;
         let mut h = lock(&self.heap);
-        // Also clean here (Go's cleantimers on add): a goroutine that starts
-        // and stops timers without ever letting the scheduler run this heap
-        // would otherwise grow it without bound.
-        let z = self.zombies.load(Ordering::Relaxed) as usize;
-        if z > 64 && z * 4 > h.len() {
-            self.clean(&mut h);
-        }
+        let i = h.len();
         h.push(e);
-        let i = h.len() - 1;
         sift_up(&mut h, i);
         let t0 = self.timer0.load(Ordering::Relaxed);
         self.timer0.store(h[0].when, Ordering::Release);
         t0 == 0 || when < t0
     }
 
+    /// Gives `t`'s entry (if this heap still holds it, else a new one) a
+    /// new `when` and `seq`; true if it is now earlier than everything
+    /// before. The caller holds `t`'s state lock.
+    fn requeue(&self, t: &Arc<Timer>, when: i64, seq: u64) -> bool {
+        let mut h = lock(&self.heap);
+        let i = t.idx.load(Ordering::Relaxed);
+        if i == NOT_QUEUED {
+            // A runner popped it: that entry is stale now.
+            let i = h.len();
+            h.push(Entry {
+                when,
+                seq,
+                timer: t.clone(),
+            });
+            sift_up(&mut h, i);
+        } else {
+            debug_assert!(std::ptr::eq(&*h[i].timer, &**t));
+            h[i].when = when;
+            h[i].seq = seq;
+            fix(&mut h, i);
+        }
+        let t0 = self.timer0.load(Ordering::Relaxed);
+        self.timer0.store(h[0].when, Ordering::Release);
+        t0 == 0 || when < t0
+    }
+
+    /// Removes `t`'s entry if this heap holds it (a runner may have popped
+    /// it already). Returns whether the heap is now empty because of it.
+    /// The caller holds `t`'s state lock and has bumped its `seq`.
+    fn remove(&self, t: &Timer) -> bool {
+        let mut h = lock(&self.heap);
+        let i = t.idx.load(Ordering::Relaxed);
+        if i == NOT_QUEUED {
+            return false;
+        }
+        debug_assert!(std::ptr::eq(&*h[i].timer, t));
+        let e = remove_at(&mut h, i);
+        publish_top(&self.timer0, &h);
+        let emptied = h.is_empty();
+        drop(h);
+        // The entry's Arc may be the last reference but one: dropped with
+        // no heap lock held.
+        drop(e);
+        emptied
+    }
+
     /// Runs every entry due at `now`; returns how many fired.
     pub(crate) fn run_due(&self, now: i64) -> usize {
         let mut fired = 0;
         loop {
-            let t = {
+            let e = {
                 let mut h = lock(&self.heap);
-                let z = self.zombies.load(Ordering::Relaxed) as usize;
-                if z > 64 && z * 4 > h.len() {
-                    self.clean(&mut h);
+                match h.first() {
+                    None => {
+                        self.timer0.store(0, Ordering::Release);
+                        return fired;
+                    }
+                    Some(top) if top.when > now => {
+                        self.timer0.store(top.when, Ordering::Release);
+                        return fired;
+                    }
+                    Some(_) => {}
                 }
-                let Some(top) = h.first() else {
-                    self.timer0.store(0, Ordering::Release);
-                    return fired;
-                };
-                if top.when > now {
-                    self.timer0.store(top.when, Ordering::Release);
-                    return fired;
-                }
-                let e = pop(&mut h);
-                let mut st = lock(&e.timer.state);
-                if st.seq != e.seq {
-                    drop(st);
-                    let _ = self
-                        .zombies
-                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |z| {
-                            Some(z.saturating_sub(1))
-                        });
-                    publish_top(&self.timer0, &h);
-                    continue;
-                }
-                if st.period > 0 {
+                let e = remove_at(&mut h, 0);
+                publish_top(&self.timer0, &h);
+                e
+            };
+            let mut st = lock(&e.timer.state);
+            if st.seq != e.seq {
+                // Stopped or reset after the pop: that call won.
+                continue;
+            }
+            match st.queued_on {
+                Some(heap) if st.period > 0 => {
                     // Catch up without firing once per missed period.
                     let missed = (now - st.when) / st.period;
                     st.when += st.period * (missed + 1);
-                    let when = st.when;
-                    drop(st);
-                    let i = h.len();
-                    h.push(Entry {
-                        when,
+                    heap.push(Entry {
+                        when: st.when,
                         seq: e.seq,
                         timer: e.timer.clone(),
                     });
-                    sift_up(&mut h, i);
-                } else {
-                    st.queued_on = None;
                     drop(st);
                 }
-                publish_top(&self.timer0, &h);
-                e.timer
-            };
-            t.fire();
+                _ => {
+                    st.queued_on = None;
+                    drop(st);
+                    if self.next() == 0 {
+                        drained();
+                    }
+                }
+            }
+            e.timer.fire();
             fired += 1;
         }
     }
 
-    /// Drops every stale entry and re-heapifies. Heap lock held.
-    fn clean(&self, h: &mut Vec<Entry>) {
-        h.retain(|e| lock(&e.timer.state).seq == e.seq);
-        for i in (0..h.len()).rev() {
-            sift_down(h, i);
-        }
-        self.zombies.store(0, Ordering::Relaxed);
-        publish_top(&self.timer0, h);
-    }
-
-    /// Moves every live entry to `to` (a P removed by `set_max_procs`).
+    /// Moves every pending timer to `to` (a P removed by `set_max_procs`).
     pub(crate) fn move_all(&self, to: &'static Timers) {
-        let entries = std::mem::take(&mut *lock(&self.heap));
-        self.timer0.store(0, Ordering::Release);
-        self.zombies.store(0, Ordering::Relaxed);
+        let entries = {
+            let mut h = lock(&self.heap);
+            self.timer0.store(0, Ordering::Release);
+            for e in h.iter() {
+                e.timer.idx.store(NOT_QUEUED, Ordering::Relaxed);
+            }
+            std::mem::take(&mut *h)
+        };
+        let this: *const Timers = self;
         for e in entries {
-            let mut st = lock(&e.timer.state);
-            if st.seq != e.seq {
+            let t = e.timer.clone();
+            let mut st = lock(&t.state);
+            let here = st.queued_on.is_some_and(|q| std::ptr::eq(q, this));
+            if st.seq != e.seq || !here {
                 continue;
             }
             st.queued_on = Some(to);
-            drop(st);
             to.push(e);
         }
     }
@@ -287,23 +353,32 @@ fn publish_top(timer0: &AtomicI64, h: &[Entry]) {
     timer0.store(h.first().map_or(0, |e| e.when), Ordering::Release);
 }
 
+/// Moves entry `i` up to its place. Each entry it passes moves down one
+/// level and gets its new index; the moving entry gets its index once, at
+/// the end (one store per level: each store may miss the cache, as every
+/// timer is an allocation of its own).
 fn sift_up(h: &mut [Entry], mut i: usize) {
+    let when = h[i].when;
     while i > 0 {
         let parent = (i - 1) / 4;
-        if h[i].when >= h[parent].when {
+        if when >= h[parent].when {
             break;
         }
         h.swap(i, parent);
+        h[i].timer.idx.store(i, Ordering::Relaxed);
         i = parent;
     }
+    h[i].timer.idx.store(i, Ordering::Relaxed);
 }
 
+/// Moves entry `i` down to its place (see `sift_up` for the indexes).
 fn sift_down(h: &mut [Entry], mut i: usize) {
     let n = h.len();
+    let when = h[i].when;
     loop {
         let first = 4 * i + 1;
         if first >= n {
-            return;
+            break;
         }
         let mut best = first;
         for c in first + 1..(first + 4).min(n) {
@@ -311,22 +386,36 @@ fn sift_down(h: &mut [Entry], mut i: usize) {
                 best = c;
             }
         }
-        if h[best].when >= h[i].when {
-            return;
+        if h[best].when >= when {
+            break;
         }
         h.swap(i, best);
+        h[i].timer.idx.store(i, Ordering::Relaxed);
         i = best;
     }
+    h[i].timer.idx.store(i, Ordering::Relaxed);
 }
 
-fn pop(h: &mut Vec<Entry>) -> Entry {
+/// Takes entry `i` out of the heap; its timer's `idx` becomes `NOT_QUEUED`.
+fn remove_at(h: &mut Vec<Entry>, i: usize) -> Entry {
     let last = h.len() - 1;
-    h.swap(0, last);
-    let e = h.pop().expect("pop of an empty timer heap");
-    if !h.is_empty() {
-        sift_down(h, 0);
+    h.swap(i, last);
+    let e = h.pop().expect("remove_at on an empty timer heap");
+    e.timer.idx.store(NOT_QUEUED, Ordering::Relaxed);
+    if i < h.len() {
+        // The entry moved into the hole may belong above or below it.
+        fix(h, i);
     }
     e
+}
+
+/// Restores heap order after entry `i`'s `when` changed.
+fn fix(h: &mut [Entry], i: usize) {
+    if i > 0 && h[i].when < h[(i - 1) / 4].when {
+        sift_up(h, i);
+    } else {
+        sift_down(h, i);
+    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -357,12 +446,12 @@ mod tests {
             sift_up(&mut h, i);
         }
         want.sort();
-        let got: Vec<i64> = (0..1000).map(|_| pop(&mut h).when).collect();
+        let got: Vec<i64> = (0..1000).map(|_| remove_at(&mut h, 0).when).collect();
         assert_eq!(got, want);
     }
 
     #[test]
-    fn zombies_are_cleaned_and_never_fire() {
+    fn stopped_timers_leave_the_heap_at_once_and_never_fire() {
         let heap: &'static Timers = Box::leak(Box::new(Timers::new()));
         let fired = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
         let timers: Vec<_> = (0..400)
@@ -371,16 +460,86 @@ mod tests {
                 let t = Timer::new(TimerFn::Call(Box::new(move || {
                     f.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 })));
-                Timer::start_on(&t, heap, 10 + i, 0);
+                // Out of order, so that removals come from inside the heap.
+                Timer::start_on(&t, heap, 10 + (i * 37) % 400, 0);
                 t
             })
             .collect();
         let stopped = timers.iter().step_by(2).filter(|t| t.stop()).count();
         assert_eq!(stopped, 200);
+        assert_eq!(heap.len(), 200, "no stopped entry lingers");
+        assert!(timers.iter().step_by(2).all(|t| !t.stop()));
+        // Resets move entries inside the heap; the count stays.
+        for (i, t) in timers.iter().enumerate().skip(1).step_by(2) {
+            assert!(Timer::start_on(t, heap, 5 + (i as i64 * 13) % 500, 0).0);
+        }
+        assert_eq!(heap.len(), 200);
+        check_heap(heap);
         assert_eq!(heap.run_due(1_000_000), 200);
         assert_eq!(fired.load(std::sync::atomic::Ordering::Relaxed), 200);
         assert_eq!(heap.len(), 0);
         assert_eq!(heap.next(), 0);
+    }
+
+    /// Heap order, and every entry's timer knows its index.
+    fn check_heap(heap: &Timers) {
+        let h = lock(&heap.heap);
+        for (i, e) in h.iter().enumerate() {
+            assert_eq!(e.timer.idx.load(Ordering::Relaxed), i);
+            if i > 0 {
+                assert!(h[(i - 1) / 4].when <= e.when);
+            }
+        }
+        assert_eq!(heap.next(), h.first().map_or(0, |e| e.when));
+    }
+
+    #[test]
+    fn random_starts_and_stops_keep_the_heap_exact() {
+        let heap: &'static Timers = Box::leak(Box::new(Timers::new()));
+        let timers: Vec<_> = (0..64)
+            .map(|_| Timer::new(TimerFn::Call(Box::new(|| {}))))
+            .collect();
+        let mut pending = [false; 64];
+        let mut x = 99u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let i = (x % 64) as usize;
+            if x & 64 == 0 {
+                let (was, _) = Timer::start_on(&timers[i], heap, (x >> 8) as i64 % 1000 + 1, 0);
+                assert_eq!(was, pending[i]);
+                pending[i] = true;
+            } else {
+                assert_eq!(timers[i].stop(), pending[i]);
+                pending[i] = false;
+            }
+            assert_eq!(heap.len(), pending.iter().filter(|p| **p).count());
+        }
+        check_heap(heap);
+    }
+
+    #[test]
+    fn move_all_keeps_pending_timers_only() {
+        let (a, b): (&'static Timers, &'static Timers) = (
+            Box::leak(Box::new(Timers::new())),
+            Box::leak(Box::new(Timers::new())),
+        );
+        let timers: Vec<_> = (0..10)
+            .map(|i| {
+                let t = Timer::new(TimerFn::Call(Box::new(|| {})));
+                Timer::start_on(&t, a, 100 - i, 0);
+                t
+            })
+            .collect();
+        timers[3].stop();
+        a.move_all(b);
+        assert_eq!((a.len(), a.next()), (0, 0));
+        assert_eq!(b.len(), 9);
+        check_heap(b);
+        assert!(timers[4].stop(), "a moved timer stops on its new heap");
+        assert!(!timers[3].stop());
+        assert_eq!(b.run_due(1000), 8);
     }
 }
 
@@ -471,6 +630,34 @@ mod loom_models {
             assert_eq!(n, if was_pending { 1 } else { 2 }, "fired {n} times");
             assert_eq!(a.next(), 0);
             assert_eq!(b.next(), 0);
+        });
+    }
+
+    /// A stop racing a reset from another thread: the heap never keeps a
+    /// stopped entry, and ends empty exactly when the stop came last.
+    #[test]
+    fn stop_races_reset_leaves_no_zombie() {
+        loom::model(|| {
+            let h = heap();
+            let (t, fired) = counting_timer();
+            Timer::start_on(&t, h, 5, 0);
+            let t2 = t.clone();
+            let resetter = thread::spawn(move || {
+                Timer::start_on(&t2, h, 7, 0);
+            });
+            let stopped = t.stop();
+            resetter.join().unwrap();
+            let len = h.len();
+            assert!(len <= 1);
+            // If the stop came last the heap is empty, else the reset's
+            // entry is there; either way the heap's length is the truth.
+            let again = t.stop();
+            assert_eq!(again, len == 1);
+            assert!(stopped || again);
+            assert_eq!(h.len(), 0);
+            assert_eq!(h.next(), 0);
+            assert_eq!(h.run_due(10), 0);
+            assert_eq!(fired.load(Ordering::SeqCst), 0);
         });
     }
 }

@@ -10,7 +10,13 @@
 //!   timer of all Ps ([`next_when`]); a timer added earlier than that wakes
 //!   it ([`wake_netpoller`]), and with nobody polling, `wakep` starts an M
 //!   that will.
-//! - sysmon starts an M when a timer is overdue and no M looks at it.
+//! - sysmon starts an M when a timer is overdue and no M looks at it; if
+//!   every P is busy, it preempts a goroutine that has run for 1 ms on a P
+//!   holding a due timer (`sysmon::preempt_for_timers`).
+//! - A heap holds pending timers only (stop and reset remove the entry at
+//!   once), so "no P has a timer" means "no timer is pending": the deadlock
+//!   check relies on it, and a heap that empties asks for that check
+//!   (`checkdead::timers_drained`).
 //! - A timer goes on the heap of the P that starts it (P0 from a plain
 //!   thread: P0 survives every `set_max_procs`); a P removed by
 //!   `set_max_procs` moves its timers to P0.
