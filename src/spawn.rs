@@ -169,10 +169,13 @@ impl Builder {
                 None => stack::default_stack_size(),
             };
             let (task, join) = if self.lock_os_thread {
-                new_task(move || {
-                    crate::runtime::asyncpreempt::in_runtime(crate::runtime::lockosthread::pin);
-                    f()
-                }, spawn)
+                new_task(
+                    move || {
+                        crate::runtime::asyncpreempt::in_runtime(crate::runtime::lockosthread::pin);
+                        f()
+                    },
+                    spawn,
+                )
             } else {
                 new_task(f, spawn)
             };
@@ -263,7 +266,7 @@ impl<T> std::future::Future for JoinHandle<T> {
             if !header.is_complete() {
                 // SAFETY: this JoinHandle is the single joiner; `register`
                 // takes back a waiter it registered on an earlier poll.
-                if unsafe { header.register(Waiter::Waker(cx.waker().clone())) } {
+                if unsafe { header.register(Waiter::Waker(Box::new(cx.waker().clone()))) } {
                     return std::task::Poll::Pending;
                 }
             }

@@ -452,11 +452,18 @@ isolated_test! {
                 let ran = Arc::new(AtomicBool::new(false));
                 let r = ran.clone();
                 // Spawned from a plain thread: it lands on the global queue.
+                // Wait for it by spinning, not by `join`: a join blocks this
+                // thread in the kernel, and sysmon would hand the only P to
+                // another thread (P revocation), which would run it.
+                let spawned = Arc::new(AtomicBool::new(false));
+                let sp = spawned.clone();
                 std::thread::spawn(move || {
                     go(move || r.store(true, Ordering::SeqCst));
-                })
-                .join()
-                .unwrap();
+                    sp.store(true, Ordering::SeqCst);
+                });
+                while !spawned.load(Ordering::SeqCst) {
+                    std::hint::spin_loop();
+                }
                 assert!(!ran.load(Ordering::SeqCst), "ran before the only P was free");
                 yield_now();
                 assert!(ran.load(Ordering::SeqCst), "a yield did not let the global queue go first");

@@ -159,7 +159,7 @@ fn repoll<T>(
     // SAFETY: we hold the lock the sudog was queued under.
     if unsafe { rec.sudog().is_queued() } {
         // SAFETY: locked and queued.
-        let old = unsafe { rec.state().set_waiter(Waiter::Waker(new.clone())) };
+        let old = unsafe { rec.state().set_waiter(Waiter::Waker(Box::new(new.clone()))) };
         // SAFETY: we hold it.
         unsafe { chan.raw.lock.unlock() };
         drop(old);
@@ -276,7 +276,7 @@ impl<T: Send> Future for RecvFuture<'_, T> {
             }
             // Allocate outside the lock, then try again.
             let waker = cx.waker().clone();
-            let rec = RecordPtr::new(Waiter::Waker(waker.clone()), None);
+            let rec = RecordPtr::new(Waiter::Waker(Box::new(waker.clone())), None);
             match this.attempt(Some(&rec)) {
                 Some(r) => {
                     // SAFETY: never queued; its slot is empty.
@@ -422,7 +422,7 @@ impl<T: Send> Orphan<T> {
             record: AtomicPtr::new(std::ptr::null_mut()),
             release: Orphan::<T>::release,
         });
-        let rec = RecordPtr::new(Waiter::Waker(Waker::from(wake.clone())), Some(v));
+        let rec = RecordPtr::new(Waiter::Waker(Box::new(Waker::from(wake.clone()))), Some(v));
         wake.record.store(rec.0.as_ptr().cast(), Ordering::Release);
         rec
     }
@@ -534,7 +534,10 @@ impl<T: Send> Future for SendFuture<'_, T> {
                             // SAFETY: locked.
                             unsafe { chan.raw.lock.unlock() };
                             // Allocate outside the lock, then try again.
-                            rec = Some(RecordPtr::new(Waiter::Waker(cx.waker().clone()), None));
+                            rec = Some(RecordPtr::new(
+                                Waiter::Waker(Box::new(cx.waker().clone())),
+                                None,
+                            ));
                             v = back;
                         }
                     },

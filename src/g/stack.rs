@@ -1036,7 +1036,10 @@ mod tests {
                 // base = top minus the local line, the cache colour and
                 // the traceback header; the header ends on a line.
                 let below = s.top.get() - s.base().get();
-                assert!(below >= TOP_RESERVED + HEADER_BYTES, "base {below} bytes below the top");
+                assert!(
+                    below >= TOP_RESERVED + HEADER_BYTES,
+                    "base {below} bytes below the top"
+                );
                 let colour = below - TOP_RESERVED - HEADER_BYTES;
                 assert!(colour < 4096 && colour % 64 == 0, "colour {colour}");
                 assert_eq!(header_addr(s.top.get()), s.base().get());

@@ -399,8 +399,8 @@ where
         _ => crate::runtime::throw("goroutine task ran twice"),
     };
     // The goroutine's own code: outside the entry gate (`runtime::entry`).
-    let mut out = crate::runtime::entry::user(f)
-        .map_err(|payload| JoinError::panicked(id, name, payload));
+    let mut out =
+        crate::runtime::entry::user(f).map_err(|payload| JoinError::panicked(id, name, payload));
     // The goroutine's locals go with it, returned or panicked, before its
     // result is published: `join` returns after their destructors. One that
     // panics is the goroutine's panic if it had none.

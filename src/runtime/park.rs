@@ -33,8 +33,10 @@ pub(crate) enum Waiter {
     Goroutine(&'static G),
     Thread(std::thread::Thread),
     /// An async task (a `JoinHandle` or channel future polled by an
-    /// executor, or by `block_on`).
-    Waker(std::task::Waker),
+    /// executor, or by `block_on`). Boxed: a `Waker` is two words, and the
+    /// enum stays one pointer plus a tag (it sits in every task cell's
+    /// header, which must keep small spawns in the 64-byte block class).
+    Waker(Box<std::task::Waker>),
 }
 
 impl Waiter {
