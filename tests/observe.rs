@@ -201,7 +201,7 @@ fn schedtrace_child() {
     });
 }
 
-const SCHED: &str = "SCHED #ms: gomaxprocs=2 idleprocs=# threads=# spinningthreads=# needspinning=0 idlethreads=# runqueue=#";
+const SCHED: &str = "SCHED #ms: gomaxprocs=2 idleprocs=# threads=# spinningthreads=# needspinning=0 idlethreads=# blockedthreads=# runqueue=#";
 
 fn sched_lines(stderr: &str) -> Vec<&str> {
     stderr.lines().filter(|l| l.starts_with("SCHED ")).collect()

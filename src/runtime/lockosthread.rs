@@ -91,15 +91,8 @@ pub(crate) fn lockedm(g: &'static G) -> Option<&'static M> {
 pub(crate) fn stoplockedm(m: &'static M) {
     // SAFETY: own thread, holding a P.
     if let Some(pp) = unsafe { m.p() }.is_some().then(|| unsafe { m.releasep() }) {
-        // Our G may have just yielded into this P's yield buffer (the global
-        // queue was non-empty). `handoffp` looks only at the run queues, and
-        // would idle the P with the G stranded in its buffer: with nothing
-        // else to run, forever. Move the buffer to the global queue first.
-        // SAFETY: we own the P (released from this M, not yet handed off).
-        if !unsafe { pp.local() }.yieldq.is_empty() {
-            let mut l = super::sched().lock();
-            super::globrunq::flush_yields_locked(&mut l, &pp);
-        }
+        // Our G may have just yielded into this P's yield buffer: handoffp
+        // moves the buffer to the global queue first.
         syscall::handoffp(pp);
     }
     super::stats::bump(&m.parks, 1);

@@ -3,11 +3,14 @@
 //! the extended line and one line per P, M and goroutine.
 //!
 //! ```text
-//! SCHED 1004ms: gomaxprocs=4 idleprocs=0 threads=6 spinningthreads=0 needspinning=0 idlethreads=1 runqueue=0 [3 2 0 1]
+//! SCHED 1004ms: gomaxprocs=4 idleprocs=0 threads=6 spinningthreads=0 needspinning=0 idlethreads=1 blockedthreads=0 runqueue=0 [3 2 0 1]
 //! ```
 //!
 //! The fields are Go's, computed from our state:
 //! - `threads`: the Ms plus sysmon (Go's `mcount` counts sysmon's M too);
+//! - `blockedthreads` (ours, not Go's): threads whose goroutine blocked in
+//!   the kernel outside the runtime and whose P was taken (`revoke.rs`),
+//!   not yet back in the runtime;
 //! - `needspinning`: always 0 (Go 1.21's needspinning flag, which makes a
 //!   spinner that found no work re-check once more, is not implemented: our
 //!   delicate dance re-checks every queue instead);
@@ -56,10 +59,11 @@ pub(crate) fn render(detailed: bool) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
-        "SCHED {ms}ms: gomaxprocs={n} idleprocs={} threads={} spinningthreads={} needspinning=0 idlethreads={idlethreads} runqueue={}",
+        "SCHED {ms}ms: gomaxprocs={n} idleprocs={} threads={} spinningthreads={} needspinning=0 idlethreads={idlethreads} blockedthreads={} runqueue={}",
         s.spin.npidle(),
         allm.len() + 1,
         s.spin.nmspinning(),
+        super::revoke::blocked_threads(),
         s.runqsize.load(Ordering::Relaxed),
     );
     if detailed {

@@ -212,6 +212,15 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
 /// an M for it if it has work or nobody is looking for work, else idle it.
 pub(crate) fn handoffp(pp: PHandle) {
     let s = sched();
+    // Goroutines in the P's yield buffer are runnable but in no queue the
+    // checks below see (a locked G that just yielded, a revoked M's last
+    // yielders): move them to the global queue first, or an idled P would
+    // strand them.
+    // SAFETY: we own `pp` (its handle was passed to us): a short borrow.
+    if !unsafe { pp.local() }.yieldq.is_empty() {
+        let mut l = s.lock();
+        globrunq::flush_yields_locked(&mut l, &pp);
+    }
     // Local or global work: run it.
     if !pp.runq.is_empty() || s.runqsize.load(Ordering::SeqCst) != 0 {
         idle::startm(Some(pp), false);
