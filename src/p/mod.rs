@@ -28,6 +28,7 @@ pub(crate) mod runq;
 
 use std::cell::UnsafeCell;
 use std::ops::Deref;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, Ordering};
 
 use self::runq::RunQueue;
@@ -209,6 +210,71 @@ impl PHandle {
     /// only live one.
     pub(crate) unsafe fn claim_revoked(p: &'static P) -> PHandle {
         PHandle(p)
+    }
+
+    /// Takes the next goroutine from this P's run queue, `runnext` first
+    /// (Go's runqget); `true`: it came from `runnext` and inherits the
+    /// current time slice.
+    #[inline]
+    pub(crate) fn runq_get(&self) -> Option<(&'static G, bool)> {
+        // SAFETY: holding the handle is owning the P (module note), so we
+        // are the queue's one owner.
+        let (g, inherit) = unsafe { self.0.runq.get() }?;
+        // SAFETY: run queues only hold leaked, never-freed Gs.
+        Some((unsafe { &*g.as_ptr() }, inherit))
+    }
+
+    /// Puts `g` on this P's run queue (Go's runqput): into `runnext` with
+    /// `next`. Returns what a full ring moved out, for the global queue.
+    #[inline]
+    pub(crate) fn runq_put(&self, g: &'static G, next: bool) -> Option<runq::Overflow<G>> {
+        // SAFETY: we own the P (as in `runq_get`).
+        unsafe { self.0.runq.put(NonNull::from(g), next) }
+    }
+
+    /// Appends goroutines to the ring's tail while it has room (Go's
+    /// runqputbatch); returns how many it took from `items`.
+    #[inline]
+    pub(crate) fn runq_push_back_batch(
+        &self,
+        items: &mut impl Iterator<Item = NonNull<G>>,
+    ) -> usize {
+        // SAFETY: we own the P (as in `runq_get`).
+        unsafe { self.0.runq.push_back_batch(items) }
+    }
+
+    /// Steals about half of `victim`'s queue into this P's (Go's
+    /// runqsteal): the goroutine to run now and how many were taken.
+    #[inline]
+    pub(crate) fn runq_steal_from(
+        &self,
+        victim: &P,
+        steal_runnext: bool,
+        victim_running: impl Fn() -> bool,
+    ) -> Option<(&'static G, u32)> {
+        // The ring must have room for half a ring (the scheduler steals only
+        // when its own queue is empty, so this never refuses there). Exact
+        // for the owner: only it adds, thieves only shrink it.
+        if self.0.runq.len() > runq::RUNQ_SIZE / 2 || std::ptr::eq(self.0, victim) {
+            return None;
+        }
+        // SAFETY: we own the P (as in `runq_get`), the destination, whose
+        // ring holds at most half a ring (checked); any other queue may be a
+        // victim.
+        let (g, n) = unsafe {
+            self.0
+                .runq
+                .steal_into_counted(&victim.runq, steal_runnext, victim_running)
+        }?;
+        // SAFETY: run queues only hold leaked, never-freed Gs.
+        Some((unsafe { &*g.as_ptr() }, n))
+    }
+
+    /// Empties this P's run queue, `runnext` first, in order.
+    pub(crate) fn runq_drain(&self, mut f: impl FnMut(&'static G)) {
+        // SAFETY: we own the P (as in `runq_get`); run queues only hold
+        // leaked, never-freed Gs.
+        unsafe { self.0.runq.drain(|g| f(&*g.as_ptr())) }
     }
 
     #[inline]

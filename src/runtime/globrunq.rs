@@ -83,8 +83,7 @@ pub(crate) fn get(l: &mut Locked, pp: &PHandle, max: usize) -> Option<&'static G
     // it only pulls while the ring has room, so what does not fit stays on
     // the global queue untouched.
     let mut rest = std::iter::from_fn(|| l.runq.pop_front().map(NonNull::from)).take(n - 1);
-    // SAFETY: we own `pp` (we hold its handle).
-    unsafe { pp.runq.push_back_batch(&mut rest) };
+    pp.runq_push_back_batch(&mut rest);
     set_size(l);
     first
 }
@@ -137,8 +136,7 @@ pub(crate) fn runqput(pp: &PHandle, g: &'static G, next: bool) {
     // goes to the ring's tail instead, so tests cannot depend on runnext.
     #[cfg(goroutine_randomize)]
     let next = next && super::randomize::coin();
-    // SAFETY: we own `pp` (we hold its handle).
-    if let Some(overflow) = unsafe { pp.runq.put(NonNull::from(g), next) } {
+    if let Some(overflow) = pp.runq_put(g, next) {
         put_batch(overflow);
     }
 }

@@ -231,10 +231,7 @@ fn procresize(n: u32) -> Vec<PHandle> {
 /// Moves everything a dying P holds to the global structures.
 fn destroy_p(pp: &PHandle, moved: &mut Vec<&'static G>, timers_to: &'static crate::p::P) {
     pp.timers.move_all(&timers_to.timers);
-    // SAFETY: we hold the P's handle during stop-the-world.
-    unsafe {
-        pp.runq.drain(|g| moved.push(&*g.as_ptr()));
-    }
+    pp.runq_drain(|g| moved.push(g));
     // SAFETY: short exclusive borrow of a P we hold.
     moved.append(&mut unsafe { pp.local() }.yieldq);
     pp.counters.yieldq.store(0, Ordering::Relaxed);

@@ -108,13 +108,11 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
         }
 
         // 4. Local run queue.
-        // SAFETY: we own pp.
-        if let Some((g, inherit)) = unsafe { pp.runq.get() } {
+        if let Some((g, inherit)) = pp.runq_get() {
             if inherit {
                 stats::bump(&pp.counters.runnext_hits, 1);
             }
-            // SAFETY: run queues only hold leaked, never-freed Gs.
-            return (unsafe { &*g.as_ptr() }, inherit);
+            return (g, inherit);
         }
 
         // 5. Global run queue.
@@ -148,10 +146,8 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
                 return (g, false);
             }
             // Timers run on the last round may have readied Gs here.
-            // SAFETY: we own pp.
-            if let Some((g, inherit)) = unsafe { pp.runq.get() } {
-                // SAFETY: run queues only hold leaked, never-freed Gs.
-                return (unsafe { &*g.as_ptr() }, inherit);
+            if let Some((g, inherit)) = pp.runq_get() {
+                return (g, inherit);
             }
         }
 

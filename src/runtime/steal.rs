@@ -40,31 +40,23 @@ pub(crate) fn steal_work(m: &'static M, pp: &PHandle, mut now: i64) -> Option<&'
             if last && victim.timers.next() != 0 {
                 let (t, _) = timers::check_timers(victim, now);
                 now = t;
-                // SAFETY: we own pp.
-                if let Some((g, _)) = unsafe { pp.runq.get() } {
-                    // SAFETY: run queues only hold leaked, never-freed Gs.
-                    return Some(unsafe { &*g.as_ptr() });
+                if let Some((g, _)) = pp.runq_get() {
+                    return Some(g);
                 }
             }
             if victim.status() == PStatus::Idle {
                 continue;
             }
-            // SAFETY: we own `pp`, and find_runnable only steals when pp's own
-            // queue is empty.
-            let got = unsafe {
-                pp.runq
-                    .steal_into_counted(&victim.runq, last || randomized_runnext(), || {
-                        victim.status() == PStatus::Running
-                    })
-            };
+            let got = pp.runq_steal_from(victim, last || randomized_runnext(), || {
+                victim.status() == PStatus::Running
+            });
             if let Some((g, n)) = got {
                 stats::bump(&pp.counters.steals, 1);
                 stats::bump(&pp.counters.stolen, n as u64);
                 if trace::on() {
                     trace::steal(pp.id, victim.id, n as u64);
                 }
-                // SAFETY: run queues only hold leaked, never-freed Gs.
-                return Some(unsafe { &*g.as_ptr() });
+                return Some(g);
             }
         }
     }
