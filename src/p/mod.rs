@@ -20,7 +20,17 @@
 //! (the M returning, sysmon retaking it, a stop-the-world) gets a new handle
 //! (`P::cas_from_syscall`). Its timers and run queue stay usable meanwhile:
 //! the timer heap has its own lock and thieves may steal from the ring (only
-//! its owner pushes, and it has none). P records are never freed: a P removed by
+//! its owner pushes, and it has none).
+//!
+//! A P whose M is blocked in the kernel *outside* the runtime keeps its
+//! owner (status `Running`) until sysmon or a stop-the-world wins the M's
+//! revocation handshake (`m::revoke`): the winner makes a new handle
+//! ([`PHandle::claim_revoked`]) while the M's own handle is dormant, and the
+//! M drops its handle unused when it next enters the runtime. That and
+//! `cas_from_syscall` are the only ways a P changes owner without its
+//! handle moving.
+//!
+//! P records are never freed: a P removed by
 //! `set_max_procs` keeps its slot in `allp` with status `Dead`, so a thief or
 //! a stats reader holding an index from an older GOMAXPROCS never dangles.
 
