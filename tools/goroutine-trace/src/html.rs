@@ -202,9 +202,7 @@ fn write_data<W: Write>(
         w,
         marks.iter().map(|m| match m.kind {
             K::Steal { count, .. } | K::Timer { count } | K::Netpoll { count } => count,
-            K::Revoke { syscall_nr, .. } => {
-                syscalls.binary_search(&syscall_nr).unwrap_or(0) as u64
-            }
+            K::Revoke { syscall_nr, .. } => syscalls.binary_search(&syscall_nr).unwrap_or(0) as u64,
             _ => 0,
         }),
     )?;

@@ -114,15 +114,32 @@ pub struct Lane {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MarkKind {
-    Steal { victim: u64, count: u64 },
-    Preempt { g: u64 },
-    SyscallEnter { g: u64 },
-    SyscallExit { g: u64, fast: bool },
+    Steal {
+        victim: u64,
+        count: u64,
+    },
+    Preempt {
+        g: u64,
+    },
+    SyscallEnter {
+        g: u64,
+    },
+    SyscallExit {
+        g: u64,
+        fast: bool,
+    },
     Handoff,
-    Timer { count: u64 },
-    Netpoll { count: u64 },
+    Timer {
+        count: u64,
+    },
+    Netpoll {
+        count: u64,
+    },
     /// ProcRevoke: `syscall_nr` as on the wire (`format::syscall_label`).
-    Revoke { g: u64, syscall_nr: u64 },
+    Revoke {
+        g: u64,
+        syscall_nr: u64,
+    },
 }
 
 impl MarkKind {
