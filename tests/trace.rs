@@ -348,3 +348,102 @@ fn env_trace_child() {
     });
     // No trace::stop: the atexit hook completes the file.
 }
+
+// A goroutine blocked in the kernel outside the runtime (std's sleep):
+// sysmon revokes its P (ProcRevoke, from sysmon's batches, naming the
+// goroutine and its system call); the goroutine gets a P back afterwards and
+// ends normally. The trace tool's model draws it: a slice ended by the
+// revocation, a mark, the blocked time counted as syscall time.
+isolated_test! {
+    fn proc_revoke_names_goroutine_and_syscall() ["GOMAXPROCS" = "1"] {
+        let path = trace_path("revoke");
+        goroutine::trace::start(&path).unwrap();
+        goroutine::run(|| {
+            let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let d = done.clone();
+            let h = Builder::new()
+                .name("blocker")
+                .spawn(move || {
+                    for _ in 0..3 {
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                    d.store(true, std::sync::atomic::Ordering::Relaxed);
+                })
+                .unwrap();
+            // Work for the P while the blocker sleeps.
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                goroutine::time::sleep(std::time::Duration::from_millis(1));
+            }
+            h.join().unwrap();
+        });
+        wait_for_goroutines(0);
+        goroutine::trace::stop().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let t = decode(&bytes).unwrap();
+        check_common(&t);
+        let blocker = t
+            .events
+            .iter()
+            .find_map(|e| match &e.ev {
+                Ev::GoName { g, name } if name == "blocker" => Some(*g),
+                _ => None,
+            })
+            .expect("the blocker's GoName");
+        let revokes: Vec<&Event> = t
+            .events
+            .iter()
+            .filter(|e| matches!(e.ev, Ev::ProcRevoke { .. }))
+            .collect();
+        assert!(!revokes.is_empty(), "no ProcRevoke in the trace");
+        for e in &revokes {
+            assert_eq!(e.m, u32::MAX, "ProcRevoke comes from sysmon: {e:?}");
+            let Ev::ProcRevoke { g, p, syscall_nr } = e.ev else {
+                unreachable!()
+            };
+            assert_eq!(g, blocker, "{e:?}");
+            assert_eq!(p, 0, "{e:?}");
+            let nr = syscall_nr as i64;
+            assert!(
+                nr == libc::SYS_clock_nanosleep || nr == libc::SYS_nanosleep,
+                "{e:?}"
+            );
+            // The tool's syscall table agrees with libc's numbers.
+            let label = goroutine_trace::format::syscall_label(syscall_nr);
+            assert!(label == "clock_nanosleep" || label == "nanosleep", "{label}");
+        }
+
+        // The model: the blocker's slices end at each revocation, it runs
+        // again after each, and its blocked time is syscall time.
+        let full = goroutine_trace::decode::decode(
+            &bytes,
+            goroutine_trace::decode::DecodeOptions::default(),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let m = goroutine_trace::model::build(&full, &mut |_, _| {});
+        use goroutine_trace::model::{EndReason, MarkKind};
+        let slices: Vec<_> = m
+            .lanes
+            .iter()
+            .flat_map(|l| &l.slices)
+            .filter(|s| s.g == blocker)
+            .collect();
+        let revoked = slices
+            .iter()
+            .filter(|s| s.reason == EndReason::Revoked)
+            .count();
+        assert_eq!(revoked, revokes.len(), "{slices:?}");
+        let last = slices.iter().max_by_key(|s| s.start).unwrap();
+        assert_eq!(last.reason, EndReason::End, "{slices:?}");
+        assert_eq!(
+            m.marks
+                .iter()
+                .filter(|mk| matches!(mk.kind, MarkKind::Revoke { g, .. } if g == blocker))
+                .count(),
+            revokes.len()
+        );
+        let info = m.goroutines.iter().find(|g| g.id == blocker).unwrap();
+        assert!(info.syscall >= 10_000_000, "{info:?}");
+    }
+}
