@@ -449,7 +449,10 @@ pub(super) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
             "tracing is already enabled",
         ));
     }
-    let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
+    // Smaller than a full batch (64 KiB less at most one event), so that
+    // full batches go to the file without a copy; the header, the trailer
+    // and short batches collected by `stop` are buffered.
+    let mut out = BufWriter::with_capacity(BATCH_BYTES / 2, File::create(path)?);
     static MEMBARRIER: OnceLock<bool> = OnceLock::new();
     let asym = *MEMBARRIER.get_or_init(crate::sys::membarrier_register);
     ASYMMETRIC.store(asym, Ordering::Relaxed);
