@@ -1,5 +1,6 @@
-//! The execution tracer: a small decoder of docs/trace-format.md, and
-//! checks on the traces of real runs (skynet, syscalls, timers, names).
+//! The execution tracer: checks on the traces of real runs (skynet,
+//! syscalls, timers, names, P revocation), read with the trace tool's
+//! decoder.
 
 mod common;
 
@@ -7,96 +8,18 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use goroutine::{chan, go, Builder, Sender};
+use goroutine_trace::decode::decode_in_file_order;
+use goroutine_trace::format::{Event as Ev, BATCH_SIZE, HEADER_LEN, TRAILER_LEN};
 
 // ---------------------------------------------------------------------------
-// The decoder
+// The decoder: the trace tool's (tools/goroutine-trace), the one definition
+// of docs/trace-format.md, read in file order so that the checks below see
+// each batch as written.
 // ---------------------------------------------------------------------------
-
-#[derive(Debug, Clone, PartialEq)]
-enum Ev {
-    GoCreate {
-        g: u64,
-        parent: u64,
-        p: u64,
-    },
-    GoStart {
-        g: u64,
-        p: u64,
-    },
-    GoStop {
-        g: u64,
-        p: u64,
-        reason: u64,
-    },
-    GoBlock {
-        g: u64,
-        p: u64,
-        reason: u64,
-    },
-    GoUnblock {
-        g: u64,
-        by: u64,
-        p: u64,
-    },
-    GoEnd {
-        g: u64,
-        p: u64,
-    },
-    Steal {
-        thief: u64,
-        victim: u64,
-        count: u64,
-    },
-    ProcStart {
-        p: u64,
-    },
-    ProcStop {
-        p: u64,
-    },
-    MPark,
-    MWake,
-    SyscallEnter {
-        g: u64,
-        p: u64,
-    },
-    SyscallExit {
-        g: u64,
-        p: u64,
-        fast: u64,
-    },
-    SyscallHandoff {
-        p: u64,
-    },
-    Preempt {
-        g: u64,
-        p: u64,
-    },
-    TimerFire {
-        p: u64,
-        count: u64,
-    },
-    NetpollReady {
-        count: u64,
-    },
-    GoName {
-        g: u64,
-        name: String,
-    },
-    RunqSample {
-        p: u64,
-        local: u64,
-        global: u64,
-    },
-    GoCount {
-        runnable: u64,
-        running: u64,
-        waiting: u64,
-        syscall: u64,
-    },
-}
 
 #[derive(Debug)]
 struct Event {
+    /// Absolute nanotime (the header's start_ns plus the event's offset).
     ts: u64,
     m: u32,
     /// Index of the batch in the file.
@@ -115,169 +38,52 @@ struct Trace {
     events: Vec<Event>,
 }
 
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn bytes(&mut self, n: usize) -> Result<&[u8], String> {
-        if self.at + n > self.b.len() {
-            return Err(format!("truncated at byte {} (want {n} more)", self.at));
-        }
-        let s = &self.b[self.at..self.at + n];
-        self.at += n;
-        Ok(s)
-    }
-    fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.bytes(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.bytes(4)?.try_into().unwrap()))
-    }
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.bytes(8)?.try_into().unwrap()))
-    }
-    fn uvarint(&mut self) -> Result<u64, String> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.u8()?;
-            v |= ((b & 0x7f) as u64) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(format!("varint too long at byte {}", self.at))
-    }
-}
-
+/// Decodes a complete trace with the tool's decoder (which rejects a bad
+/// magic or version, unknown records and event types, truncation and bytes
+/// after the trailer), and checks what it leaves to its callers: flags and
+/// reserved words 0, batches no larger than the runtime's buffer.
 fn decode(bytes: &[u8]) -> Result<Trace, String> {
-    let mut r = Reader { b: bytes, at: 0 };
-    if r.bytes(8)? != b"GRTRACE\0" {
-        return Err("bad magic".into());
-    }
-    let version = r.u32()?;
-    if version != 1 {
-        return Err(format!("version {version}"));
-    }
-    if r.u32()? != 0 {
+    let f = decode_in_file_order(bytes).map_err(|e| e.to_string())?;
+    if f.header.flags != 0 {
         return Err("flags != 0".into());
     }
-    let start_ns = r.u64()?;
-    let _unix = r.u64()?;
-    let gomaxprocs = r.u32()?;
-    if r.u32()? != 0 {
+    if bytes[HEADER_LEN - 4..HEADER_LEN] != [0; 4] {
         return Err("reserved != 0".into());
     }
-    let mut events = Vec::new();
-    let mut batches = 0;
-    loop {
-        match r.u8()? {
-            0xB7 => {
-                let m = r.u32()?;
-                let len = r.u32()? as usize;
-                if len > 64 * 1024 {
-                    return Err(format!("batch of {len} bytes"));
-                }
-                let payload = r.bytes(len)?;
-                let mut p = Reader { b: payload, at: 0 };
-                let mut ts = start_ns;
-                while p.at < payload.len() {
-                    let ty = p.u8()?;
-                    ts += p.uvarint()?;
-                    let mut u = || p.uvarint();
-                    let ev = match ty {
-                        1 => Ev::GoCreate {
-                            g: u()?,
-                            parent: u()?,
-                            p: u()?,
-                        },
-                        2 => Ev::GoStart { g: u()?, p: u()? },
-                        3 => Ev::GoStop {
-                            g: u()?,
-                            p: u()?,
-                            reason: u()?,
-                        },
-                        4 => Ev::GoBlock {
-                            g: u()?,
-                            p: u()?,
-                            reason: u()?,
-                        },
-                        5 => Ev::GoUnblock {
-                            g: u()?,
-                            by: u()?,
-                            p: u()?,
-                        },
-                        6 => Ev::GoEnd { g: u()?, p: u()? },
-                        7 => Ev::Steal {
-                            thief: u()?,
-                            victim: u()?,
-                            count: u()?,
-                        },
-                        8 => Ev::ProcStart { p: u()? },
-                        9 => Ev::ProcStop { p: u()? },
-                        10 => Ev::MPark,
-                        11 => Ev::MWake,
-                        12 => Ev::SyscallEnter { g: u()?, p: u()? },
-                        13 => Ev::SyscallExit {
-                            g: u()?,
-                            p: u()?,
-                            fast: u()?,
-                        },
-                        14 => Ev::SyscallHandoff { p: u()? },
-                        15 => Ev::Preempt { g: u()?, p: u()? },
-                        16 => Ev::TimerFire {
-                            p: u()?,
-                            count: u()?,
-                        },
-                        17 => Ev::NetpollReady { count: u()? },
-                        18 => {
-                            let g = u()?;
-                            let len = u()? as usize;
-                            let name = String::from_utf8(p.bytes(len)?.to_vec())
-                                .map_err(|e| e.to_string())?;
-                            Ev::GoName { g, name }
-                        }
-                        19 => Ev::RunqSample {
-                            p: u()?,
-                            local: u()?,
-                            global: u()?,
-                        },
-                        20 => Ev::GoCount {
-                            runnable: u()?,
-                            running: u()?,
-                            waiting: u()?,
-                            syscall: u()?,
-                        },
-                        t => return Err(format!("unknown event type {t}")),
-                    };
-                    events.push(Event {
-                        ts,
-                        m,
-                        batch: batches,
-                        ev,
-                    });
-                }
-                batches += 1;
-            }
-            0xE0 => {
-                let end_ns = r.u64()?;
-                let dropped = r.u64()?;
-                if r.at != bytes.len() {
-                    return Err(format!("{} bytes after the trailer", bytes.len() - r.at));
-                }
-                return Ok(Trace {
-                    start_ns,
-                    gomaxprocs,
-                    end_ns,
-                    dropped,
-                    batches,
-                    events,
-                });
-            }
-            b => return Err(format!("bad block tag {b:#x} at byte {}", r.at - 1)),
-        }
+    if let Some(b) = f
+        .batches
+        .iter()
+        .find(|b| b.payload_len as usize > BATCH_SIZE)
+    {
+        return Err(format!("batch of {} bytes", b.payload_len));
     }
+    let start_ns = f.header.start_ns;
+    // The trailer's end_ns as written (the decoder makes it relative to
+    // start_ns, saturating).
+    let trailer = &bytes[bytes.len() - TRAILER_LEN..];
+    let end_ns = u64::from_le_bytes(trailer[1..9].try_into().unwrap());
+    let batches = f.batches.len();
+    let events = f
+        .batches
+        .into_iter()
+        .enumerate()
+        .flat_map(|(batch, b)| {
+            b.events.into_iter().map(move |e| Event {
+                ts: start_ns + e.ts,
+                m: e.m,
+                batch,
+                ev: e.ev,
+            })
+        })
+        .collect();
+    Ok(Trace {
+        start_ns,
+        gomaxprocs: f.header.gomaxprocs,
+        end_ns,
+        dropped: f.dropped,
+        batches,
+        events,
+    })
 }
 
 /// Checks what holds for every trace: timestamps within [start, end] and
@@ -294,7 +100,9 @@ fn check_common(t: &Trace) {
         let prev = last.insert(e.batch, e.ts).unwrap_or(0);
         assert!(e.ts >= prev, "batch {} goes back in time at {e:?}", e.batch);
         match &e.ev {
-            Ev::GoBlock { reason, .. } => assert!((1..=16).contains(reason), "{e:?}"),
+            Ev::GoBlock { wait_reason, .. } => {
+                assert!((1..=16).contains(wait_reason), "{e:?}")
+            }
             Ev::GoStop { reason, .. } => assert!(*reason <= 2, "{e:?}"),
             Ev::ProcStart { p } | Ev::ProcStop { p } => assert!(*p < 1024, "{e:?}"),
             Ev::GoStart { g, p } => assert!(*g > 0 && *p < 1024, "{e:?}"),
@@ -383,7 +191,10 @@ isolated_test! {
                 Ev::GoEnd { g, .. } => {
                     assert!(ended.insert(g), "g{g} ended twice");
                 }
-                Ev::GoBlock { reason, .. } => {
+                Ev::GoBlock {
+                    wait_reason: reason,
+                    ..
+                } => {
                     blocks += 1;
                     // Skynet blocks on channels, run's goroutine on nothing
                     // else; joins are not used.
@@ -462,11 +273,17 @@ fn env_trace_has_the_other_events() {
         &|e| matches!(e, Ev::TimerFire { count, .. } if *count >= 1)
     ));
     assert!(
-        has(&|e| matches!(e, Ev::GoBlock { reason: 15, .. })),
+        has(&|e| matches!(
+            e,
+            Ev::GoBlock {
+                wait_reason: 15,
+                ..
+            }
+        )),
         "no sleep block"
     );
     assert!(
-        has(&|e| matches!(e, Ev::GoUnblock { by: 0, .. })),
+        has(&|e| matches!(e, Ev::GoUnblock { by_g: 0, .. })),
         "no timer unblock"
     );
     assert!(has(&|e| matches!(e, Ev::ProcStart { .. })));
@@ -496,7 +313,7 @@ fn env_trace_has_the_other_events() {
     let block = t
         .events
         .iter()
-        .find(|e| matches!(e.ev, Ev::GoBlock { g, reason: 15, .. } if g == sleeper))
+        .find(|e| matches!(e.ev, Ev::GoBlock { g, wait_reason: 15, .. } if g == sleeper))
         .expect("the sleeper's GoBlock");
     let unblock = t
         .events
@@ -530,4 +347,103 @@ fn env_trace_child() {
         goroutine::time::sleep(std::time::Duration::from_millis(30));
     });
     // No trace::stop: the atexit hook completes the file.
+}
+
+// A goroutine blocked in the kernel outside the runtime (std's sleep):
+// sysmon revokes its P (ProcRevoke, from sysmon's batches, naming the
+// goroutine and its system call); the goroutine gets a P back afterwards and
+// ends normally. The trace tool's model draws it: a slice ended by the
+// revocation, a mark, the blocked time counted as syscall time.
+isolated_test! {
+    fn proc_revoke_names_goroutine_and_syscall() ["GOMAXPROCS" = "1"] {
+        let path = trace_path("revoke");
+        goroutine::trace::start(&path).unwrap();
+        goroutine::run(|| {
+            let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let d = done.clone();
+            let h = Builder::new()
+                .name("blocker")
+                .spawn(move || {
+                    for _ in 0..3 {
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                    d.store(true, std::sync::atomic::Ordering::Relaxed);
+                })
+                .unwrap();
+            // Work for the P while the blocker sleeps.
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                goroutine::time::sleep(std::time::Duration::from_millis(1));
+            }
+            h.join().unwrap();
+        });
+        wait_for_goroutines(0);
+        goroutine::trace::stop().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let t = decode(&bytes).unwrap();
+        check_common(&t);
+        let blocker = t
+            .events
+            .iter()
+            .find_map(|e| match &e.ev {
+                Ev::GoName { g, name } if name == "blocker" => Some(*g),
+                _ => None,
+            })
+            .expect("the blocker's GoName");
+        let revokes: Vec<&Event> = t
+            .events
+            .iter()
+            .filter(|e| matches!(e.ev, Ev::ProcRevoke { .. }))
+            .collect();
+        assert!(!revokes.is_empty(), "no ProcRevoke in the trace");
+        for e in &revokes {
+            assert_eq!(e.m, u32::MAX, "ProcRevoke comes from sysmon: {e:?}");
+            let Ev::ProcRevoke { g, p, syscall_nr } = e.ev else {
+                unreachable!()
+            };
+            assert_eq!(g, blocker, "{e:?}");
+            assert_eq!(p, 0, "{e:?}");
+            let nr = syscall_nr as i64;
+            assert!(
+                nr == libc::SYS_clock_nanosleep || nr == libc::SYS_nanosleep,
+                "{e:?}"
+            );
+            // The tool's syscall table agrees with libc's numbers.
+            let label = goroutine_trace::format::syscall_label(syscall_nr);
+            assert!(label == "clock_nanosleep" || label == "nanosleep", "{label}");
+        }
+
+        // The model: the blocker's slices end at each revocation, it runs
+        // again after each, and its blocked time is syscall time.
+        let full = goroutine_trace::decode::decode(
+            &bytes,
+            goroutine_trace::decode::DecodeOptions::default(),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let m = goroutine_trace::model::build(&full, &mut |_, _| {});
+        use goroutine_trace::model::{EndReason, MarkKind};
+        let slices: Vec<_> = m
+            .lanes
+            .iter()
+            .flat_map(|l| &l.slices)
+            .filter(|s| s.g == blocker)
+            .collect();
+        let revoked = slices
+            .iter()
+            .filter(|s| s.reason == EndReason::Revoked)
+            .count();
+        assert_eq!(revoked, revokes.len(), "{slices:?}");
+        let last = slices.iter().max_by_key(|s| s.start).unwrap();
+        assert_eq!(last.reason, EndReason::End, "{slices:?}");
+        assert_eq!(
+            m.marks
+                .iter()
+                .filter(|mk| matches!(mk.kind, MarkKind::Revoke { g, .. } if g == blocker))
+                .count(),
+            revokes.len()
+        );
+        let info = m.goroutines.iter().find(|g| g.id == blocker).unwrap();
+        assert!(info.syscall >= 10_000_000, "{info:?}");
+    }
 }

@@ -39,7 +39,6 @@ use std::cell::{Cell, UnsafeCell};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::mem::MaybeUninit;
 use std::path::Path;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
@@ -279,7 +278,11 @@ impl Drop for ExitGuard {
 }
 
 /// Writes one event into the calling thread's buffer (if tracing is on).
-#[inline(never)]
+///
+/// Inlined into each (cold, out-of-line) event function of `mod.rs`, so
+/// that the field loop is unrolled for its constant count and the event
+/// costs one call.
+#[inline(always)]
 pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
     let Some(tb) = local() else { return };
     tb.raise();
@@ -298,16 +301,23 @@ pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
     tb.lower();
 }
 
-/// Writes `v` as unsigned LEB128 at `out[*at..]`.
+/// Writes `v` as unsigned LEB128 at `p`; returns the byte after it.
+///
+/// # Safety
+/// `p` is valid for writes of 10 bytes (the longest uvarint).
 #[inline(always)]
-fn uvarint(out: &mut [MaybeUninit<u8>], at: &mut usize, mut v: u64) {
-    while v >= 0x80 {
-        out[*at].write((v as u8) | 0x80);
-        *at += 1;
-        v >>= 7;
+unsafe fn put_uvarint(mut p: *mut u8, mut v: u64) -> *mut u8 {
+    // SAFETY: at most 10 bytes are written (64 bits, 7 per byte), within
+    // the room the caller guarantees.
+    unsafe {
+        while v >= 0x80 {
+            p.write((v as u8) | 0x80);
+            p = p.add(1);
+            v >>= 7;
+        }
+        p.write(v as u8);
+        p.add(1)
     }
-    out[*at].write(v as u8);
-    *at += 1;
 }
 
 /// The most bytes an event takes besides its name: type, delta, 4 fields.
@@ -325,37 +335,51 @@ impl Inner {
         self.events = 0;
     }
 
-    #[inline(always)]
-    fn event(&mut self, ty: u8, args: &[u64], bytes: &[u8]) {
-        debug_assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
-        if !self.data.is_empty() && self.data.len() + MAX_EVENT + bytes.len() > HEADER + BATCH_BYTES
-        {
+    /// Makes room for an event of up to `need` bytes: completes the full
+    /// batch, begins a new one (out of line: once per 64 KiB).
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, need: usize) {
+        if !self.data.is_empty() && self.data.len() + need > HEADER + BATCH_BYTES {
             self.flush();
         }
         if self.data.is_empty() {
             self.begin_batch();
         }
+    }
+
+    #[inline(always)]
+    fn event(&mut self, ty: u8, args: &[u64], bytes: &[u8]) {
+        assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
+        let need = MAX_EVENT + bytes.len();
+        // An empty `data` (no batch begun) has length 0 < HEADER.
+        if self.data.len() < HEADER || self.data.len() + need > HEADER + BATCH_BYTES {
+            self.make_room(need);
+        }
         let ts = now().max(self.last_ts);
         let delta = (ts - self.last_ts) as u64;
         self.last_ts = ts;
         let len = self.data.len();
-        // Written in place: the batch's capacity (HEADER + BATCH_BYTES) has
-        // room for this event (checked above), so no growth, no memcpy.
-        let spare = self.data.spare_capacity_mut();
-        let mut n = 0;
-        spare[n].write(ty);
-        n += 1;
-        uvarint(spare, &mut n, delta);
-        for &a in args {
-            uvarint(spare, &mut n, a);
+        // A batch begun by `begin_batch` has capacity HEADER + BATCH_BYTES,
+        // so `need` bytes fit after `len` (checked above); the unsafe writes
+        // below rely on it, so it is checked (one predictable branch).
+        assert!(self.data.capacity() - len >= need);
+        // SAFETY: written in place, without growth or bounds checks: the
+        // event takes at most 1 + 10 * (1 + args.len()) + bytes.len() <=
+        // `need` bytes (args.len() <= 4, asserted above), and the spare
+        // capacity after `len` holds `need` (asserted above). The bytes are
+        // initialised before `set_len` covers them.
+        unsafe {
+            let start = self.data.as_mut_ptr().add(len);
+            start.write(ty);
+            let mut p = put_uvarint(start.add(1), delta);
+            for &a in args {
+                p = put_uvarint(p, a);
+            }
+            ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len());
+            p = p.add(bytes.len());
+            self.data.set_len(len + p.offset_from(start) as usize);
         }
-        for &b in bytes {
-            spare[n].write(b);
-            n += 1;
-        }
-        // SAFETY: the `n` bytes after `len` were just initialised, within
-        // the capacity (`spare` bounds-checked every write).
-        unsafe { self.data.set_len(len + n) };
         self.events += 1;
     }
 
@@ -425,7 +449,10 @@ pub(super) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
             "tracing is already enabled",
         ));
     }
-    let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
+    // Smaller than a full batch (64 KiB less at most one event), so that
+    // full batches go to the file without a copy; the header, the trailer
+    // and short batches collected by `stop` are buffered.
+    let mut out = BufWriter::with_capacity(BATCH_BYTES / 2, File::create(path)?);
     static MEMBARRIER: OnceLock<bool> = OnceLock::new();
     let asym = *MEMBARRIER.get_or_init(crate::sys::membarrier_register);
     ASYMMETRIC.store(asym, Ordering::Relaxed);

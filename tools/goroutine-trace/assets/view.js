@@ -35,11 +35,17 @@ window.addEventListener('error', function (ev) {
     'sync.RWMutex.Lock', 'sync.Cond.Wait', 'sync.WaitGroup.Wait', 'sync.Once.Do', 'semacquire',
     'sleep', 'IO wait', 'block_on'];
   const ENDS = ['yield', 'preempted', 'yield-local', 'goroutine end', 'syscall', 'P stopped',
-    'replaced (lost event)', 'trace end', 'stopped'];
+    'replaced (lost event)', 'trace end', 'stopped', 'P revoked (blocked in the kernel)'];
   const SYS_END = ['exit', 'handed off', 'P stopped', 'trace end'];
   const MARK_NAMES = ['steal', 'preemption', 'syscall enter', 'syscall exit (fast)',
-    'syscall exit (waited for a P)', 'syscall handoff', 'timer fire', 'netpoll ready'];
-  const MARK_COLORS = ['#7c3aed', '#dc2626', '#d97706', '#16a34a', '#65a30d', '#ea580c', '#2563eb', '#0d9488'];
+    'syscall exit (waited for a P)', 'syscall handoff', 'timer fire', 'netpoll ready',
+    'P revoked (blocked in the kernel)'];
+  const MARK_COLORS = ['#7c3aed', '#dc2626', '#d97706', '#16a34a', '#65a30d', '#ea580c', '#2563eb', '#0d9488',
+    '#be123c'];
+  // Mark kinds per lane in the (lane, kind) index (more than MARK_NAMES.length).
+  const NKINDS = 16;
+  // System call labels of the revoke marks (mark.b indexes it).
+  const SYSCALLS = D.syscalls || [];
   const STATE_COLORS = { running: '#22a06b', runnable: '#f0a020', syscall: '#d9534f', waiting: '#9aa7bd' };
 
   function reasonText(r) {
@@ -93,7 +99,7 @@ window.addEventListener('error', function (ev) {
   (function () {
     const lists = [];
     for (let i = 0; i < marks.t.length; i++) {
-      const key = (marks.l[i] + 1) * 8 + marks.k[i];
+      const key = (marks.l[i] + 1) * NKINDS + marks.k[i];
       (lists[key] || (lists[key] = [])).push(i);
     }
     for (let key = 0; key < lists.length; key++) {
@@ -101,7 +107,7 @@ window.addEventListener('error', function (ev) {
       const idx = Int32Array.from(lists[key]);
       const t = new Float64Array(idx.length);
       for (let j = 0; j < idx.length; j++) t[j] = marks.t[idx[j]];
-      markIdx.push({ lane: Math.floor(key / 8) - 1, kind: key % 8, idx: idx, t: t });
+      markIdx.push({ lane: Math.floor(key / NKINDS) - 1, kind: key % NKINDS, idx: idx, t: t });
     }
   })();
   const wake = {
@@ -372,7 +378,7 @@ window.addEventListener('error', function (ev) {
     switch (kind) {
       case 0: return layers.steal;
       case 1: return layers.preempt;
-      case 2: case 3: case 4: case 5: return layers.sys;
+      case 2: case 3: case 4: case 5: case 8: return layers.sys;
       case 6: return layers.timer;
       default: return layers.netpoll;
     }
@@ -394,6 +400,8 @@ window.addEventListener('error', function (ev) {
         ctx.closePath(); break;
       case 6: // timer: circle at the top
         ctx.moveTo(x + 3, y + 4); ctx.arc(x, y + 4, 3, 0, 2 * Math.PI); break;
+      case 8: // P revoked: a bar across the lane with a cap at the top
+        ctx.rect(x - 1, y, 2, h); ctx.rect(x - 4, y, 8, 3); break;
       default: // netpoll: square at the top
         ctx.rect(x - 3, y + 1, 6, 6); break;
     }
@@ -407,6 +415,7 @@ window.addEventListener('error', function (ev) {
       case 2: ctx.fillRect(x - 2, y + h - 5, 4, 5); break;
       case 3: case 4: ctx.fillRect(x - 2, y + h - 5, 4, 5); break;
       case 5: ctx.fillRect(x - 3, y + h / 2 - 3, 6, 6); break;
+      case 8: ctx.fillRect(x - 1, y, 2, h); break;
       default: ctx.fillRect(x - 2.5, y + 1, 5, 5); break;
     }
   }
@@ -451,6 +460,16 @@ window.addEventListener('error', function (ev) {
         ctx.beginPath();
         for (let k = 0; k < xs.length; k += 2) glyph(grp.kind, xs[k], y, h);
         ctx.fill();
+      }
+      if (grp.kind === 8 && xs.length <= 400) {
+        // P revoked: labelled with the system call the thread was blocked in.
+        ctx.font = '10px sans-serif';
+        ctx.textBaseline = 'top';
+        for (let k = 0; k < xs.length; k += 2) {
+          const label = SYSCALLS[marks.b[xs[k + 1]]] || '?';
+          ctx.fillText(label, xs[k] + 5, y + 4);
+          stats.labels += 1;
+        }
       }
       stats.marks += xs.length / 2;
     }
@@ -637,7 +656,7 @@ window.addEventListener('error', function (ev) {
 
   function draw() {
     const started = performance.now();
-    stats = { slices: 0, rects: 0, marks: 0, arrows: 0 };
+    stats = { slices: 0, rects: 0, marks: 0, arrows: 0, labels: 0 };
     ctx.clearRect(0, 0, W, H);
     ctx.fillStyle = '#fff';
     ctx.fillRect(0, 0, W, H);
@@ -692,6 +711,7 @@ window.addEventListener('error', function (ev) {
     rs.dataset.rects = String(stats.rects);
     rs.dataset.marks = String(stats.marks);
     rs.dataset.arrows = String(stats.arrows);
+    rs.dataset.labels = String(stats.labels);
     rs.dataset.frames = String(Number(rs.dataset.frames) + 1);
     rs.dataset.drawMs = (performance.now() - started).toFixed(1);
     rs.dataset.profile = Object.keys(prof).map(function (k) { return k + ':' + prof[k]; }).join(' ');
@@ -875,6 +895,10 @@ window.addEventListener('error', function (ev) {
     if (k === 0) s += '\nstole ' + marks.b[i] + ' goroutine(s) from P' + (marks.a[i] >= 0 ? lanes[marks.a[i]].p : '?');
     else if (k >= 1 && k <= 4) s += '\n' + esc(gLabel(marks.a[i]));
     else if (k === 6 || k === 7) s += '\ncount ' + marks.b[i];
+    else if (k === 8) {
+      s += '\n' + esc(gLabel(marks.a[i])) + ' blocked in ' + esc(SYSCALLS[marks.b[i]] || '?') +
+        ' outside the runtime;\nits thread goes on without a P until its next runtime call';
+    }
     return s;
   }
 

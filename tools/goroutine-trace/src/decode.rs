@@ -80,7 +80,7 @@ impl fmt::Display for Reached {
 /// What is wrong with an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventFault {
-    /// A type byte outside 1..=20.
+    /// A type byte outside 1..=`MAX_EVENT_TYPE`.
     UnknownType(u8),
     /// A uvarint longer than 10 bytes or above u64::MAX.
     BadVarint,
@@ -326,6 +326,54 @@ fn decode_batch(
     Ok(())
 }
 
+/// One batch as it lies in the file (see [`decode_in_file_order`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Batch {
+    /// The batch header's M id.
+    pub m: u32,
+    /// The batch header's payload length in bytes.
+    pub payload_len: u32,
+    /// Its events in batch order, `ts` relative to the header's `start_ns`.
+    pub events: Vec<TimedEvent>,
+}
+
+/// A trace as the file holds it: batches in flush order, each with its
+/// events in its own order (nothing sorted).
+#[derive(Clone, Debug)]
+pub struct FileTrace {
+    pub header: Header,
+    pub batches: Vec<Batch>,
+    /// The trailer's `end_ns`, relative to `start_ns`.
+    pub end_ns: u64,
+    /// The trailer's `dropped_events`.
+    pub dropped: u64,
+}
+
+/// Decodes a whole, complete trace file without sorting: for checks of the
+/// file's own structure (batch sizes, time order within each batch).
+pub fn decode_in_file_order(b: &[u8]) -> Result<FileTrace, DecodeError> {
+    let raw = read_all(b, DecodeOptions::default(), &mut |_, _| {})?;
+    let mut batches = Vec::with_capacity(raw.batches.len());
+    let mut events = raw.events.into_iter();
+    let mut first = 0;
+    for (i, &(m, payload_len, _)) in raw.batches.iter().enumerate() {
+        let next = raw.batches.get(i + 1).map_or(usize::MAX, |b| b.2);
+        let n = next.saturating_sub(first);
+        batches.push(Batch {
+            m,
+            payload_len,
+            events: events.by_ref().take(n).collect(),
+        });
+        first = next;
+    }
+    Ok(FileTrace {
+        header: raw.header,
+        batches,
+        end_ns: raw.end_ns.unwrap_or(0),
+        dropped: raw.dropped,
+    })
+}
+
 /// Decodes a whole trace file held in memory. `progress(done, total)` is called
 /// with byte offsets as batches are read.
 pub fn decode(
@@ -333,10 +381,44 @@ pub fn decode(
     opts: DecodeOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Trace, DecodeError> {
+    let raw = read_all(b, opts, progress)?;
+    let mut events = raw.events;
+    // Batches of different Ms interleave in flush order: sort by time. The
+    // sort is stable, so batch order breaks ties as the format asks.
+    events.sort_by_key(|e| e.ts);
+    Ok(Trace {
+        header: raw.header,
+        events,
+        end_ns: raw.end_ns,
+        dropped: raw.dropped,
+        batches: raw.batches.len(),
+        bytes: b.len() as u64,
+        warning: raw.warning,
+    })
+}
+
+/// What [`read_all`] found, in file order.
+struct Raw {
+    header: Header,
+    events: Vec<TimedEvent>,
+    /// Per complete batch: M id, payload length, index of its first event.
+    batches: Vec<(u32, u32, usize)>,
+    end_ns: Option<u64>,
+    dropped: u64,
+    warning: Option<String>,
+}
+
+/// Reads every record of the file in order (the common part of [`decode`]
+/// and [`decode_in_file_order`]).
+fn read_all(
+    b: &[u8],
+    opts: DecodeOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Raw, DecodeError> {
     let header = decode_header(b)?;
     let total = b.len() as u64;
     let mut events: Vec<TimedEvent> = Vec::with_capacity(b.len() / 6);
-    let mut batches = 0usize;
+    let mut batch_list: Vec<(u32, u32, usize)> = Vec::new();
     let mut pos = HEADER_LEN;
     let mut end_ns = None;
     let mut dropped = 0;
@@ -344,6 +426,7 @@ pub fn decode(
     let mut since_report = 0usize;
 
     let result: Result<(), DecodeError> = loop {
+        let batches = batch_list.len();
         let reached = Reached {
             batches,
             events: events.len(),
@@ -383,6 +466,7 @@ pub fn decode(
                         },
                     });
                 }
+                let first = events.len();
                 if let Err((fault, offset)) =
                     decode_batch(&b[start..start + len], start, m, &mut events)
                 {
@@ -397,7 +481,7 @@ pub fn decode(
                         },
                     });
                 }
-                batches += 1;
+                batch_list.push((m, len as u32, first));
                 pos = start + len;
                 since_report += len;
                 if since_report >= 1 << 20 {
@@ -442,16 +526,12 @@ pub fn decode(
         warning = Some(e.to_string());
     }
     progress(total, total);
-    // Batches of different Ms interleave in flush order: sort by time. The
-    // sort is stable, so batch order breaks ties as the format asks.
-    events.sort_by_key(|e| e.ts);
-    Ok(Trace {
+    Ok(Raw {
         header,
         events,
+        batches: batch_list,
         end_ns,
         dropped,
-        batches,
-        bytes: total,
         warning,
     })
 }

@@ -25,7 +25,7 @@ pub const BATCH_SIZE: usize = 64 * 1024;
 /// `GoUnblock.p` when the goroutine was queued on the global run queue.
 pub const GLOBAL_QUEUE: u64 = u32::MAX as u64;
 /// Highest event type number of version 1.
-pub const MAX_EVENT_TYPE: u8 = 20;
+pub const MAX_EVENT_TYPE: u8 = 21;
 
 /// The trace header, as written at the start of the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,9 +121,18 @@ pub enum Event {
         waiting: u64,
         syscall: u64,
     },
+    /// Sysmon took `p` from the M running `g`, which was blocked in the
+    /// kernel outside the runtime in system call `syscall_nr` (the field is
+    /// the two's complement of a signed number: -1, `u64::MAX` on the wire,
+    /// when unknown). See [`syscall_nr`] and [`syscall_name`].
+    ProcRevoke {
+        g: u64,
+        p: u64,
+        syscall_nr: u64,
+    },
 }
 
-/// Names of event types 1..=20, indexed by type number (index 0 unused).
+/// Names of event types 1..=21, indexed by type number (index 0 unused).
 pub const EVENT_NAMES: [&str; MAX_EVENT_TYPE as usize + 1] = [
     "(none)",
     "GoCreate",
@@ -146,6 +155,7 @@ pub const EVENT_NAMES: [&str; MAX_EVENT_TYPE as usize + 1] = [
     "GoName",
     "RunqSample",
     "GoCount",
+    "ProcRevoke",
 ];
 
 /// Number of uvarint fields of each event type (GoName: the `g` and `len`
@@ -155,7 +165,7 @@ pub fn field_count(ty: u8) -> Option<usize> {
         10 | 11 => 0,
         8 | 9 | 14 | 17 => 1,
         2 | 6 | 12 | 15 | 16 | 18 => 2,
-        1 | 3 | 4 | 5 | 7 | 13 | 19 => 3,
+        1 | 3 | 4 | 5 | 7 | 13 | 19 | 21 => 3,
         20 => 4,
         _ => return None,
     })
@@ -185,6 +195,7 @@ impl Event {
             Event::GoName { .. } => 18,
             Event::RunqSample { .. } => 19,
             Event::GoCount { .. } => 20,
+            Event::ProcRevoke { .. } => 21,
         }
     }
 
@@ -232,6 +243,7 @@ impl Event {
                 waiting,
                 syscall,
             } => f(&[runnable, running, waiting, syscall]),
+            Event::ProcRevoke { g, p, syscall_nr } => f(&[g, p, syscall_nr]),
         }
     }
 
@@ -299,6 +311,11 @@ impl Event {
                 waiting: x(2),
                 syscall: x(3),
             },
+            21 => Event::ProcRevoke {
+                g: x(0),
+                p: x(1),
+                syscall_nr: x(2),
+            },
             _ => return None,
         })
     }
@@ -342,5 +359,99 @@ pub fn wait_reason_name(r: u64) -> std::borrow::Cow<'static, str> {
     match WAIT_REASONS.get(r as usize) {
         Some(s) => (*s).into(),
         None => format!("wait reason {r}").into(),
+    }
+}
+
+/// The system call number of a ProcRevoke as the runtime meant it: the wire
+/// value is a signed number cast to u64 (None: -1, unknown).
+pub fn syscall_nr(wire: u64) -> Option<i64> {
+    match wire as i64 {
+        n if n < 0 => None,
+        n => Some(n),
+    }
+}
+
+/// Linux system call numbers of the calls a goroutine typically blocks in,
+/// for the architecture this tool was built for (the trace does not say
+/// which architecture wrote it: it is assumed to be the same).
+#[cfg(target_arch = "x86_64")]
+const SYSCALLS: &[(i64, &str)] = &[
+    (0, "read"),
+    (1, "write"),
+    (2, "open"),
+    (7, "poll"),
+    (17, "pread64"),
+    (18, "pwrite64"),
+    (19, "readv"),
+    (20, "writev"),
+    (23, "select"),
+    (35, "nanosleep"),
+    (42, "connect"),
+    (43, "accept"),
+    (44, "sendto"),
+    (45, "recvfrom"),
+    (46, "sendmsg"),
+    (47, "recvmsg"),
+    (61, "wait4"),
+    (72, "fcntl"),
+    (73, "flock"),
+    (74, "fsync"),
+    (16, "ioctl"),
+    (202, "futex"),
+    (230, "clock_nanosleep"),
+    (232, "epoll_wait"),
+    (247, "waitid"),
+    (257, "openat"),
+    (270, "pselect6"),
+    (271, "ppoll"),
+    (281, "epoll_pwait"),
+    (288, "accept4"),
+];
+#[cfg(target_arch = "aarch64")]
+const SYSCALLS: &[(i64, &str)] = &[
+    (25, "fcntl"),
+    (29, "ioctl"),
+    (32, "flock"),
+    (56, "openat"),
+    (63, "read"),
+    (64, "write"),
+    (65, "readv"),
+    (66, "writev"),
+    (67, "pread64"),
+    (68, "pwrite64"),
+    (72, "pselect6"),
+    (73, "ppoll"),
+    (82, "fsync"),
+    (95, "waitid"),
+    (98, "futex"),
+    (101, "nanosleep"),
+    (115, "clock_nanosleep"),
+    (202, "accept"),
+    (203, "connect"),
+    (206, "sendto"),
+    (207, "recvfrom"),
+    (211, "sendmsg"),
+    (212, "recvmsg"),
+    (22, "epoll_pwait"),
+    (242, "accept4"),
+    (260, "wait4"),
+];
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const SYSCALLS: &[(i64, &str)] = &[];
+
+/// The name of a system call number (see [`SYSCALLS`]), if this tool knows it.
+pub fn syscall_name(nr: i64) -> Option<&'static str> {
+    SYSCALLS.iter().find(|&&(n, _)| n == nr).map(|&(_, s)| s)
+}
+
+/// How a ProcRevoke's system call is shown: `nanosleep`, `syscall 999`, or
+/// `unknown syscall` (wire value: see [`syscall_nr`]).
+pub fn syscall_label(wire: u64) -> String {
+    match syscall_nr(wire) {
+        None => "unknown syscall".into(),
+        Some(n) => match syscall_name(n) {
+            Some(name) => name.into(),
+            None => format!("syscall {n}"),
+        },
     }
 }

@@ -6,7 +6,9 @@
 //! runtime will: several Ps and Ms, goroutines created, started, stopped
 //! (yield, yield-local, preempted by sysmon), blocked for every wait reason and
 //! unblocked by another goroutine, a timer or the netpoller, syscalls that
-//! return fast or lose their P to a sysmon handoff, work stealing between Ps,
+//! return fast or lose their P to a sysmon handoff, goroutines blocked in the
+//! kernel outside the runtime whose P sysmon revokes (ProcRevoke; they get a P
+//! back at their next runtime call), work stealing between Ps,
 //! Ps going idle and being woken, and sysmon's RunqSample/GoCount samples.
 //!
 //! Every event is emitted at the simulation's current time, which never goes
@@ -109,6 +111,8 @@ struct P {
     runq: VecDeque<u64>,
     /// The goroutine whose syscall holds this P.
     syscall: Option<u64>,
+    /// Its goroutine (`cur`) is blocked in the kernel outside the runtime.
+    kernel: bool,
     /// Bumped whenever pending ticks become stale.
     gen: u64,
     idle_spins: u32,
@@ -130,10 +134,36 @@ enum Wake {
 
 #[derive(Clone, Copy)]
 enum Happening {
-    Tick { p: u32, gen: u64 },
-    Wake { g: u64, how: Wake },
-    SyscallDone { g: u64, m: u32, p: u32 },
-    Retake { g: u64, m: u32, p: u32 },
+    Tick {
+        p: u32,
+        gen: u64,
+    },
+    Wake {
+        g: u64,
+        how: Wake,
+    },
+    SyscallDone {
+        g: u64,
+        m: u32,
+        p: u32,
+    },
+    Retake {
+        g: u64,
+        m: u32,
+        p: u32,
+    },
+    /// Sysmon looks at a P whose goroutine is blocked in the kernel.
+    Revoke {
+        g: u64,
+        m: u32,
+        p: u32,
+    },
+    /// The kernel returns to a goroutine blocked outside the runtime.
+    KernelDone {
+        g: u64,
+        m: u32,
+        p: u32,
+    },
     Sysmon,
 }
 
@@ -414,7 +444,20 @@ impl Sim {
                 self.at(self.now + d, Happening::SyscallDone { g, m, p });
                 self.at(self.now + 50 * US, Happening::Retake { g, m, p });
             }
-        } else if r < 87 {
+        } else if r < 90 {
+            // Blocks in the kernel outside the runtime (no event): sysmon
+            // revokes the P if it lasts.
+            self.ps[pi].kernel = true;
+            self.ps[pi].gen += 1;
+            self.ms[m as usize].in_syscall = true;
+            let d = if self.rng.chance(30) {
+                self.rng.range(US, 40 * US)
+            } else {
+                self.rng.range(100 * US, 600 * US)
+            };
+            self.at(self.now + d, Happening::KernelDone { g, m, p });
+            self.at(self.now + 50 * US, Happening::Revoke { g, m, p });
+        } else if r < 93 {
             // A long computation: sysmon will preempt it.
             let d = self.rng.range(300 * US, 900 * US);
             self.tick_in(p, d);
@@ -436,7 +479,7 @@ impl Sim {
         match how {
             Wake::ByGoroutine => {
                 let running: Vec<u32> = (0..self.sc.procs)
-                    .filter(|&p| self.ps[p as usize].cur.is_some())
+                    .filter(|&p| self.ps[p as usize].cur.is_some() && !self.ps[p as usize].kernel)
                     .collect();
                 if running.is_empty() {
                     self.emit(
@@ -582,6 +625,97 @@ impl Sim {
         }
     }
 
+    fn revoke(&mut self, g: u64, m: u32, p: u32) {
+        let pi = p as usize;
+        let ps = &self.ps[pi];
+        if !ps.kernel || ps.m != Some(m) || ps.cur != Some(g) {
+            return;
+        }
+        // nanosleep, read, futex, an unknown call, a number no table has.
+        let nrs = [35, 0, 202, u64::MAX, 999];
+        let syscall_nr = nrs[self.rng.range(0, nrs.len() as u64) as usize];
+        self.emit(
+            SYSMON_M,
+            Event::ProcRevoke {
+                g,
+                p: p as u64,
+                syscall_nr,
+            },
+        );
+        self.set_state(g, GState::Syscall);
+        let ps = &mut self.ps[pi];
+        ps.kernel = false;
+        ps.cur = None;
+        ps.m = None;
+        ps.gen += 1;
+        self.ms[m as usize].p = None;
+        if !self.ps[pi].runq.is_empty() || !self.global.is_empty() {
+            // The handoff comes after the revocation (events of different
+            // Ms at the same time have no order a reader can rely on).
+            self.now += 100;
+            self.start_p_on_new_m(p);
+        }
+    }
+
+    /// The kernel returned to g, blocked outside the runtime on M m (which
+    /// held P p when it blocked).
+    fn kernel_done(&mut self, g: u64, m: u32, p: u32) {
+        let pi = p as usize;
+        self.ms[m as usize].in_syscall = false;
+        if self.ps[pi].kernel && self.ps[pi].m == Some(m) && self.ps[pi].cur == Some(g) {
+            // Not revoked: it goes on running on its P.
+            self.ps[pi].kernel = false;
+            self.ps[pi].gen += 1;
+            let d = self.rng.range(US, 20 * US);
+            return self.tick_in(p, d);
+        }
+        // Revoked: at its next runtime call it takes an idle P (the runtime
+        // writes only the ProcStart; a SyscallExit before it is allowed
+        // too), else it queues globally and its M parks.
+        let idle = (0..self.sc.procs)
+            .find(|&q| self.ps[q as usize].m.is_none() && self.ps[q as usize].syscall.is_none());
+        match idle {
+            Some(q) => {
+                if self.rng.chance(50) {
+                    self.emit(
+                        m,
+                        Event::SyscallExit {
+                            g,
+                            p: q as u64,
+                            fast: 1,
+                        },
+                    );
+                }
+                self.emit(m, Event::ProcStart { p: q as u64 });
+                self.slices += 1;
+                self.set_state(g, GState::Running);
+                self.ms[m as usize].p = Some(q);
+                let ps = &mut self.ps[q as usize];
+                ps.m = Some(m);
+                ps.cur = Some(g);
+                ps.run_since = self.now;
+                ps.idle_spins = 0;
+                ps.gen += 1;
+                let d = self.rng.range(US, 20 * US);
+                self.tick_in(q, d);
+            }
+            None => {
+                self.emit(
+                    m,
+                    Event::SyscallExit {
+                        g,
+                        p: GLOBAL_QUEUE,
+                        fast: 0,
+                    },
+                );
+                self.set_state(g, GState::Runnable);
+                self.global.push_back(g);
+                self.emit(m, Event::MPark);
+                self.ms[m as usize].parked = true;
+            }
+        }
+    }
+
     fn sysmon(&mut self) {
         let counts = self.counts;
         for p in 0..self.sc.procs {
@@ -604,7 +738,7 @@ impl Sim {
         for p in 0..self.sc.procs {
             let pi = p as usize;
             if let Some(g) = self.ps[pi].cur {
-                if self.now - self.ps[pi].run_since > 250 * US {
+                if !self.ps[pi].kernel && self.now - self.ps[pi].run_since > 250 * US {
                     self.emit(SYSMON_M, Event::Preempt { g, p: p as u64 });
                     let m = self.pm(p);
                     self.emit(
@@ -698,6 +832,8 @@ pub fn generate(sc: &Scenario) -> Generated {
             Happening::Wake { g, how } => sim.wake(g, how),
             Happening::SyscallDone { g, m, p } => sim.syscall_done(g, m, p),
             Happening::Retake { g, m, p } => sim.retake(g, m, p),
+            Happening::Revoke { g, m, p } => sim.revoke(g, m, p),
+            Happening::KernelDone { g, m, p } => sim.kernel_done(g, m, p),
             Happening::Sysmon => sim.sysmon(),
         }
     }

@@ -14,7 +14,9 @@
 //! lanes   [{s: start deltas, d: durations, g: goroutines, r: end-reason codes}]  per lane
 //! sys     [{s, d, g, k: 0 exit 1 handoff 2 P stopped 3 trace end}]            per lane
 //! marks   {t: deltas, l: lane (-1: runtime lane), k: MarkKind code, a, b}
-//!         (steal: a = victim lane, b = count; preempt/syscall: a = g; timer/netpoll: b = count)
+//!         (steal: a = victim lane, b = count; preempt/syscall: a = g; timer/netpoll: b = count;
+//!          revoke: a = g, b = index into syscalls)
+//! syscalls [labels of the revoked marks' system calls: "nanosleep", "syscall 999", ...]
 //! wake    {t: deltas, l: waker lane (-1), w: woken lane, e: start - t, g: goroutine}
 //! ms      [{m: id, s: deltas, d: durations, p: lane held (-1: parked)}]
 //! counts  {t: deltas, r: runnable, n: running, w: waiting, y: syscall}
@@ -178,21 +180,43 @@ fn write_data<W: Write>(
         w,
         marks.iter().map(|m| match m.kind {
             K::Steal { victim, .. } => lane_of(Some(victim)),
-            K::Preempt { g } | K::SyscallEnter { g } | K::SyscallExit { g, .. } => g as i64,
+            K::Preempt { g }
+            | K::SyscallEnter { g }
+            | K::SyscallExit { g, .. }
+            | K::Revoke { g, .. } => g as i64,
             K::Handoff | K::Timer { .. } | K::Netpoll { .. } => 0,
         }),
     )?;
+    // The system calls of the revoke marks, each label once.
+    let mut syscalls: Vec<u64> = marks
+        .iter()
+        .filter_map(|m| match m.kind {
+            K::Revoke { syscall_nr, .. } => Some(syscall_nr),
+            _ => None,
+        })
+        .collect();
+    syscalls.sort_unstable();
+    syscalls.dedup();
     w.write_all(b",\"b\":")?;
     write_nums(
         w,
         marks.iter().map(|m| match m.kind {
             K::Steal { count, .. } | K::Timer { count } | K::Netpoll { count } => count,
+            K::Revoke { syscall_nr, .. } => syscalls.binary_search(&syscall_nr).unwrap_or(0) as u64,
             _ => 0,
         }),
     )?;
+    w.write_all(b"},\n\"syscalls\":[")?;
+    for (i, &nr) in syscalls.iter().enumerate() {
+        if i > 0 {
+            w.write_all(b",")?;
+        }
+        write_str(w, &crate::format::syscall_label(nr))?;
+    }
+    w.write_all(b"]")?;
 
     let wakes: Vec<_> = model.wakeups.iter().filter(|w| w.to.is_some()).collect();
-    w.write_all(b"},\n\"wake\":{\"t\":")?;
+    w.write_all(b",\n\"wake\":{\"t\":")?;
     write_nums(w, deltas(wakes.iter().map(|k| k.ts)))?;
     w.write_all(b",\"l\":")?;
     write_inums(w, wakes.iter().map(|k| lane_of(k.from_p)))?;

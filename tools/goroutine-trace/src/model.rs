@@ -9,6 +9,14 @@
 //! an event: `Replaced`), or at the end of the trace. A GoStart for the
 //! goroutine that is already running on that P continues the open slice.
 //!
+//! A ProcRevoke (sysmon took the P of a thread blocked in the kernel outside
+//! the runtime) closes the goroutine's slice with [`EndReason::Revoked`] and
+//! puts a [`MarkKind::Revoke`] on the P; the goroutine is then counted as in
+//! a syscall, on its M but without a P, until it gets a P back at its next
+//! runtime call: a fast SyscallExit, or a ProcStart on its M (the runtime
+//! takes an idle P there and keeps running the goroutine: a new slice opens),
+//! or a slow SyscallExit and a later GoStart.
+//!
 //! The model accepts any event sequence: a trace that starts in the middle of
 //! a program (goroutines first seen running or blocked), events for unknown
 //! goroutines, or inconsistent sequences from a damaged file are absorbed,
@@ -31,12 +39,16 @@ pub enum EndReason {
     /// Another goroutine started on the P (the trace lost an event).
     Replaced,
     TraceEnd,
+    /// Sysmon took the P while the goroutine was blocked in the kernel
+    /// outside the runtime (ProcRevoke).
+    Revoked,
 }
 
 impl EndReason {
     /// The compact code the HTML page decodes (`REASONS` in view.js):
     /// 0..=2 stop reasons, 3 end, 4 syscall, 5 proc stop, 6 replaced,
-    /// 7 trace end, 8 other stop reason, 100 + w blocked with wait reason w.
+    /// 7 trace end, 8 other stop reason, 9 revoked, 100 + w blocked with
+    /// wait reason w.
     pub fn code(self) -> u64 {
         match self {
             EndReason::Stop(r) if r <= 2 => r,
@@ -46,6 +58,7 @@ impl EndReason {
             EndReason::ProcStop => 5,
             EndReason::Replaced => 6,
             EndReason::TraceEnd => 7,
+            EndReason::Revoked => 9,
             EndReason::Block(w) => 100 + w.min(1 << 20),
         }
     }
@@ -59,6 +72,7 @@ impl EndReason {
             EndReason::ProcStop => "P stopped".into(),
             EndReason::Replaced => "replaced (lost event)".into(),
             EndReason::TraceEnd => "trace end".into(),
+            EndReason::Revoked => "P revoked (blocked in the kernel)".into(),
         }
     }
 }
@@ -100,13 +114,32 @@ pub struct Lane {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MarkKind {
-    Steal { victim: u64, count: u64 },
-    Preempt { g: u64 },
-    SyscallEnter { g: u64 },
-    SyscallExit { g: u64, fast: bool },
+    Steal {
+        victim: u64,
+        count: u64,
+    },
+    Preempt {
+        g: u64,
+    },
+    SyscallEnter {
+        g: u64,
+    },
+    SyscallExit {
+        g: u64,
+        fast: bool,
+    },
     Handoff,
-    Timer { count: u64 },
-    Netpoll { count: u64 },
+    Timer {
+        count: u64,
+    },
+    Netpoll {
+        count: u64,
+    },
+    /// ProcRevoke: `syscall_nr` as on the wire (`format::syscall_label`).
+    Revoke {
+        g: u64,
+        syscall_nr: u64,
+    },
 }
 
 impl MarkKind {
@@ -121,6 +154,7 @@ impl MarkKind {
             MarkKind::Handoff => 5,
             MarkKind::Timer { .. } => 6,
             MarkKind::Netpoll { .. } => 7,
+            MarkKind::Revoke { .. } => 8,
         }
     }
 }
@@ -303,6 +337,8 @@ struct Builder {
     m_p: HashMap<u32, u64>,
     p_m: HashMap<u64, u32>,
     m_open: HashMap<u32, (u64, Option<u64>)>,
+    /// Ms whose P was revoked, with the goroutine they keep running.
+    revoked: HashMap<u32, u64>,
     ms: BTreeMap<u32, MLane>,
     gs: HashMap<u64, GAcc>,
     pending_wake: HashMap<u64, usize>,
@@ -523,6 +559,7 @@ pub fn build(trace: &Trace, progress: &mut dyn FnMut(u64, u64)) -> Model {
         m_p: HashMap::new(),
         p_m: HashMap::new(),
         m_open: HashMap::new(),
+        revoked: HashMap::new(),
         ms: BTreeMap::new(),
         gs: HashMap::new(),
         pending_wake: HashMap::new(),
@@ -568,6 +605,7 @@ pub fn build(trace: &Trace, progress: &mut dyn FnMut(u64, u64)) -> Model {
                 b.open_slice(g, p, ts);
                 b.bind(m, p);
                 b.transition(g, ts, GState::Running);
+                b.revoked.retain(|_, &mut rg| rg != g);
                 if let Some(idx) = b.pending_wake.remove(&g) {
                     b.wakeups[idx].to = Some((ts, p));
                 }
@@ -623,6 +661,12 @@ pub fn build(trace: &Trace, progress: &mut dyn FnMut(u64, u64)) -> Model {
                 b.bind(m, p);
                 b.m_switch(m, ts, Some(Some(p)));
                 b.lane(p);
+                if let Some(g) = b.revoked.remove(&m) {
+                    // The revoked M took an idle P at its next runtime call
+                    // and goes on running its goroutine.
+                    b.open_slice(g, p, ts);
+                    b.transition(g, ts, GState::Running);
+                }
             }
             Event::ProcStop { p } => {
                 if let Some(g) = b.close_p(p, ts, EndReason::ProcStop) {
@@ -652,6 +696,7 @@ pub fn build(trace: &Trace, progress: &mut dyn FnMut(u64, u64)) -> Model {
                 b.mark(ts, Some(p), MarkKind::SyscallEnter { g });
             }
             Event::SyscallExit { g, p, fast } => {
+                b.revoked.retain(|_, &mut rg| rg != g);
                 if let Some(p0) = b.g_sys_p.get(&g).copied() {
                     b.close_sys(p0, ts, SysEnd::Exit);
                 }
@@ -670,6 +715,18 @@ pub fn build(trace: &Trace, progress: &mut dyn FnMut(u64, u64)) -> Model {
                     b.m_switch(holder, ts, None);
                 }
                 b.mark(ts, Some(p), MarkKind::Handoff);
+            }
+            Event::ProcRevoke { g, p, syscall_nr } => {
+                b.close_g(g, p, ts, EndReason::Revoked);
+                b.close_sys(p, ts, SysEnd::Handoff);
+                b.transition(g, ts, GState::Syscall);
+                if let Some(holder) = b.unbind_p(p) {
+                    b.m_switch(holder, ts, None);
+                    if g != 0 {
+                        b.revoked.insert(holder, g);
+                    }
+                }
+                b.mark(ts, Some(p), MarkKind::Revoke { g, syscall_nr });
             }
             Event::Preempt { g, p } => b.mark(ts, Some(p), MarkKind::Preempt { g }),
             Event::TimerFire { p, count } => b.mark(ts, Some(p), MarkKind::Timer { count }),

@@ -206,6 +206,13 @@ pub fn write<W: Write>(
             MarkKind::Handoff => ("syscall handoff", String::new()),
             MarkKind::Timer { count } => ("timer fire", format!("\"count\":{count}")),
             MarkKind::Netpoll { count } => ("netpoll ready", format!("\"count\":{count}")),
+            MarkKind::Revoke { g, syscall_nr } => (
+                "P revoked",
+                format!(
+                    "\"g\":{g},\"syscall\":{}",
+                    crate::json::string(&crate::format::syscall_label(syscall_nr))
+                ),
+            ),
         };
         out.instant(t, mk.ts, name, &args)?;
         n.instants += 1;

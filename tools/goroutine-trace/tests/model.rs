@@ -3,7 +3,7 @@
 use goroutine_trace::decode::{decode, DecodeOptions, Trace};
 use goroutine_trace::format::Event;
 use goroutine_trace::gen::{generate, Scenario};
-use goroutine_trace::model::{self, EndReason, Model, SysEnd};
+use goroutine_trace::model::{self, EndReason, MarkKind, Model, SysEnd};
 use goroutine_trace::writer::TraceWriter;
 use std::collections::HashMap;
 
@@ -212,4 +212,144 @@ fn odd_sequences() {
     assert_eq!(m.lanes.len(), 2);
     let g7 = m.goroutines.iter().find(|g| g.id == 7).unwrap();
     assert_eq!((g7.created, g7.running), (None, 10));
+}
+
+/// ProcRevoke: sysmon takes P0 from M1, whose goroutine G5 is blocked in the
+/// kernel outside the runtime; M2 gets P0. G5 later takes the idle P1 at its
+/// next runtime call (only a ProcStart on M1, as the runtime writes it). G6,
+/// revoked in turn on P0, finds no P: a slow SyscallExit to the global queue
+/// and a GoStart later.
+#[test]
+fn proc_revoke_ends_the_slice_and_the_goroutine_goes_on() {
+    let mut w = TraceWriter::new(1000, 0, 2);
+    let ev = |w: &mut TraceWriter, m: u32, ts: u64, e: Event| w.event(m, ts, &e);
+    ev(&mut w, 1, 10, Event::GoStart { g: 5, p: 0 });
+    ev(
+        &mut w,
+        u32::MAX,
+        30,
+        Event::ProcRevoke {
+            g: 5,
+            p: 0,
+            syscall_nr: 35, // nanosleep on x86_64
+        },
+    );
+    ev(&mut w, 2, 31, Event::ProcStart { p: 0 });
+    ev(&mut w, 2, 32, Event::GoStart { g: 6, p: 0 });
+    ev(&mut w, 1, 50, Event::ProcStart { p: 1 });
+    ev(&mut w, 1, 60, Event::GoEnd { g: 5, p: 1 });
+    ev(
+        &mut w,
+        u32::MAX,
+        70,
+        Event::ProcRevoke {
+            g: 6,
+            p: 0,
+            syscall_nr: u64::MAX, // unknown
+        },
+    );
+    ev(&mut w, 3, 71, Event::ProcStart { p: 0 });
+    ev(
+        &mut w,
+        2,
+        80,
+        Event::SyscallExit {
+            g: 6,
+            p: u32::MAX as u64,
+            fast: 0,
+        },
+    );
+    ev(&mut w, 2, 80, Event::MPark);
+    ev(&mut w, 3, 90, Event::GoStart { g: 6, p: 0 });
+    let bytes = w.finish(100, 0);
+    let (t, m) = load(&bytes);
+    let slices = |p: u64| -> Vec<(u64, u64, u64, EndReason)> {
+        m.lanes[m.lane_index(p).unwrap()]
+            .slices
+            .iter()
+            .map(|s| (s.g, s.start, s.end, s.reason))
+            .collect()
+    };
+    assert_eq!(
+        slices(0),
+        vec![
+            (5, 10, 30, EndReason::Revoked),
+            (6, 32, 70, EndReason::Revoked),
+            (6, 90, 100, EndReason::TraceEnd),
+        ]
+    );
+    assert_eq!(slices(1), vec![(5, 50, 60, EndReason::End)]);
+    let revokes: Vec<_> = m
+        .marks
+        .iter()
+        .filter_map(|mk| match mk.kind {
+            MarkKind::Revoke { g, syscall_nr } => Some((mk.ts, mk.p, g, syscall_nr)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        revokes,
+        vec![(30, Some(0), 5, 35), (70, Some(0), 6, u64::MAX)]
+    );
+    // Blocked in the kernel counts as syscall time; then runnable, running.
+    let g = |id: u64| m.goroutines.iter().find(|g| g.id == id).unwrap().clone();
+    assert_eq!((g(5).running, g(5).syscall), (20 + 10, 20));
+    assert_eq!(
+        (g(6).running, g(6).syscall, g(6).runnable),
+        (38 + 10, 10, 10)
+    );
+    assert_eq!(m.event_counts[21], 2);
+    // M1 held P0 until the revocation, then P1.
+    let m1 = m.ms.iter().find(|l| l.m == 1).unwrap();
+    let spans: Vec<_> = m1.spans.iter().map(|s| (s.start, s.end, s.p)).collect();
+    assert_eq!(spans, vec![(50, 100, Some(1))]);
+
+    // The views: the HTML page carries the syscall labels, the Perfetto
+    // export a named instant.
+    let mut html = Vec::new();
+    goroutine_trace::html::write(
+        &mut html,
+        &t,
+        &m,
+        &goroutine_trace::html::Options::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let html = String::from_utf8(html).unwrap();
+    assert!(html.contains("\"syscalls\":[\""), "no syscall labels");
+    assert!(html.contains("\"unknown syscall\""));
+    if cfg!(target_arch = "x86_64") {
+        assert!(html.contains("\"nanosleep\""));
+    }
+    let mut json = Vec::new();
+    goroutine_trace::perfetto::write(
+        &mut json,
+        &m,
+        goroutine_trace::perfetto::Options::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let revoked: Vec<_> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "P revoked")
+        .collect();
+    assert_eq!(revoked.len(), 2);
+    assert_eq!(revoked[1]["args"]["syscall"], "unknown syscall");
+    assert_eq!(revoked[0]["args"]["g"], 5);
+}
+
+#[test]
+fn syscall_labels() {
+    use goroutine_trace::format::{syscall_label, syscall_nr};
+    assert_eq!(syscall_nr(u64::MAX), None);
+    assert_eq!(syscall_nr(7), Some(7));
+    assert_eq!(syscall_label(u64::MAX), "unknown syscall");
+    assert_eq!(syscall_label(99_999), "syscall 99999");
+    if cfg!(target_arch = "x86_64") {
+        assert_eq!(syscall_label(230), "clock_nanosleep");
+        assert_eq!(syscall_label(0), "read");
+    }
 }
