@@ -5,23 +5,23 @@
 //! - `worldsema` serialises stop-the-worlds. A goroutine waiting for it
 //!   yields instead of blocking its M, so its P can still be stopped by the
 //!   stop-the-world that holds the sema.
-//! - Stopping: under the sched lock set `gcwaiting`, count GOMAXPROCS Ps in
+//! - Stopping: under the sched lock set `stw_waiting`, count GOMAXPROCS Ps in
 //!   `stopwait`, stop the caller's own P (if it holds one) and every idle P
-//!   at once. Each other P is held by an M that will see `gcwaiting` at its
+//!   at once. Each other P is held by an M that will see `stw_waiting` at its
 //!   next scheduling point (`find_runnable`, the steal loop), put the P on
 //!   `stopped` and decrement `stopwait`; the last one wakes `stopnote`.
 //!   Because Ps enter the idle list only under the lock and after checking
-//!   `gcwaiting`, every P is counted exactly once.
+//!   `stw_waiting`, every P is counted exactly once.
 //! - While stopped, no M holds a P except the caller: the idle list is empty,
 //!   so `wakep`/`startm` find nothing and spinning Ms without a P park.
 //! - Resizing: Ps with id >= the new count are destroyed (their queues go to
 //!   the global queue, free Gs and stacks to the global pools, status Dead;
 //!   the record stays in `allp`). New Ps are created or revived. The caller
 //!   keeps its P if it survives, else takes P0.
-//! - Starting: clear `gcwaiting`, put Ps without work on the idle list, start
+//! - Starting: clear `stw_waiting`, put Ps without work on the idle list, start
 //!   an M for each P with local work, then `wakep`.
 //!
-//! - Ps in a system call are stopped by CASing them `Syscall -> GcStop`;
+//! - Ps in a system call are stopped by CASing them `Syscall -> Stopped`;
 //!   running Ps get their `preempt` flag set, so their goroutines yield at
 //!   their next runtime call (Go's preemptall).
 //!
@@ -92,17 +92,17 @@ fn stop_the_world() {
     let s = sched();
     s.stopnote.clear();
     let mut l = s.lock();
-    s.gcwaiting.store(true, Ordering::SeqCst);
+    s.stw_waiting.store(true, Ordering::SeqCst);
     l.stopwait = s.gomaxprocs();
     if let Some(m) = m::current() {
         // SAFETY: m is the calling thread's own M.
         if let Some(pp) = unsafe { m.p() } {
-            pp.set_status(PStatus::GcStop);
+            pp.set_status(PStatus::Stopped);
             l.stopwait -= 1;
         }
     }
     while let Some(pp) = idle::pidleget(&mut l) {
-        pp.set_status(PStatus::GcStop);
+        pp.set_status(PStatus::Stopped);
         l.stopped.push(pp);
         l.stopwait -= 1;
     }
@@ -111,7 +111,7 @@ fn stop_the_world() {
     // goroutines to yield at their next runtime call (Go's preemptall).
     for id in 0..s.gomaxprocs() as usize {
         if let Some(p) = s.allp(id) {
-            if let Some(pp) = p.cas_from_syscall(PStatus::GcStop) {
+            if let Some(pp) = p.cas_from_syscall(PStatus::Stopped) {
                 l.stopped.push(pp);
                 l.stopwait -= 1;
             } else if p.status() == PStatus::Running {
@@ -172,7 +172,7 @@ fn procresize(n: u32) -> Vec<PHandle> {
     let mut handles: Vec<PHandle> = std::mem::take(&mut l.stopped);
     for id in old..n {
         let pp = s.create_p(id);
-        pp.set_status(PStatus::GcStop);
+        pp.set_status(PStatus::Stopped);
         handles.push(pp);
     }
     // The caller's own P, if it has one.
@@ -248,7 +248,7 @@ fn destroy_p(pp: &PHandle, moved: &mut Vec<&'static G>, timers_to: &'static crat
 
 fn start_the_world(runnable: Vec<PHandle>) {
     let s = sched();
-    s.gcwaiting.store(false, Ordering::SeqCst);
+    s.stw_waiting.store(false, Ordering::SeqCst);
     for pp in runnable {
         idle::startm(Some(pp), false);
     }

@@ -3,7 +3,7 @@
 //! on each M's own thread stack (Go's g0) and never returns.
 //!
 //! find_runnable, in Go's order:
-//! 1. stop-the-world pending? stop this P (`gcstopm`).
+//! 1. stop-the-world pending? stop this P (`stw_stopm`).
 //! 2. every 61st schedtick, one G from the global queue (fairness: a P
 //!    whose local queue never drains still serves the global queue).
 //! 3. the local queue: runnext (inherits the time slice), then the ring.
@@ -89,8 +89,8 @@ pub(crate) fn count_spin(m: &'static M) {
 fn find_runnable(m: &'static M) -> (&'static G, bool) {
     let s = sched();
     loop {
-        if s.gcwaiting.load(Ordering::Acquire) {
-            gcstopm(m);
+        if s.stw_waiting.load(Ordering::Acquire) {
+            stw_stopm(m);
             continue;
         }
         // SAFETY: own thread; we hold a P between loop iterations.
@@ -157,7 +157,7 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
 
         // 8. Nothing to do: give up the P.
         let mut l = s.lock();
-        if s.gcwaiting.load(Ordering::Acquire) {
+        if s.stw_waiting.load(Ordering::Acquire) {
             continue;
         }
         if let Some(g) = globrunq::get(&mut l, pp, 0) {
@@ -298,7 +298,7 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
             pp.bump_schedtick();
             // A new slice: sysmon's request was for the previous G; a
             // stop-the-world's request stands.
-            if pp.preempt.load(Ordering::Relaxed) && !sched().gcwaiting.load(Ordering::Acquire) {
+            if pp.preempt.load(Ordering::Relaxed) && !sched().stw_waiting.load(Ordering::Acquire) {
                 pp.preempt.store(false, Ordering::Relaxed);
             }
         }
@@ -415,8 +415,8 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
     }
 }
 
-/// Stops this M's P for a stop-the-world and parks the M (Go's gcstopm).
-pub(crate) fn gcstopm(m: &'static M) {
+/// Stops this M's P for a stop-the-world and parks the M (Go's `gcstopm`).
+pub(crate) fn stw_stopm(m: &'static M) {
     let s = sched();
     if m.is_spinning() {
         m.set_spinning(false);
@@ -424,7 +424,7 @@ pub(crate) fn gcstopm(m: &'static M) {
     }
     // SAFETY: own thread, holding a P.
     let pp = unsafe { m.releasep() };
-    pp.set_status(PStatus::GcStop);
+    pp.set_status(PStatus::Stopped);
     let mut l = s.lock();
     globrunq::flush_yields_locked(&mut l, &pp);
     l.stopped.push(pp);

@@ -9,7 +9,7 @@
 //!   same syscall for a whole sysmon tick (>= 20 us) by CASing it
 //!   `Syscall -> Idle`, and hands it off ([`handoffp`]) so the P's other
 //!   goroutines keep running on another M. A stop-the-world CASes it to
-//!   `GcStop` instead.
+//!   `Stopped` instead.
 //! - **Exit**: fast path 1, CAS the old P `Syscall -> Running` (nobody took
 //!   it); fast path 2, any idle P; slow path, switch to the M's scheduler,
 //!   which puts the G on the global queue and parks the M (`stopm`).
@@ -80,10 +80,10 @@ fn entersyscall(m: &'static M, block: bool) {
     } else {
         let p = pp.enter_syscall();
         m.set_oldp(Some(p));
-        if s.gcwaiting.load(Ordering::SeqCst) {
+        if s.stw_waiting.load(Ordering::SeqCst) {
             // A stop-the-world is waiting for this P: stop it now (Go's
             // entersyscall_gcwait).
-            if let Some(pp) = p.cas_from_syscall(PStatus::GcStop) {
+            if let Some(pp) = p.cas_from_syscall(PStatus::Stopped) {
                 stop_for_gc(pp);
             }
         }
@@ -94,7 +94,7 @@ fn entersyscall(m: &'static M, block: bool) {
 /// Puts `pp` (owned, status being changed) on the stop-the-world list.
 pub(crate) fn stop_for_gc(pp: PHandle) {
     let s = sched();
-    pp.set_status(PStatus::GcStop);
+    pp.set_status(PStatus::Stopped);
     let mut l = s.lock();
     globrunq::flush_yields_locked(&mut l, &pp);
     l.stopped.push(pp);
@@ -116,7 +116,7 @@ pub(crate) fn exitsyscall() {
     let oldp = m.take_oldp();
     if let Some(p) = oldp {
         if let Some(pp) = p.cas_from_syscall(PStatus::Running) {
-            if sched().gcwaiting.load(Ordering::SeqCst) {
+            if sched().stw_waiting.load(Ordering::SeqCst) {
                 // A stop-the-world counted this P as running: stop soon.
                 pp.preempt.store(true, Ordering::Release);
             }
@@ -159,7 +159,7 @@ pub(crate) fn exit_revoked(m: &'static M) {
         let mut l = sched().lock();
         idle::pidleget(&mut l)
     } {
-        if sched().gcwaiting.load(Ordering::SeqCst) {
+        if sched().stw_waiting.load(Ordering::SeqCst) {
             pp.preempt.store(true, Ordering::Release);
         }
         // SAFETY: own thread, holding no P (it forgot the revoked one).
@@ -223,7 +223,7 @@ pub(crate) fn handoffp(pp: PHandle) {
         return;
     }
     let mut l = s.lock();
-    if s.gcwaiting.load(Ordering::SeqCst) {
+    if s.stw_waiting.load(Ordering::SeqCst) {
         drop(l);
         stop_for_gc(pp);
         return;

@@ -130,9 +130,9 @@ fn sysmon() {
         std::thread::sleep(std::time::Duration::from_micros(delay_us));
         let mut now = stats::refresh_coarse_now();
 
-        if s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
+        if s.stw_waiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
             let l = s.lock();
-            if s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
+            if s.stw_waiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
                 drop(l);
                 // Every P is idle: maybe nothing can ever run again.
                 super::checkdead::check();
@@ -142,7 +142,7 @@ fn sysmon() {
                 // lines and samples on time (Go: only if schedtrace <= 0).
                 let still_idle = schedtrace_ns == 0
                     && !crate::trace::on()
-                    && (s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs());
+                    && (s.stw_waiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs());
                 let next = timers::next_when();
                 if still_idle && (next == 0 || next > now) {
                     s.sysmonnote.clear();
