@@ -16,7 +16,7 @@
 //!   `sched.lastpoll` from non-zero to 0 (`find_runnable`, step 10). Its
 //!   deadline is the earliest timer (`sched.poll_until`). Anyone who adds an
 //!   earlier timer, or needs it back, calls [`netpoll_break`].
-//! - Non-blocking polls (`find_runnable` before stealing, sysmon after 10 ms
+//! - Non-blocking polls (`find_runnable`, step 6, before stealing; sysmon after 10 ms
 //!   without a poll) take the poll lock with `try_lock`, so they never wait
 //!   behind the blocked poller.
 //!

@@ -2,18 +2,25 @@
 //! run it until it switches out, carry out what it asked for. This loop runs
 //! on each M's own thread stack (Go's g0) and never returns.
 //!
-//! find_runnable, in Go's order:
+//! find_runnable, in Go's order. The numbers are the ones the code's
+//! comments carry (and other modules cite, e.g. netpoll's "step 10"):
 //! 1. stop-the-world pending? stop this P (`stw_stopm`).
-//! 2. every 61st schedtick, one G from the global queue (fairness: a P
+//! 2. run this P's due timers (they may ready goroutines into runnext).
+//! 3. every 61st schedtick, one G from the global queue (fairness: a P
 //!    whose local queue never drains still serves the global queue).
-//! 3. the local queue: runnext (inherits the time slice), then the ring.
-//! 4. the global queue, a batch.
-//! 5. steal (`steal.rs`), only if this M already spins or at most half of
+//! 4. the local queue: runnext (inherits the time slice), then the ring.
+//! 5. the global queue, a batch.
+//! 6. a non-blocking netpoll, if anyone waits there and no M is blocked in
+//!    the poller.
+//! 7. steal (`steal.rs`), only if this M already spins or at most half of
 //!    the busy Ps have a spinning M.
-//! 6. nothing: under the sched lock re-check the global queue, then put the
-//!    P on the idle list; if this M was spinning, the delicate dance
-//!    (`spinning.rs`): stop spinning, StoreLoad, re-check all queues, and
-//!    take a P back if work appeared. Then park the M (`stopm`).
+//! 8. nothing: under the sched lock re-check stop-the-world and the global
+//!    queue, then put the P on the idle list.
+//! 9. if this M was spinning, the delicate dance (`spinning.rs`): stop
+//!    spinning, StoreLoad, re-check all queues, and take a P back if work
+//!    appeared.
+//! 10. block in the netpoller until the next timer, if someone waits there
+//!    or a timer is pending and no other M polls; else park the M (`stopm`).
 //!
 //! `schedtick` advances only when a G starts a new time slice: a G taken
 //! from runnext inherits the slice of the G that readied it, so a pair that
@@ -89,6 +96,7 @@ pub(crate) fn count_spin(m: &'static M) {
 fn find_runnable(m: &'static M) -> (&'static G, bool) {
     let s = sched();
     loop {
+        // 1. A stop-the-world is pending: stop this P.
         if s.stw_waiting.load(Ordering::Acquire) {
             stw_stopm(m);
             continue;
