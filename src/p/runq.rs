@@ -744,7 +744,9 @@ mod tests {
             assert_eq!(q.get(), Some((item(2), false)));
             assert_eq!(q.get(), None);
 
-            // The brief's case: a then b into runnext.
+            // G a readies G b, both through runnext, with an empty ring: b
+            // runs next and inherits the slice; a, kicked to the ring, runs
+            // after it in a slice of its own.
             put_fits(&q, 10, true);
             put_fits(&q, 11, true);
             assert_eq!(q.get(), Some((item(11), true)));
