@@ -96,7 +96,10 @@ pub(crate) fn count_spin(m: &'static M) {
 fn find_runnable(m: &'static M) -> (&'static G, bool) {
     let s = sched();
     loop {
-        // 1. A stop-the-world is pending: stop this P.
+        // 1. A stop-the-world is pending: stop this P. Acquire; pairs with
+        // the store in `stop_the_world` (procresize.rs). A hint: what
+        // `stw_stopm` reads (`stopwait`, `stopped`) is under the sched lock,
+        // and a miss is caught at step 8's re-check under that lock.
         if s.stw_waiting.load(Ordering::Acquire) {
             stw_stopm(m);
             continue;
@@ -134,7 +137,9 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
         }
 
         // 6. Non-blocking netpoll, if anyone waits there and nobody is
-        // blocked in it.
+        // blocked in it. `lastpoll` pairs with step 10's swap and store by
+        // another M; a hint (netpoll takes its poll lock with try_lock, so a
+        // stale value costs one skipped or one fruitless poll).
         if netpoll::any_waiters() && s.lastpoll.load(Ordering::SeqCst) != 0 {
             let mut list = netpoll::netpoll(0);
             if !list.is_empty() {
@@ -165,6 +170,8 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
 
         // 8. Nothing to do: give up the P.
         let mut l = s.lock();
+        // Under the sched lock, as `stop_the_world`'s store: the lock orders
+        // them, so a P never reaches the idle list uncounted (procresize.rs).
         if s.stw_waiting.load(Ordering::Acquire) {
             continue;
         }
@@ -192,6 +199,14 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
 
         // 10. Block in the netpoller until the next timer, if someone waits
         // there or a timer is pending and no other M polls.
+        // `lastpoll.swap(0)` elects the one blocking poller: it is one RMW
+        // order with the other Ms' swaps here and sysmon's CAS (sysmon.rs),
+        // so exactly one sees it non-zero. It and the `poll_until` store pair
+        // with the loads in `timers::wake_netpoller` (and the `else` branch
+        // below): who sees `lastpoll == 0` and an absent or later
+        // `poll_until` breaks the wait. After the poll, `poll_until` is
+        // cleared before `lastpoll` is set, so such a reader at worst breaks
+        // a poll that has ended (the next poll then returns early, at once).
         let poll_until = timers::next_when();
         if (netpoll::any_waiters() || poll_until != 0) && s.lastpoll.swap(0, Ordering::SeqCst) != 0
         {
@@ -238,7 +253,8 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
             }
         } else if poll_until != 0 {
             // Another M is blocked in the poller: make sure it wakes for
-            // our earliest timer.
+            // our earliest timer. Pairs with that M's `poll_until` store
+            // above.
             let until = s.poll_until.load(Ordering::SeqCst);
             if until == 0 || until > poll_until {
                 netpoll::netpoll_break();
@@ -305,7 +321,10 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
         if !inherit {
             pp.bump_schedtick();
             // A new slice: sysmon's request was for the previous G; a
-            // stop-the-world's request stands.
+            // stop-the-world's request stands. `stw_waiting`: Acquire, pairs
+            // with `stop_the_world`'s store. A stale false only delays the
+            // stop: the flag is re-checked at every scheduling point, and
+            // `stop_the_world` re-signals running Ps every 100 us.
             if pp.preempt.load(Ordering::Relaxed) && !sched().stw_waiting.load(Ordering::Acquire) {
                 pp.preempt.store(false, Ordering::Relaxed);
             }
