@@ -143,7 +143,7 @@ fn stop_the_world() {
                     continue;
                 }
                 if let Some(pp) = super::revoke::take_for_stw(p, seen) {
-                    super::syscall::stop_for_gc(pp);
+                    super::syscall::stop_for_stw(pp);
                 }
             }
         }

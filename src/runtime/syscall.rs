@@ -80,19 +80,28 @@ fn entersyscall(m: &'static M, block: bool) {
     } else {
         let p = pp.enter_syscall();
         m.set_oldp(Some(p));
+        // Meant as the M's half of a store-load pair with `stop_the_world`
+        // (procresize.rs), which stores `stw_waiting` (SeqCst) and then CASes
+        // every `Syscall` P to `Stopped`: we store `Syscall`, then load the
+        // flag. Only the flag's side is SeqCst: `enter_syscall`'s status
+        // store is Release (p/mod.rs), which may pass this load (x86's store
+        // buffer allows it). Both sides can then miss each other; the P
+        // stays `Syscall` and the stop waits for the call's exit, where
+        // `exitsyscall` sees the flag.
         if s.stw_waiting.load(Ordering::SeqCst) {
             // A stop-the-world is waiting for this P: stop it now (Go's
             // entersyscall_gcwait).
             if let Some(pp) = p.cas_from_syscall(PStatus::Stopped) {
-                stop_for_gc(pp);
+                stop_for_stw(pp);
             }
         }
     }
     super::sysmon::wake_for_syscall();
 }
 
-/// Puts `pp` (owned, status being changed) on the stop-the-world list.
-pub(crate) fn stop_for_gc(pp: PHandle) {
+/// Puts `pp` (owned, status being changed) on the stop-the-world list (Go's
+/// `entersyscall_gcwait` and handoffp's stop).
+pub(crate) fn stop_for_stw(pp: PHandle) {
     let s = sched();
     pp.set_status(PStatus::Stopped);
     let mut l = s.lock();
@@ -116,6 +125,12 @@ pub(crate) fn exitsyscall() {
     let oldp = m.take_oldp();
     if let Some(p) = oldp {
         if let Some(pp) = p.cas_from_syscall(PStatus::Running) {
+            // `stw_waiting` pairs with `stop_the_world`'s store. A miss is
+            // covered from the other side: we won the CAS, so that
+            // stop-the-world's later CAS on this P fails, it finds the P
+            // `Running` and sets `preempt` itself. `preempt`: Release,
+            // though no load pairs with it (its readers load Relaxed: a
+            // request carries no data).
             if sched().stw_waiting.load(Ordering::SeqCst) {
                 // A stop-the-world counted this P as running: stop soon.
                 pp.preempt.store(true, Ordering::Release);
@@ -159,6 +174,9 @@ pub(crate) fn exit_revoked(m: &'static M) {
         let mut l = sched().lock();
         idle::pidleget(&mut l)
     } {
+        // `stw_waiting` pairs with `stop_the_world`'s store, made under the
+        // sched lock that `pidleget` just held: the lock orders them.
+        // `preempt`: Release, no load pairs with it (readers load Relaxed).
         if sched().stw_waiting.load(Ordering::SeqCst) {
             pp.preempt.store(true, Ordering::Release);
         }
@@ -198,6 +216,8 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
         return;
     }
     l.runq.push_back(g);
+    // Under the sched lock; SeqCst pairs with the spinning protocol's loads
+    // (`steal::check_runqs_no_p`, `handoffp` below, `Sched::runqsize`'s doc).
     sched()
         .runqsize
         .store(l.runq.len() as u32, Ordering::SeqCst);
@@ -212,7 +232,8 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
 /// an M for it if it has work or nobody is looking for work, else idle it.
 pub(crate) fn handoffp(pp: PHandle) {
     let s = sched();
-    // Local or global work: run it.
+    // Local or global work: run it. `runqsize` pairs with its stores under
+    // the sched lock (`globrunq`); a hint here, re-checked under the lock.
     if !pp.runq.is_empty() || s.runqsize.load(Ordering::SeqCst) != 0 {
         idle::startm(Some(pp), false);
         return;
@@ -223,9 +244,12 @@ pub(crate) fn handoffp(pp: PHandle) {
         return;
     }
     let mut l = s.lock();
+    // Under the sched lock, as `stop_the_world`'s store and the `runqsize`
+    // stores: the lock orders them. The P reaches the idle list only after
+    // these checks under the lock, so a stop-the-world counts it.
     if s.stw_waiting.load(Ordering::SeqCst) {
         drop(l);
-        stop_for_gc(pp);
+        stop_for_stw(pp);
         return;
     }
     if s.runqsize.load(Ordering::SeqCst) != 0 {
@@ -234,6 +258,7 @@ pub(crate) fn handoffp(pp: PHandle) {
         return;
     }
     // The last running P, and nobody polls the network: someone must.
+    // `lastpoll` pairs with find_runnable's step 10 swap and store.
     if s.spin.npidle() + 1 == s.gomaxprocs() && s.lastpoll.load(Ordering::SeqCst) != 0 {
         drop(l);
         idle::startm(Some(pp), false);
