@@ -54,6 +54,8 @@ pub(crate) fn set_max_procs(n: usize) -> usize {
         let runnable = procresize(n as u32);
         start_the_world(runnable);
     }
+    // Release; pairs with the Acquire CAS in `acquire_worldsema`: the next
+    // stop-the-world sees everything this one did.
     s.worldsema.store(false, Ordering::Release);
     prev
 }
@@ -68,6 +70,7 @@ pub(crate) fn with_world_stopped<R>(f: impl FnOnce() -> R) -> R {
     let r = f();
     let runnable = procresize(s.gomaxprocs());
     start_the_world(runnable);
+    // Release; pairs with the Acquire CAS in `acquire_worldsema`.
     s.worldsema.store(false, Ordering::Release);
     r
 }
@@ -75,6 +78,8 @@ pub(crate) fn with_world_stopped<R>(f: impl FnOnce() -> R) -> R {
 fn acquire_worldsema() {
     let s = sched();
     let in_goroutine = m::current_g().is_some();
+    // Acquire; pairs with the Release stores that free the sema
+    // (`set_max_procs`, `with_world_stopped`).
     while s
         .worldsema
         .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -92,6 +97,11 @@ fn stop_the_world() {
     let s = sched();
     s.stopnote.clear();
     let mut l = s.lock();
+    // Under the sched lock. Pairs with every load of the flag: under the
+    // same lock (find_runnable's step 8, `handoffp`, sysmon's re-checks),
+    // which the lock orders; and lock-free hints (find_runnable's step 1,
+    // `execute`, the steal loop, `exitsyscall`, `entersyscall`, whose gap
+    // its comment describes in syscall.rs).
     s.stw_waiting.store(true, Ordering::SeqCst);
     l.stopwait = s.gomaxprocs();
     if let Some(m) = m::current() {
@@ -115,6 +125,8 @@ fn stop_the_world() {
                 l.stopped.push(pp);
                 l.stopwait -= 1;
             } else if p.status() == PStatus::Running {
+                // Release, though no load pairs with it: its readers load
+                // Relaxed (a request carries no data).
                 p.preempt.store(true, Ordering::Release);
             }
         }
@@ -215,6 +227,8 @@ fn procresize(n: u32) -> Vec<PHandle> {
         l.runq.push_front(g);
     }
     globrunq::put_list_locked(&mut l, &mut moved);
+    // Pairs with the Acquire load in `Sched::gomaxprocs` (runtime/mod.rs):
+    // who sees the new count sees the P records created above.
     s.gomaxprocs.store(n, Ordering::SeqCst);
 
     let mut runnable = Vec::new();
@@ -248,6 +262,9 @@ fn destroy_p(pp: &PHandle, moved: &mut Vec<&'static G>, timers_to: &'static crat
 
 fn start_the_world(runnable: Vec<PHandle>) {
     let s = sched();
+    // Under no lock; pairs with the same loads as `stop_the_world`'s store.
+    // An M stopped by this stop-the-world does not wait for it: it parks in
+    // `stopm` and the `startm`s below (or later ones) hand it a P.
     s.stw_waiting.store(false, Ordering::SeqCst);
     for pp in runnable {
         idle::startm(Some(pp), false);
