@@ -20,7 +20,7 @@
 //!    spinning, StoreLoad, re-check all queues, and take a P back if work
 //!    appeared.
 //! 10. block in the netpoller until the next timer, if someone waits there
-//!    or a timer is pending and no other M polls; else park the M (`stopm`).
+//!     or a timer is pending and no other M polls; else park the M (`stopm`).
 //!
 //! `schedtick` advances only when a G starts a new time slice: a G taken
 //! from runnext inherits the slice of the G that readied it, so a pair that
