@@ -333,7 +333,8 @@ impl M {
         debug_assert!(stale.is_some(), "revoked M held no P");
     }
 
-    /// Hands `pp` to this parked M (Go's `nextp`); `wakeup` must follow.
+    /// Hands `pp` to this parked M (Go's `nextp`: a P wake-up or a locked-M
+    /// switch); `wakeup` must follow.
     ///
     /// # Safety
     /// The M must be parked and off every list, so no one else touches nextp.

@@ -145,7 +145,8 @@ impl<T> RunQueue<T> {
     /// Only the owner of this queue calls `put`, `push_back_batch`, `get`,
     /// `drain`, or `steal_into` with this queue as `self` (single producer);
     /// the owner may change hands only with a happens-before edge between the
-    /// old and the new owner (e.g. the P handoff through a lock or atomic).
+    /// old and the new owner (e.g. a P handoff or P wake-up, through a lock
+    /// or an atomic).
     #[must_use = "an overflow batch holds items that were taken off the queue; dropping it loses them"]
     pub(crate) unsafe fn put(&self, item: NonNull<T>, next: bool) -> Option<Overflow<T>> {
         let mut item = item;

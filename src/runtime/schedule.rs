@@ -44,7 +44,7 @@ pub(crate) fn schedule(m: &'static M) {
     loop {
         if let Some(g) = m.lockedg() {
             // Our locked G stopped running: wait until it is runnable and
-            // someone hands us a P (lockosthread.rs).
+            // a locked-M switch hands us a P (lockosthread.rs).
             lockosthread::stoplockedm(m);
             if !execute(m, g, false) {
                 return;

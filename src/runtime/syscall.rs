@@ -195,7 +195,7 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
     g.set_status(Status::Runnable);
     if m.lockedg().is_some() {
         // A locked G: queue it; the schedule loop's stoplockedm waits until
-        // whoever picks it hands us a P (lockosthread.rs).
+        // whoever picks it hands us a P (a locked-M switch, lockosthread.rs).
         globrunq::put(g);
         idle::wakep();
         return;

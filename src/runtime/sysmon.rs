@@ -10,8 +10,8 @@
 //!   `SIGURG` (asynchronous preemption, `asyncpreempt.rs`);
 //!   a P that has stayed in one system call for a whole sysmon tick, or is
 //!   in a system call after 10 ms with one G (Go's `sysretake`: a G that
-//!   loops on short calls), is taken (`Syscall -> Idle` CAS) and handed
-//!   off, unless it has no work and other Ms are idle or spinning, in which
+//!   loops on short calls), is taken (`Syscall -> Idle` CAS) and given a P
+//!   handoff (`syscall::handoffp`), unless it has no work and other Ms are idle or spinning, in which
 //!   case it waits 10 ms;
 //!   a P in `Running` state whose M is blocked in the kernel outside the
 //!   runtime (a plain `std` or C call) is taken from it the same way
