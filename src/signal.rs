@@ -229,14 +229,10 @@ fn deliver_loop(rfd: i32) -> ! {
     let mut buf = [0u8; 64];
     loop {
         let installed = registry().sigs.values().any(|s| s.parked_hook.is_none());
-        let mut pfd = libc::pollfd {
-            fd: rfd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
         let timeout = if installed { 200 } else { -1 };
-        // SAFETY: `pfd` is a valid pollfd for the duration of the call.
-        unsafe { libc::poll(&mut pfd, 1, timeout) };
+        // An error (none is expected on a live pipe) just means another
+        // round: the read below finds what arrived.
+        let _ = crate::sys::poll::poll_one(rfd, true, timeout);
         // SAFETY: reading into a live buffer from the pair's read end,
         // which is never closed (the pair is leaked).
         while unsafe { libc::read(rfd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}

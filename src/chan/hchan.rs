@@ -11,7 +11,7 @@
 //! - **send**: closed, or every receiver gone: fail, the value comes back.
 //!   A receiver waiting (a claimable sudog on `recvq`): write the value into
 //!   its slot, unlock, then complete it, which readies it into the sender's
-//!   P `runnext` (Go's direct handoff). Buffer space: append to the ring.
+//!   P `runnext` (a direct send). Buffer space: append to the ring.
 //!   Otherwise block: a sudog on `sendq` whose slot holds the value, in the
 //!   sender's own frame.
 //! - **recv**: a sender waiting: unbuffered, move the value out of its slot;

@@ -11,7 +11,7 @@
 //! # Why a spinlock and not a futex lock (Go's `lock_futex`)
 //! A futex lock must learn at unlock whether someone sleeps, so its unlock
 //! is an atomic swap. Here unlock is one release store, which saves an
-//! atomic read-modify-write on every channel operation: with a handoff
+//! atomic read-modify-write on every channel operation: with a direct send
 //! costing a few of them, that is worth about 6-8% of an unbuffered
 //! ping-pong round trip (measured). Spinning is right because of how the
 //! lock is used:

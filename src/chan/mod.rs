@@ -2,7 +2,7 @@
 //!
 //! # Where things are
 //! - `hchan.rs`: the channel: ring buffer, send/recv/close, the direct
-//!   handoff to a blocked peer.
+//!   send to or from a blocked peer.
 //! - `wait.rs`: the wait records (sudog, wait queue, the per-wait state with
 //!   its `done` claim) and the protocol by which a peer completes a blocked
 //!   operation. Model-checked with loom.

@@ -9,8 +9,8 @@
 //! - [`Sudog`]: one per channel queue the operation waits in. It points to
 //!   its `WaitState` and to `elem`, the waiter's value slot: for a receive an
 //!   uninitialised `T` the sender writes into, for a send the `T` the
-//!   receiver moves out (Go's direct handoff: the value never goes through
-//!   the channel buffer).
+//!   receiver moves out (a direct send, Go's direct handoff: the value never
+//!   goes through the channel buffer).
 //!
 //! # Protocol
 //! 1. **Register.** Holding the channel's lock, the waiter enqueues a sudog

@@ -56,7 +56,7 @@ pub(crate) enum Action {
     /// `schedule::execute`).
     Yield,
     /// Go to the tail of the current P's ring (Go's goyield: used after a
-    /// direct handoff put the woken G in this P's runnext).
+    /// direct grant put the woken G in this P's runnext).
     YieldLocal,
     /// Preempted by sysmon (cooperatively, or by signal from a preemptible
     /// region): go to the global queue.

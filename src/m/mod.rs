@@ -49,6 +49,13 @@ pub(crate) struct M {
     curg: AtomicPtr<G>,
     pub(crate) park: Note,
     rand: Cell<u64>,
+    /// The thread's kernel id (`gettid`), 0 until the thread has started.
+    /// Written once, by the M's own thread in `mstart`; read by other
+    /// threads: async preemption signals it (`asyncpreempt.rs`), and sysmon's
+    /// blocked-thread probe reads its `/proc/self/task/<tid>/` state and
+    /// system call (`runtime/revoke.rs`). Relaxed: a reader that sees 0
+    /// skips the thread, and one that sees the id needs nothing else from
+    /// the write.
     tid: AtomicI32,
     /// The P this M left in `Syscall` state (own thread only).
     oldp: Cell<Option<&'static crate::p::P>>,
@@ -239,7 +246,7 @@ impl M {
         self.spinning.store(s, Ordering::Relaxed)
     }
 
-    /// The thread's kernel id (0 until it has started).
+    /// The thread's kernel id (0 until it has started; see the field).
     pub(crate) fn tid(&self) -> i32 {
         self.tid.load(Ordering::Relaxed)
     }
@@ -326,7 +333,8 @@ impl M {
         debug_assert!(stale.is_some(), "revoked M held no P");
     }
 
-    /// Hands `pp` to this parked M (Go's `nextp`); `wakeup` must follow.
+    /// Hands `pp` to this parked M (Go's `nextp`: a P wake-up or a locked-M
+    /// switch); `wakeup` must follow.
     ///
     /// # Safety
     /// The M must be parked and off every list, so no one else touches nextp.

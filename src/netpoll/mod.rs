@@ -16,7 +16,7 @@
 //!   `sched.lastpoll` from non-zero to 0 (`find_runnable`, step 10). Its
 //!   deadline is the earliest timer (`sched.poll_until`). Anyone who adds an
 //!   earlier timer, or needs it back, calls [`netpoll_break`].
-//! - Non-blocking polls (`find_runnable` before stealing, sysmon after 10 ms
+//! - Non-blocking polls (`find_runnable`, step 6, before stealing; sysmon after 10 ms
 //!   without a poll) take the poll lock with `try_lock`, so they never wait
 //!   behind the blocked poller.
 //!
@@ -380,15 +380,11 @@ impl PollFd {
         Ok(old == READY)
     }
 
-    /// A plain thread's wait: poll(2) on the one descriptor. Nothing can
-    /// re-arm it (a [`PollWake`] wakes goroutines only): it waits for an
-    /// edge or the deadline it started with. Ok(true) on an edge.
+    /// A plain thread's wait: poll(2) on the one descriptor (`sys::poll`).
+    /// Nothing can re-arm it (a [`PollWake`] wakes goroutines only): it
+    /// waits for an edge or the deadline it started with. Ok(true) on an
+    /// edge.
     fn wait_thread(&self, read: bool, deadline: Option<Instant>) -> io::Result<bool> {
-        let mut pfd = libc::pollfd {
-            fd: self.pd.fd.load(Ordering::Relaxed),
-            events: if read { libc::POLLIN } else { libc::POLLOUT },
-            revents: 0,
-        };
         let timeout = match deadline {
             None => -1,
             Some(d) => {
@@ -399,16 +395,7 @@ impl PollFd {
                 left.as_millis().clamp(1, i32::MAX as u128) as i32
             }
         };
-        // SAFETY: `pfd` is a valid pollfd for the duration of the call.
-        let r = unsafe { libc::poll(&mut pfd, 1, timeout) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                return Ok(false);
-            }
-            return Err(e);
-        }
-        Ok(r > 0)
+        crate::sys::poll::poll_one(self.pd.fd.load(Ordering::Relaxed), read, timeout)
     }
 }
 

@@ -58,8 +58,8 @@ pub(crate) enum PStatus {
     Running = 1,
     /// Its M is in a system call; nobody owns it (module note).
     Syscall = 2,
-    /// Stopped for a stop-the-world.
-    GcStop = 3,
+    /// Stopped for a stop-the-world (Go's `_Pgcstop`).
+    Stopped = 3,
     /// Removed by `set_max_procs`.
     Dead = 4,
 }
@@ -145,7 +145,7 @@ impl P {
             0 => PStatus::Idle,
             1 => PStatus::Running,
             2 => PStatus::Syscall,
-            3 => PStatus::GcStop,
+            3 => PStatus::Stopped,
             _ => PStatus::Dead,
         }
     }

@@ -145,7 +145,8 @@ impl<T> RunQueue<T> {
     /// Only the owner of this queue calls `put`, `push_back_batch`, `get`,
     /// `drain`, or `steal_into` with this queue as `self` (single producer);
     /// the owner may change hands only with a happens-before edge between the
-    /// old and the new owner (e.g. the P handoff through a lock or atomic).
+    /// old and the new owner (e.g. a P handoff or P wake-up, through a lock
+    /// or an atomic).
     #[must_use = "an overflow batch holds items that were taken off the queue; dropping it loses them"]
     pub(crate) unsafe fn put(&self, item: NonNull<T>, next: bool) -> Option<Overflow<T>> {
         let mut item = item;
@@ -744,7 +745,9 @@ mod tests {
             assert_eq!(q.get(), Some((item(2), false)));
             assert_eq!(q.get(), None);
 
-            // The brief's case: a then b into runnext.
+            // G a readies G b, both through runnext, with an empty ring: b
+            // runs next and inherits the slice; a, kicked to the ring, runs
+            // after it in a slice of its own.
             put_fits(&q, 10, true);
             put_fits(&q, 11, true);
             assert_eq!(q.get(), Some((item(11), true)));

@@ -150,7 +150,7 @@ fn process_threads() -> Option<usize> {
 fn looks_dead() -> Option<u64> {
     let s = sched();
     let seen = PROGRESS.load(Ordering::SeqCst);
-    if s.gcwaiting.load(Ordering::SeqCst) {
+    if s.stw_waiting.load(Ordering::SeqCst) {
         return None;
     }
     let n = s.gomaxprocs();

@@ -91,7 +91,8 @@ pub(crate) fn startm(pp: Option<PHandle>, spinning: bool) {
     }
 }
 
-/// Parks the calling M on the idle list until `startm` hands it a P; returns
+/// Parks the calling M on the idle list until `startm` hands it a P (a P
+/// wake-up); returns
 /// holding that P (Go's stopm).
 pub(crate) fn stopm(m: &'static M) {
     // SAFETY: called on m's own thread.

@@ -7,11 +7,11 @@
 //!   counts nesting; `unlock_os_thread` unwires when the count drops to 0.
 //! - While wired, the G runs only on its M. When it stops running (parks,
 //!   yields, is preempted, leaves a system call without a P), its M finds
-//!   `lockedg` set at the top of `schedule`, hands its P off (`handoffp`)
-//!   and sleeps on its note, on no idle list ([`stoplockedm`]).
+//!   `lockedg` set at the top of `schedule`, gives its P a P handoff
+//!   (`handoffp`) and sleeps on its note, on no idle list ([`stoplockedm`]).
 //! - Whoever takes the runnable G off a run queue sees `lockedm`, hands *its
 //!   own* P to that M through `nextp` and wakes it, then parks itself on the
-//!   idle list ([`startlockedm`]). The woken M runs its G.
+//!   idle list ([`startlockedm`]: the locked-M switch). The woken M runs its G.
 //! - A G that exits still locked takes its thread with it: the M hands off
 //!   its P and its thread ends ([`mexit`]), as Go does, since the goroutine
 //!   may have left the thread in a state no one else should inherit.
@@ -86,8 +86,8 @@ pub(crate) fn lockedm(g: &'static G) -> Option<&'static M> {
     unsafe { g.inner() }.lockedm
 }
 
-/// The M's locked G stopped running: give the P away and sleep until
-/// someone hands us a P to run it again (Go's stoplockedm).
+/// The M's locked G stopped running: give the P a P handoff and sleep until
+/// a locked-M switch hands us a P to run it again (Go's stoplockedm).
 pub(crate) fn stoplockedm(m: &'static M) {
     // SAFETY: own thread, holding a P.
     if let Some(pp) = unsafe { m.p() }.is_some().then(|| unsafe { m.releasep() }) {

@@ -101,8 +101,9 @@ pub(crate) struct Sched {
     /// nmspinning and npidle.
     pub(crate) spin: spinning::Spinning,
     pub(crate) gomaxprocs: AtomicU32,
-    /// A stop-the-world is in progress: every P holder must stop.
-    pub(crate) gcwaiting: AtomicBool,
+    /// A stop-the-world is in progress: every P holder must stop (Go's
+    /// `gcwaiting`; `GODEBUG=scheddetail=1` still prints it under Go's name).
+    pub(crate) stw_waiting: AtomicBool,
     /// All P records ever created, by id (never freed).
     allp: [AtomicPtr<P>; MAX_PROCS],
     /// Number of P records created so far.
@@ -146,7 +147,7 @@ static SCHED: Sched = Sched {
     runqsize: AtomicU32::new(0),
     spin: spinning::Spinning::new(),
     gomaxprocs: AtomicU32::new(0),
-    gcwaiting: AtomicBool::new(false),
+    stw_waiting: AtomicBool::new(false),
     allp: [const { AtomicPtr::new(ptr::null_mut()) }; MAX_PROCS],
     allp_created: AtomicU32::new(0),
     allm: Mutex::new(Vec::new()),

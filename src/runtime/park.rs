@@ -88,7 +88,7 @@ pub(crate) fn park(reason: WaitReason, unlock: &mut dyn FnMut(&'static G) -> boo
 
 /// Lets the goroutine just readied into this P's runnext run now, and puts
 /// the caller at the tail of the local ring (Go's goyield, as `semrelease`
-/// does after a direct handoff). No-op outside a goroutine.
+/// does after a direct grant). No-op outside a goroutine.
 pub(crate) fn goyield() {
     if let Some(g) = m::current_g() {
         // SAFETY: `g` is the goroutine running on this thread, on its stack.
@@ -104,8 +104,9 @@ pub(crate) fn goyield() {
 /// goroutine running on a P happens while that P is busy, which the
 /// detector sees directly (it only reports when every P is idle and stays
 /// idle; leaving that state needs a wakeup from outside a P, which is
-/// counted). This keeps a global read-modify-write off the handoff path,
-/// where at GOMAXPROCS > 1 every P would bounce its cache line.
+/// counted). This keeps a global read-modify-write off the wake-up path
+/// (every direct send and direct grant ends here), where at GOMAXPROCS > 1
+/// every P would bounce its cache line.
 pub(crate) fn ready(g: &'static G) {
     g.cas_waiting_to_runnable();
     // Randomized scheduling (tests only): sometimes make a woken goroutine

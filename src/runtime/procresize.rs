@@ -5,23 +5,23 @@
 //! - `worldsema` serialises stop-the-worlds. A goroutine waiting for it
 //!   yields instead of blocking its M, so its P can still be stopped by the
 //!   stop-the-world that holds the sema.
-//! - Stopping: under the sched lock set `gcwaiting`, count GOMAXPROCS Ps in
+//! - Stopping: under the sched lock set `stw_waiting`, count GOMAXPROCS Ps in
 //!   `stopwait`, stop the caller's own P (if it holds one) and every idle P
-//!   at once. Each other P is held by an M that will see `gcwaiting` at its
+//!   at once. Each other P is held by an M that will see `stw_waiting` at its
 //!   next scheduling point (`find_runnable`, the steal loop), put the P on
 //!   `stopped` and decrement `stopwait`; the last one wakes `stopnote`.
 //!   Because Ps enter the idle list only under the lock and after checking
-//!   `gcwaiting`, every P is counted exactly once.
+//!   `stw_waiting`, every P is counted exactly once.
 //! - While stopped, no M holds a P except the caller: the idle list is empty,
 //!   so `wakep`/`startm` find nothing and spinning Ms without a P park.
 //! - Resizing: Ps with id >= the new count are destroyed (their queues go to
 //!   the global queue, free Gs and stacks to the global pools, status Dead;
 //!   the record stays in `allp`). New Ps are created or revived. The caller
 //!   keeps its P if it survives, else takes P0.
-//! - Starting: clear `gcwaiting`, put Ps without work on the idle list, start
+//! - Starting: clear `stw_waiting`, put Ps without work on the idle list, start
 //!   an M for each P with local work, then `wakep`.
 //!
-//! - Ps in a system call are stopped by CASing them `Syscall -> GcStop`;
+//! - Ps in a system call are stopped by CASing them `Syscall -> Stopped`;
 //!   running Ps get their `preempt` flag set, so their goroutines yield at
 //!   their next runtime call (Go's preemptall).
 //!
@@ -54,6 +54,8 @@ pub(crate) fn set_max_procs(n: usize) -> usize {
         let runnable = procresize(n as u32);
         start_the_world(runnable);
     }
+    // Release; pairs with the Acquire CAS in `acquire_worldsema`: the next
+    // stop-the-world sees everything this one did.
     s.worldsema.store(false, Ordering::Release);
     prev
 }
@@ -68,6 +70,7 @@ pub(crate) fn with_world_stopped<R>(f: impl FnOnce() -> R) -> R {
     let r = f();
     let runnable = procresize(s.gomaxprocs());
     start_the_world(runnable);
+    // Release; pairs with the Acquire CAS in `acquire_worldsema`.
     s.worldsema.store(false, Ordering::Release);
     r
 }
@@ -75,6 +78,8 @@ pub(crate) fn with_world_stopped<R>(f: impl FnOnce() -> R) -> R {
 fn acquire_worldsema() {
     let s = sched();
     let in_goroutine = m::current_g().is_some();
+    // Acquire; pairs with the Release stores that free the sema
+    // (`set_max_procs`, `with_world_stopped`).
     while s
         .worldsema
         .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -92,17 +97,22 @@ fn stop_the_world() {
     let s = sched();
     s.stopnote.clear();
     let mut l = s.lock();
-    s.gcwaiting.store(true, Ordering::SeqCst);
+    // Under the sched lock. Pairs with every load of the flag: under the
+    // same lock (find_runnable's step 8, `handoffp`, sysmon's re-checks),
+    // which the lock orders; and lock-free hints (find_runnable's step 1,
+    // `execute`, the steal loop, `exitsyscall`, `entersyscall`, whose gap
+    // its comment describes in syscall.rs).
+    s.stw_waiting.store(true, Ordering::SeqCst);
     l.stopwait = s.gomaxprocs();
     if let Some(m) = m::current() {
         // SAFETY: m is the calling thread's own M.
         if let Some(pp) = unsafe { m.p() } {
-            pp.set_status(PStatus::GcStop);
+            pp.set_status(PStatus::Stopped);
             l.stopwait -= 1;
         }
     }
     while let Some(pp) = idle::pidleget(&mut l) {
-        pp.set_status(PStatus::GcStop);
+        pp.set_status(PStatus::Stopped);
         l.stopped.push(pp);
         l.stopwait -= 1;
     }
@@ -111,10 +121,12 @@ fn stop_the_world() {
     // goroutines to yield at their next runtime call (Go's preemptall).
     for id in 0..s.gomaxprocs() as usize {
         if let Some(p) = s.allp(id) {
-            if let Some(pp) = p.cas_from_syscall(PStatus::GcStop) {
+            if let Some(pp) = p.cas_from_syscall(PStatus::Stopped) {
                 l.stopped.push(pp);
                 l.stopwait -= 1;
             } else if p.status() == PStatus::Running {
+                // Release, though no load pairs with it: its readers load
+                // Relaxed (a request carries no data).
                 p.preempt.store(true, Ordering::Release);
             }
         }
@@ -143,7 +155,7 @@ fn stop_the_world() {
                     continue;
                 }
                 if let Some(pp) = super::revoke::take_for_stw(p, seen) {
-                    super::syscall::stop_for_gc(pp);
+                    super::syscall::stop_for_stw(pp);
                 }
             }
         }
@@ -172,7 +184,7 @@ fn procresize(n: u32) -> Vec<PHandle> {
     let mut handles: Vec<PHandle> = std::mem::take(&mut l.stopped);
     for id in old..n {
         let pp = s.create_p(id);
-        pp.set_status(PStatus::GcStop);
+        pp.set_status(PStatus::Stopped);
         handles.push(pp);
     }
     // The caller's own P, if it has one.
@@ -215,6 +227,8 @@ fn procresize(n: u32) -> Vec<PHandle> {
         l.runq.push_front(g);
     }
     globrunq::put_list_locked(&mut l, &mut moved);
+    // Pairs with the Acquire load in `Sched::gomaxprocs` (runtime/mod.rs):
+    // who sees the new count sees the P records created above.
     s.gomaxprocs.store(n, Ordering::SeqCst);
 
     let mut runnable = Vec::new();
@@ -245,7 +259,10 @@ fn destroy_p(pp: &PHandle, moved: &mut Vec<&'static G>, timers_to: &'static crat
 
 fn start_the_world(runnable: Vec<PHandle>) {
     let s = sched();
-    s.gcwaiting.store(false, Ordering::SeqCst);
+    // Under no lock; pairs with the same loads as `stop_the_world`'s store.
+    // An M stopped by this stop-the-world does not wait for it: it parks in
+    // `stopm` and the `startm`s below (or later ones) hand it a P.
+    s.stw_waiting.store(false, Ordering::SeqCst);
     for pp in runnable {
         idle::startm(Some(pp), false);
     }

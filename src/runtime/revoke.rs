@@ -5,8 +5,8 @@
 //! `std::net`, `std::thread::sleep`, `std::sync::Mutex`, `getaddrinfo`, any
 //! C library. Go never stalls on such calls because all of them go through
 //! `entersyscall`; here they do not, so sysmon notices them after the fact
-//! and does what its retake does for a P in a system call: takes the P and
-//! hands it to another M (`syscall::handoffp`). The thread keeps running the
+//! and does what its retake does for a P in a system call: revokes the P and
+//! gives it a P handoff (`syscall::handoffp`). The thread keeps running the
 //! goroutine's code without a P when the kernel returns, and re-acquires one
 //! at its next runtime call (`entry::settle`, then `syscall::exit_revoked`,
 //! which does what `exitsyscall` does: an idle P, else the goroutine goes to
@@ -127,7 +127,7 @@ fn enabled() -> bool {
 
 /// sysmon: takes `p` from its blocked M `m` (stretch `seen`, lasting
 /// `lasted` ns) if Go's retake conditions hold (module note, rule 2), and
-/// hands it off. True if it did.
+/// gives it a P handoff. True if it did.
 pub(crate) fn retake(p: &'static P, m: &'static M, seen: u32, lasted: i64) -> bool {
     let s = sched();
     if p.runq.is_empty()

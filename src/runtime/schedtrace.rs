@@ -70,7 +70,7 @@ pub(crate) fn render(detailed: bool) -> String {
         let _ = writeln!(
             out,
             " gcwaiting={} nmidlelocked={} stopwait={stopwait} sysmonwait={}",
-            s.gcwaiting.load(Ordering::Relaxed),
+            s.stw_waiting.load(Ordering::Relaxed),
             super::checkdead::IDLE_LOCKED_MS.load(Ordering::Relaxed),
             s.sysmonwait.load(Ordering::Relaxed),
         );

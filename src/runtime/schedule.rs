@@ -2,18 +2,25 @@
 //! run it until it switches out, carry out what it asked for. This loop runs
 //! on each M's own thread stack (Go's g0) and never returns.
 //!
-//! find_runnable, in Go's order:
-//! 1. stop-the-world pending? stop this P (`gcstopm`).
-//! 2. every 61st schedtick, one G from the global queue (fairness: a P
+//! find_runnable, in Go's order. The numbers are the ones the code's
+//! comments carry (and other modules cite, e.g. netpoll's "step 10"):
+//! 1. stop-the-world pending? stop this P (`stw_stopm`).
+//! 2. run this P's due timers (they may ready goroutines into runnext).
+//! 3. every 61st schedtick, one G from the global queue (fairness: a P
 //!    whose local queue never drains still serves the global queue).
-//! 3. the local queue: runnext (inherits the time slice), then the ring.
-//! 4. the global queue, a batch.
-//! 5. steal (`steal.rs`), only if this M already spins or at most half of
+//! 4. the local queue: runnext (inherits the time slice), then the ring.
+//! 5. the global queue, a batch.
+//! 6. a non-blocking netpoll, if anyone waits there and no M is blocked in
+//!    the poller.
+//! 7. steal (`steal.rs`), only if this M already spins or at most half of
 //!    the busy Ps have a spinning M.
-//! 6. nothing: under the sched lock re-check the global queue, then put the
-//!    P on the idle list; if this M was spinning, the delicate dance
-//!    (`spinning.rs`): stop spinning, StoreLoad, re-check all queues, and
-//!    take a P back if work appeared. Then park the M (`stopm`).
+//! 8. nothing: under the sched lock re-check stop-the-world and the global
+//!    queue, then put the P on the idle list.
+//! 9. if this M was spinning, the delicate dance (`spinning.rs`): stop
+//!    spinning, StoreLoad, re-check all queues, and take a P back if work
+//!    appeared.
+//! 10. block in the netpoller until the next timer, if someone waits there
+//!     or a timer is pending and no other M polls; else park the M (`stopm`).
 //!
 //! `schedtick` advances only when a G starts a new time slice: a G taken
 //! from runnext inherits the slice of the G that readied it, so a pair that
@@ -37,7 +44,7 @@ pub(crate) fn schedule(m: &'static M) {
     loop {
         if let Some(g) = m.lockedg() {
             // Our locked G stopped running: wait until it is runnable and
-            // someone hands us a P (lockosthread.rs).
+            // a locked-M switch hands us a P (lockosthread.rs).
             lockosthread::stoplockedm(m);
             if !execute(m, g, false) {
                 return;
@@ -89,8 +96,12 @@ pub(crate) fn count_spin(m: &'static M) {
 fn find_runnable(m: &'static M) -> (&'static G, bool) {
     let s = sched();
     loop {
-        if s.gcwaiting.load(Ordering::Acquire) {
-            gcstopm(m);
+        // 1. A stop-the-world is pending: stop this P. Acquire; pairs with
+        // the store in `stop_the_world` (procresize.rs). A hint: what
+        // `stw_stopm` reads (`stopwait`, `stopped`) is under the sched lock,
+        // and a miss is caught at step 8's re-check under that lock.
+        if s.stw_waiting.load(Ordering::Acquire) {
+            stw_stopm(m);
             continue;
         }
         // SAFETY: own thread; we hold a P between loop iterations.
@@ -124,7 +135,9 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
         }
 
         // 6. Non-blocking netpoll, if anyone waits there and nobody is
-        // blocked in it.
+        // blocked in it. `lastpoll` pairs with step 10's swap and store by
+        // another M; a hint (netpoll takes its poll lock with try_lock, so a
+        // stale value costs one skipped or one fruitless poll).
         if netpoll::any_waiters() && s.lastpoll.load(Ordering::SeqCst) != 0 {
             let mut list = netpoll::netpoll(0);
             if !list.is_empty() {
@@ -153,7 +166,9 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
 
         // 8. Nothing to do: give up the P.
         let mut l = s.lock();
-        if s.gcwaiting.load(Ordering::Acquire) {
+        // Under the sched lock, as `stop_the_world`'s store: the lock orders
+        // them, so a P never reaches the idle list uncounted (procresize.rs).
+        if s.stw_waiting.load(Ordering::Acquire) {
             continue;
         }
         if let Some(g) = globrunq::get(&mut l, pp, 0) {
@@ -180,6 +195,14 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
 
         // 10. Block in the netpoller until the next timer, if someone waits
         // there or a timer is pending and no other M polls.
+        // `lastpoll.swap(0)` elects the one blocking poller: it is one RMW
+        // order with the other Ms' swaps here and sysmon's CAS (sysmon.rs),
+        // so exactly one sees it non-zero. It and the `poll_until` store pair
+        // with the loads in `timers::wake_netpoller` (and the `else` branch
+        // below): who sees `lastpoll == 0` and an absent or later
+        // `poll_until` breaks the wait. After the poll, `poll_until` is
+        // cleared before `lastpoll` is set, so such a reader at worst breaks
+        // a poll that has ended (the next poll then returns early, at once).
         let poll_until = timers::next_when();
         if (netpoll::any_waiters() || poll_until != 0) && s.lastpoll.swap(0, Ordering::SeqCst) != 0
         {
@@ -226,7 +249,8 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
             }
         } else if poll_until != 0 {
             // Another M is blocked in the poller: make sure it wakes for
-            // our earliest timer.
+            // our earliest timer. Pairs with that M's `poll_until` store
+            // above.
             let until = s.poll_until.load(Ordering::SeqCst);
             if until == 0 || until > poll_until {
                 netpoll::netpoll_break();
@@ -293,8 +317,11 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
         if !inherit {
             pp.bump_schedtick();
             // A new slice: sysmon's request was for the previous G; a
-            // stop-the-world's request stands.
-            if pp.preempt.load(Ordering::Relaxed) && !sched().gcwaiting.load(Ordering::Acquire) {
+            // stop-the-world's request stands. `stw_waiting`: Acquire, pairs
+            // with `stop_the_world`'s store. A stale false only delays the
+            // stop: the flag is re-checked at every scheduling point, and
+            // `stop_the_world` re-signals running Ps every 100 us.
+            if pp.preempt.load(Ordering::Relaxed) && !sched().stw_waiting.load(Ordering::Acquire) {
                 pp.preempt.store(false, Ordering::Relaxed);
             }
         }
@@ -411,8 +438,8 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
     }
 }
 
-/// Stops this M's P for a stop-the-world and parks the M (Go's gcstopm).
-pub(crate) fn gcstopm(m: &'static M) {
+/// Stops this M's P for a stop-the-world and parks the M (Go's `gcstopm`).
+pub(crate) fn stw_stopm(m: &'static M) {
     let s = sched();
     if m.is_spinning() {
         m.set_spinning(false);
@@ -420,7 +447,7 @@ pub(crate) fn gcstopm(m: &'static M) {
     }
     // SAFETY: own thread, holding a P.
     let pp = unsafe { m.releasep() };
-    pp.set_status(PStatus::GcStop);
+    pp.set_status(PStatus::Stopped);
     let mut l = s.lock();
     globrunq::flush_yields_locked(&mut l, &pp);
     l.stopped.push(pp);

@@ -9,7 +9,7 @@
 //!   P's owner (ownership moves with the P's handle, through the
 //!   release/acquire edges that hand the P over, so no increment is lost):
 //!   spawns, steals, stolen goroutines, global-queue grabs, runnext hits,
-//!   spins, `syscall_blocking` handoffs, preemption yields; plus two gauges
+//!   spins, `syscall_blocking` P handoffs, preemption yields; plus two gauges
 //!   that other threads cannot see otherwise (free Gs, yield buffer);
 //! - per M (`crate::m::M`): written by the M's own thread, which holds no P
 //!   when it parks: parks and wakes;
@@ -73,7 +73,7 @@ pub(crate) struct PCounters {
     pub(crate) runnext_hits: AtomicU64,
     /// Times an M holding this P became spinning.
     pub(crate) spins: AtomicU64,
-    /// `syscall_blocking` calls that handed this P off at once.
+    /// `syscall_blocking` calls that gave this P a P handoff at once.
     pub(crate) blocking_handoffs: AtomicU64,
     /// Goroutines that yielded because sysmon asked them to.
     pub(crate) preempt_yields: AtomicU64,
@@ -183,12 +183,12 @@ pub struct Stats {
     /// OS threads created for Ms (including those that ended with a
     /// goroutine locked to them).
     pub threads_created: u64,
-    /// Ps handed to another M because their M was in a system call: sysmon
-    /// retakes plus `syscall_blocking` handoffs.
+    /// P handoffs because the P's M was in a system call: sysmon retakes
+    /// plus `syscall_blocking` calls.
     pub syscall_handoffs: u64,
     /// Ps taken from threads whose goroutine blocked in the kernel outside
-    /// the runtime (a plain `std` or C call, not `goroutine::syscall`), and
-    /// handed to another M (see the README's "Blocking calls outside the
+    /// the runtime (a plain `std` or C call, not `goroutine::syscall`): P
+    /// revocations, each followed by a P handoff (see the README's "Blocking calls outside the
     /// runtime").
     pub blocked_handoffs: u64,
     /// Gauge: threads running a goroutine without a P because their P was

@@ -28,7 +28,7 @@ pub(crate) fn steal_work(m: &'static M, pp: &PHandle, mut now: i64) -> Option<&'
         let last = round == STEAL_TRIES - 1;
         let n = s.gomaxprocs();
         for id in RandomOrder::new(n, m.fastrand()) {
-            if s.gcwaiting.load(Ordering::Acquire) {
+            if s.stw_waiting.load(Ordering::Acquire) {
                 return None;
             }
             let Some(victim) = s.allp(id as usize) else {

@@ -9,7 +9,7 @@
 //!   same syscall for a whole sysmon tick (>= 20 us) by CASing it
 //!   `Syscall -> Idle`, and hands it off ([`handoffp`]) so the P's other
 //!   goroutines keep running on another M. A stop-the-world CASes it to
-//!   `GcStop` instead.
+//!   `Stopped` instead.
 //! - **Exit**: fast path 1, CAS the old P `Syscall -> Running` (nobody took
 //!   it); fast path 2, any idle P; slow path, switch to the M's scheduler,
 //!   which puts the G on the global queue and parks the M (`stopm`).
@@ -80,21 +80,31 @@ fn entersyscall(m: &'static M, block: bool) {
     } else {
         let p = pp.enter_syscall();
         m.set_oldp(Some(p));
-        if s.gcwaiting.load(Ordering::SeqCst) {
+        // Meant as the M's half of a store-load pair with `stop_the_world`
+        // (procresize.rs), which stores `stw_waiting` (SeqCst) and then CASes
+        // every `Syscall` P to `Stopped`: we store `Syscall`, then load the
+        // flag. Only the flag's side is SeqCst: `enter_syscall`'s status
+        // store is Release (p/mod.rs), which may pass this load (x86's store
+        // buffer allows it). Both sides can then miss each other: the stop
+        // reads the P as still `Running` and only sets its `preempt`, its
+        // 100 us rounds look at `Running` Ps only, so it waits for the
+        // call's exit, where `exitsyscall` and that flag stop the P.
+        if s.stw_waiting.load(Ordering::SeqCst) {
             // A stop-the-world is waiting for this P: stop it now (Go's
             // entersyscall_gcwait).
-            if let Some(pp) = p.cas_from_syscall(PStatus::GcStop) {
-                stop_for_gc(pp);
+            if let Some(pp) = p.cas_from_syscall(PStatus::Stopped) {
+                stop_for_stw(pp);
             }
         }
     }
     super::sysmon::wake_for_syscall();
 }
 
-/// Puts `pp` (owned, status being changed) on the stop-the-world list.
-pub(crate) fn stop_for_gc(pp: PHandle) {
+/// Puts `pp` (owned, status being changed) on the stop-the-world list (Go's
+/// `entersyscall_gcwait` and handoffp's stop).
+pub(crate) fn stop_for_stw(pp: PHandle) {
     let s = sched();
-    pp.set_status(PStatus::GcStop);
+    pp.set_status(PStatus::Stopped);
     let mut l = s.lock();
     globrunq::flush_yields_locked(&mut l, &pp);
     l.stopped.push(pp);
@@ -116,7 +126,13 @@ pub(crate) fn exitsyscall() {
     let oldp = m.take_oldp();
     if let Some(p) = oldp {
         if let Some(pp) = p.cas_from_syscall(PStatus::Running) {
-            if sched().gcwaiting.load(Ordering::SeqCst) {
+            // `stw_waiting` pairs with `stop_the_world`'s store. A miss is
+            // covered from the other side: we won the CAS, so that
+            // stop-the-world's later CAS on this P fails, it finds the P
+            // `Running` and sets `preempt` itself. `preempt`: Release,
+            // though no load pairs with it (its readers load Relaxed: a
+            // request carries no data).
+            if sched().stw_waiting.load(Ordering::SeqCst) {
                 // A stop-the-world counted this P as running: stop soon.
                 pp.preempt.store(true, Ordering::Release);
             }
@@ -159,7 +175,10 @@ pub(crate) fn exit_revoked(m: &'static M) {
         let mut l = sched().lock();
         idle::pidleget(&mut l)
     } {
-        if sched().gcwaiting.load(Ordering::SeqCst) {
+        // `stw_waiting` pairs with `stop_the_world`'s store, made under the
+        // sched lock that `pidleget` just held: the lock orders them.
+        // `preempt`: Release, no load pairs with it (readers load Relaxed).
+        if sched().stw_waiting.load(Ordering::SeqCst) {
             pp.preempt.store(true, Ordering::Release);
         }
         // SAFETY: own thread, holding no P (it forgot the revoked one).
@@ -176,7 +195,7 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
     g.set_status(Status::Runnable);
     if m.lockedg().is_some() {
         // A locked G: queue it; the schedule loop's stoplockedm waits until
-        // whoever picks it hands us a P (lockosthread.rs).
+        // whoever picks it hands us a P (a locked-M switch, lockosthread.rs).
         globrunq::put(g);
         idle::wakep();
         return;
@@ -198,6 +217,8 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
         return;
     }
     l.runq.push_back(g);
+    // Under the sched lock; SeqCst pairs with the spinning protocol's loads
+    // (`steal::check_runqs_no_p`, `handoffp` below, `Sched::runqsize`'s doc).
     sched()
         .runqsize
         .store(l.runq.len() as u32, Ordering::SeqCst);
@@ -221,7 +242,8 @@ pub(crate) fn handoffp(pp: PHandle) {
         let mut l = s.lock();
         globrunq::flush_yields_locked(&mut l, &pp);
     }
-    // Local or global work: run it.
+    // Local or global work: run it. `runqsize` pairs with its stores under
+    // the sched lock (`globrunq`); a hint here, re-checked under the lock.
     if !pp.runq.is_empty() || s.runqsize.load(Ordering::SeqCst) != 0 {
         idle::startm(Some(pp), false);
         return;
@@ -232,9 +254,12 @@ pub(crate) fn handoffp(pp: PHandle) {
         return;
     }
     let mut l = s.lock();
-    if s.gcwaiting.load(Ordering::SeqCst) {
+    // Under the sched lock, as `stop_the_world`'s store and the `runqsize`
+    // stores: the lock orders them. The P reaches the idle list only after
+    // these checks under the lock, so a stop-the-world counts it.
+    if s.stw_waiting.load(Ordering::SeqCst) {
         drop(l);
-        stop_for_gc(pp);
+        stop_for_stw(pp);
         return;
     }
     if s.runqsize.load(Ordering::SeqCst) != 0 {
@@ -243,6 +268,7 @@ pub(crate) fn handoffp(pp: PHandle) {
         return;
     }
     // The last running P, and nobody polls the network: someone must.
+    // `lastpoll` pairs with find_runnable's step 10 swap and store.
     if s.spin.npidle() + 1 == s.gomaxprocs() && s.lastpoll.load(Ordering::SeqCst) != 0 {
         drop(l);
         idle::startm(Some(pp), false);

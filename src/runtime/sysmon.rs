@@ -13,8 +13,8 @@
 //!   `SIGURG` (asynchronous preemption, `asyncpreempt.rs`);
 //!   a P that has stayed in one system call for a whole sysmon tick, or is
 //!   in a system call after 10 ms with one G (Go's `sysretake`: a G that
-//!   loops on short calls), is taken (`Syscall -> Idle` CAS) and handed
-//!   off, unless it has no work and other Ms are idle or spinning, in which
+//!   loops on short calls), is taken (`Syscall -> Idle` CAS) and given a P
+//!   handoff (`syscall::handoffp`), unless it has no work and other Ms are idle or spinning, in which
 //!   case it waits 10 ms;
 //!   a P in `Running` state whose M is blocked in the kernel outside the
 //!   runtime (a plain `std` or C call) is taken from it the same way
@@ -86,6 +86,12 @@ pub(crate) fn start() {
 /// may need retaking within a tick.
 #[inline]
 pub(crate) fn wake_for_syscall() {
+    // SeqCst load; pairs with sysmon's `sysmonwait` store before its deep
+    // sleep, made under the sched lock (`sysmon` below). A stale false is
+    // harmless: sysmon decides to sleep under that lock only when every P is
+    // idle (or a stop-the-world is on, when it sleeps by design), and this M
+    // took its P from the idle list under the same lock after that decision
+    // (then it sees true) or held it before (then sysmon saw a busy P).
     if sched().sysmonwait.load(Ordering::SeqCst) {
         SYSCALL_WAKE.store(true, Ordering::Relaxed);
         wake_if_waiting();
@@ -103,6 +109,10 @@ static SYSCALL_WAKE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBo
 #[inline]
 pub(crate) fn wake_if_waiting() {
     let s = sched();
+    // The unlocked load is a fast-path hint (the reasoning in
+    // `wake_for_syscall`); the re-check and the store are under the sched
+    // lock, as are sysmon's own stores, so the lock orders them (SeqCst adds
+    // nothing to it).
     if s.sysmonwait.load(Ordering::SeqCst) {
         let _l = s.lock();
         if s.sysmonwait.load(Ordering::SeqCst) {
@@ -133,9 +143,12 @@ fn sysmon() {
         std::thread::sleep(std::time::Duration::from_micros(timer_nap(s, delay_us)));
         let mut now = stats::refresh_coarse_now();
 
-        if s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
+        // `stw_waiting`: pairs with its stores in `stop_the_world` /
+        // `start_the_world` (procresize.rs), made under the sched lock. The
+        // first load is a hint; the re-checks are under the same lock.
+        if s.stw_waiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
             let l = s.lock();
-            if s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
+            if s.stw_waiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs() {
                 drop(l);
                 // Every P is idle: maybe nothing can ever run again.
                 let epoch = super::checkdead::recheck_epoch();
@@ -146,11 +159,13 @@ fn sysmon() {
                 // lines and samples on time (Go: only if schedtrace <= 0).
                 let still_idle = schedtrace_ns == 0
                     && !crate::trace::on()
-                    && (s.gcwaiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs());
+                    && (s.stw_waiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs());
                 let next = timers::next_when();
                 let mut deep = still_idle && (next == 0 || next > now);
                 if deep {
                     s.sysmonnote.clear();
+                    // Under the sched lock; pairs with the loads in
+                    // `wake_for_syscall` and `wake_if_waiting`.
                     s.sysmonwait.store(true, Ordering::SeqCst);
                     // An M parked or the last timer went since the check
                     // began: check again instead (checkdead's note).
@@ -167,6 +182,7 @@ fn sysmon() {
                     }
                     let woken = s.sysmonnote.sleep_timeout(sleep);
                     let _l = s.lock();
+                    // Under the lock; pairs with `wake_if_waiting`'s loads.
                     s.sysmonwait.store(false, Ordering::SeqCst);
                     if woken && SYSCALL_WAKE.swap(false, Ordering::Relaxed) {
                         idle_cycles = 0;
@@ -177,7 +193,11 @@ fn sysmon() {
             }
         }
 
-        // Poll the network if nobody has for 10 ms.
+        // Poll the network if nobody has for 10 ms. `lastpoll`: the load and
+        // the CAS pair with find_runnable's step 10 (schedule.rs), which
+        // swaps it to 0 while an M blocks in the poller and stores the time
+        // after: the CAS (one RMW order with that swap) succeeds only if no
+        // M has started blocking since the load, and a 0 is never replaced.
         let lastpoll = s.lastpoll.load(Ordering::SeqCst);
         if lastpoll != 0
             && lastpoll + 10_000_000 < now
@@ -310,6 +330,9 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
                         crate::trace::preempt(g, p.id);
                     }
                 }
+                // Release, though no load pairs with it: every reader
+                // (preempt.rs, `execute`) loads Relaxed, as the flag is a
+                // request that carries no data.
                 p.preempt.store(true, Ordering::Release);
                 sysretake = true;
                 if status == PStatus::Running {

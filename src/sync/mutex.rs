@@ -23,7 +23,8 @@ use super::wait::WaitReason;
 /// - Fairness (Go's two modes): normally a woken waiter competes with new
 ///   arrivals and may lose (it then waits at the front of the queue); once a
 ///   waiter has waited over 1 ms the mutex switches to starvation mode, in
-///   which unlock hands it straight to the first waiter, until the queue
+///   which unlock hands it straight to the first waiter (a direct grant,
+///   HACKING.md), until the queue
 ///   drains or a waiter got it quickly.
 /// - No poisoning: a panic while the guard is held unlocks the mutex (as in
 ///   Go, where the unlock is usually deferred).

@@ -30,7 +30,8 @@
 //! advantage of already running (and may spin briefly first). A woken waiter
 //! that loses is requeued at the *front* (`semacquire` with `lifo`). Once a
 //! waiter has waited over 1 ms it sets `STARVING`: `unlock` then hands the
-//! mutex directly to the first waiter (`semrelease` with handoff; the
+//! mutex directly to the first waiter (a direct grant: `semrelease` with
+//! `handoff`; the
 //! releaser yields so the waiter runs at once on its time slice), and new
 //! arrivals neither spin nor try to grab it; they queue at the tail. The
 //! waiter that receives ownership switches back to normal mode if it is the

@@ -12,13 +12,13 @@
 //!   no root is touched). Otherwise, under the root lock: `nwait += 1`, try
 //!   the token again, and if there is still none enqueue a [`Sudog`] on the
 //!   caller's stack and park (the lock is released by the park's unlock
-//!   step, see `wait.rs`). Woken with the handoff `ticket` set, the token is
-//!   already ours; otherwise compete for it again (a newcomer may have taken
+//!   step, see `wait.rs`). Woken with the `ticket` set (a direct grant), the
+//!   token is already ours; otherwise compete for it again (a newcomer may have taken
 //!   it) and, on losing, requeue.
 //! - `semrelease(addr, handoff)`: add a token; if `nwait == 0` return (no
 //!   lock taken). Otherwise, under the lock, dequeue the first waiter for
-//!   `addr` and `nwait -= 1`; after the lock, with `handoff` take the token
-//!   on the waiter's behalf and set its ticket, wake it, and yield so that
+//!   `addr` and `nwait -= 1`; after the lock, with `handoff` (Go's name for
+//!   a direct grant) take the token on the waiter's behalf and set its ticket, wake it, and yield so that
 //!   it runs at once on our time slice (it is in our P's `runnext`).
 //!
 //! # No lost wakeup
@@ -71,7 +71,7 @@ struct Sudog {
     /// For the head of an address: the head of the next address in this
     /// root's list (Go: the treap links). Root lock.
     next_addr: UnsafeCell<*const Sudog>,
-    /// Set by a handoff release: the token was taken for us.
+    /// Set by a direct grant: the releaser took the token for us.
     ticket: UnsafeCell<bool>,
     cell: WaitCell,
 }
@@ -319,8 +319,8 @@ pub(crate) fn semacquire(addr: &AtomicU32, lifo: bool, reason: WaitReason) {
 }
 
 /// Adds a token to `addr` and wakes its first waiter, if any (Go's
-/// `semrelease1`). With `handoff` the token goes straight to that waiter,
-/// which then runs at once on the caller's time slice.
+/// `semrelease1`). With `handoff` (a direct grant) the token goes straight
+/// to that waiter, which then runs at once on the caller's time slice.
 pub(crate) fn semrelease(addr: &AtomicU32, handoff: bool) {
     let root = root_for(addr);
     // SeqCst: the releaser's store of the Dekker pair (module note); its
@@ -354,7 +354,7 @@ pub(crate) fn semrelease(addr: &AtomicU32, handoff: bool) {
     // SAFETY: unlinked by us above, not yet woken; `s` is not used after.
     unsafe { WaitCell::wake(&(*s).cell) };
     if handed {
-        wait::yield_after_handoff();
+        wait::yield_after_grant();
     }
 }
 

@@ -199,7 +199,7 @@ impl WaitCell {
                 true
             });
             // Acquire: pairs with the waker's Release store in `wake` (the
-            // run queue handoff that resumed us orders it too).
+            // run queue that carried us to this M orders it too).
             debug_assert!(self.woken.load(Ordering::Acquire));
             return;
         }
@@ -253,11 +253,11 @@ fn current_waiter() -> (Waiter, Mode) {
     (Waiter::Thread(loom::thread::current()), Mode::Thread)
 }
 
-/// After a direct handoff (the woken waiter already owns the resource and
+/// After a direct grant (the woken waiter already owns the resource and
 /// sits in this P's `runnext`), let it run now: it inherits our time slice
 /// (Go's `goyield` in `semrelease1`). A plain thread has no P to give.
 #[inline]
-pub(crate) fn yield_after_handoff() {
+pub(crate) fn yield_after_grant() {
     #[cfg(not(loom))]
     crate::runtime::park::goyield();
 }

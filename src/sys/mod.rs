@@ -1,10 +1,17 @@
 //! The OS layer: every raw system call of the runtime lives below this module
-//! (futex, mmap/madvise/mprotect, signals, thread ids), so porting to another
-//! target means replacing these files and nothing else.
+//! (futex, mmap/madvise/mprotect, poll, sockets, signals, thread ids,
+//! membarrier), so porting the scheduler (`runtime`, `g`, `p`, `m`,
+//! `netpoll`, `sync`, `chan`, `time`) to another target means replacing
+//! these files (and choosing mio's backend: the netpoller's epoll goes
+//! through mio). Two public OS-facing modules make their own calls, as Go's
+//! `os/signal` does: `signal.rs` (sigaction, its self-pipe, re-raising a
+//! signal) and the traceback's `dl_iterate_phdr` (a libc call, not a system
+//! call). Tests call libc directly where they provoke the OS.
 
 pub(crate) mod fdio;
 pub(crate) mod futex;
 pub(crate) mod mem;
+pub(crate) mod poll;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub(crate) mod preempt;
 pub(crate) mod signal;

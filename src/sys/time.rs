@@ -26,12 +26,6 @@ pub(crate) fn to_nanotime(t: Instant) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX / 2) + 1
 }
 
-/// The `Instant` of a nanotime.
-#[allow(dead_code)] // used by traces and dumps
-pub(crate) fn from_nanotime(n: i64) -> Instant {
-    base() + Duration::from_nanos(n.saturating_sub(1).max(0) as u64)
-}
-
 /// `now + d` in nanotime, saturating far in the future.
 pub(crate) fn after(now: i64, d: Duration) -> i64 {
     let d = i64::try_from(d.as_nanos()).unwrap_or(i64::MAX / 4);
