@@ -34,8 +34,10 @@
 //!   resumes on another M leaves through that M (whose scheduler made its
 //!   word odd), so the gate looks the M up again on the way out.
 //!
-//! `tests/entry_gate.rs` checks that every public function of the API goes
-//! through the gate.
+//! Debug builds check the gate where it matters: `M::p` asserts that the
+//! calling M's word is odd (runtime code), so a runtime path reached from a
+//! public function that bypasses the gate fails the debug test suite the
+//! first time it touches its P.
 
 use std::panic::{self, AssertUnwindSafe};
 

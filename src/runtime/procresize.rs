@@ -151,6 +151,13 @@ fn stop_the_world() {
             }
             for (id, seen) in seen.iter_mut().enumerate() {
                 let Some(p) = s.allp(id) else { continue };
+                // A P that entered a system call after our first pass (its
+                // M's flag check and our CAS can miss each other: see
+                // `entersyscall`): stop it now.
+                if let Some(pp) = p.cas_from_syscall(PStatus::Stopped) {
+                    super::syscall::stop_for_stw(pp);
+                    continue;
+                }
                 if p.status() != PStatus::Running {
                     continue;
                 }

@@ -86,9 +86,8 @@ fn entersyscall(m: &'static M, block: bool) {
         // flag. Only the flag's side is SeqCst: `enter_syscall`'s status
         // store is Release (p/mod.rs), which may pass this load (x86's store
         // buffer allows it). Both sides can then miss each other: the stop
-        // reads the P as still `Running` and only sets its `preempt`, its
-        // 100 us rounds look at `Running` Ps only, so it waits for the
-        // call's exit, where `exitsyscall` and that flag stop the P.
+        // reads the P as still `Running`; its 100 us rounds then find the P
+        // in `Syscall` and stop it (no fence needed on this path).
         if s.stw_waiting.load(Ordering::SeqCst) {
             // A stop-the-world is waiting for this P: stop it now (Go's
             // entersyscall_gcwait).
