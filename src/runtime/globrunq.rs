@@ -22,6 +22,7 @@
 //! per batch instead of once per yield (both Ps of a 2-P machine yielding
 //! through one lock cost 250 ns per yield; batched, the yield is lock-free).
 
+use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
@@ -30,19 +31,31 @@ use crate::g::G;
 use crate::p::runq::RUNQ_SIZE;
 use crate::p::PHandle;
 
+/// The global run queue's contents. An array of pointers, not a list
+/// linked through the Gs: grabbing a batch must not touch (cache-miss on)
+/// each G. Only this file touches the deque, so every change republishes
+/// `Sched::runqsize` (`set_size`).
+pub(crate) struct GlobalQueue(VecDeque<&'static G>);
+
+impl GlobalQueue {
+    pub(crate) const fn new() -> GlobalQueue {
+        GlobalQueue(VecDeque::new())
+    }
+}
+
 /// Publishes the new length. SeqCst: pairs with the spinning protocol's
 /// fence (a giving-up spinner re-reads `runqsize` after it).
 #[inline]
 fn set_size(l: &Locked) {
     sched()
         .runqsize
-        .store(l.runq.len() as u32, Ordering::SeqCst);
+        .store(l.runq.0.len() as u32, Ordering::SeqCst);
 }
 
 /// Puts `g` at the tail of the global queue.
 pub(crate) fn put(g: &'static G) {
     let mut l = sched().lock();
-    l.runq.push_back(g);
+    l.runq.0.push_back(g);
     set_size(&l);
 }
 
@@ -51,13 +64,29 @@ pub(crate) fn put_batch(batch: impl IntoIterator<Item = NonNull<G>>) {
     let mut l = sched().lock();
     // SAFETY: run queues only hold leaked, never-freed Gs.
     l.runq
+        .0
         .extend(batch.into_iter().map(|g| unsafe { &*g.as_ptr() }));
     set_size(&l);
 }
 
+/// Puts `g` at the tail of the global queue. Sched lock held.
+pub(crate) fn put_locked(l: &mut Locked, g: &'static G) {
+    l.runq.0.push_back(g);
+    set_size(l);
+}
+
+/// Puts `list` at the head of the global queue, in order, emptying it
+/// (goroutines that were next in line elsewhere). Sched lock held.
+pub(crate) fn put_front_list_locked(l: &mut Locked, list: &mut Vec<&'static G>) {
+    for g in list.drain(..).rev() {
+        l.runq.0.push_front(g);
+    }
+    set_size(l);
+}
+
 /// Appends `list` to the global queue, emptying it. Sched lock held.
 pub(crate) fn put_list_locked(l: &mut Locked, list: &mut Vec<&'static G>) {
-    l.runq.extend(list.drain(..));
+    l.runq.0.extend(list.drain(..));
     set_size(l);
 }
 
@@ -67,7 +96,7 @@ pub(crate) fn put_list_locked(l: &mut Locked, list: &mut Vec<&'static G>) {
 /// Sched lock held.
 pub(crate) fn get(l: &mut Locked, pp: &PHandle, max: usize) -> Option<&'static G> {
     flush_yields_locked(l, pp);
-    let len = l.runq.len();
+    let len = l.runq.0.len();
     if len == 0 {
         return None;
     }
@@ -77,12 +106,12 @@ pub(crate) fn get(l: &mut Locked, pp: &PHandle, max: usize) -> Option<&'static G
         n = n.min(max);
     }
     n = n.min(RUNQ_SIZE / 2);
-    let first = l.runq.pop_front();
+    let first = l.runq.0.pop_front();
     super::stats::bump(&pp.counters.global_grabs, 1);
     // The rest go to the local ring in one publication (Go's runqputbatch);
     // it only pulls while the ring has room, so what does not fit stays on
     // the global queue untouched.
-    let mut rest = std::iter::from_fn(|| l.runq.pop_front().map(NonNull::from)).take(n - 1);
+    let mut rest = std::iter::from_fn(|| l.runq.0.pop_front().map(NonNull::from)).take(n - 1);
     pp.runq_push_back_batch(&mut rest);
     set_size(l);
     first

@@ -68,8 +68,6 @@ use std::sync::atomic::{
 };
 use std::sync::{Mutex, MutexGuard, Once};
 
-use std::collections::VecDeque;
-
 use crate::g::G;
 use crate::m::note::Note;
 use crate::m::M;
@@ -80,9 +78,9 @@ pub(crate) const MAX_PROCS: usize = 1024;
 
 /// State protected by `Sched::lock` (Go's `sched.lock`).
 pub(crate) struct Locked {
-    /// The global run queue. An array of pointers, not a list linked through
-    /// the Gs: grabbing a batch must not touch (cache-miss on) each G.
-    pub(crate) runq: VecDeque<&'static G>,
+    /// The global run queue (its contents and their invariant with
+    /// `Sched::runqsize` are private to `globrunq.rs`).
+    pub(crate) runq: globrunq::GlobalQueue,
     /// Idle Ps (LIFO).
     pub(crate) pidle: Vec<PHandle>,
     /// Idle Ms parked on their notes.
@@ -138,7 +136,7 @@ pub(crate) static MAX_THREADS: AtomicUsize = AtomicUsize::new(10_000);
 
 static SCHED: Sched = Sched {
     lock: Mutex::new(Locked {
-        runq: VecDeque::new(),
+        runq: globrunq::GlobalQueue::new(),
         pidle: Vec::new(),
         midle: Vec::new(),
         stopwait: 0,

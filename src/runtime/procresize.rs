@@ -230,10 +230,7 @@ fn procresize(n: u32) -> Vec<PHandle> {
         }
     }
     // A destroyed P's Gs were next in line: they go to the global queue's head.
-    for g in moved.drain(..).rev() {
-        l.runq.push_front(g);
-    }
-    globrunq::put_list_locked(&mut l, &mut moved);
+    globrunq::put_front_list_locked(&mut l, &mut moved);
     // Pairs with the Acquire load in `Sched::gomaxprocs` (runtime/mod.rs):
     // who sees the new count sees the P records created above.
     s.gomaxprocs.store(n, Ordering::SeqCst);

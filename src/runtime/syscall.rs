@@ -215,12 +215,7 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
         );
         return;
     }
-    l.runq.push_back(g);
-    // Under the sched lock; SeqCst pairs with the spinning protocol's loads
-    // (`steal::check_runqs_no_p`, `handoffp` below, `Sched::runqsize`'s doc).
-    sched()
-        .runqsize
-        .store(l.runq.len() as u32, Ordering::SeqCst);
+    globrunq::put_locked(&mut l, g);
     drop(l);
     if trace::on() {
         trace::syscall_exit(g.id(), trace::GLOBAL, false);
