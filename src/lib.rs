@@ -98,6 +98,7 @@ pub mod context;
 mod g;
 #[cfg(not(loom))]
 pub mod io;
+#[cfg(not(loom))]
 mod local;
 mod loom;
 #[cfg(not(loom))]
