@@ -478,6 +478,9 @@ struct Class {
 
 struct PoolInner {
     mode: GuardMode,
+    /// Whether guards and probe windows are set up in batches
+    /// (`Pool::carve_batch`); cleared for good when the kernel refuses.
+    batch: bool,
     classes: Vec<Class>,
     /// Every slab, `(addr, len)`, for diagnostics and tests.
     slabs: Vec<(usize, usize)>,
@@ -498,6 +501,7 @@ impl Pool {
             policy,
             inner: Mutex::new(PoolInner {
                 mode: GuardMode::Unknown,
+                batch: true,
                 classes: Vec::new(),
                 slabs: Vec::new(),
             }),
@@ -535,14 +539,127 @@ impl Pool {
     fn take(&self, usable: usize, out: &mut [NonZeroUsize]) -> io::Result<usize> {
         let mut inner = self.lock();
         let ci = inner.class(usable);
-        for (i, slot) in out.iter_mut().enumerate() {
+        let mut i = 0;
+        // Released stacks whose probe window is to be mapped (see `carve_batch`).
+        let mut windows = [(0usize, 0usize); mem::BATCH_MAX];
+        let mut nw = 0;
+        while i < out.len() {
+            let class = &mut inner.classes[ci];
+            let top = if let Some(top) = class.warm.pop() {
+                top
+            } else if let Some(top) = class.free.pop() {
+                if let Some(w) = probe_window(top, usable) {
+                    if nw < windows.len() {
+                        windows[nw] = w;
+                        nw += 1;
+                    }
+                }
+                top
+            } else {
+                break;
+            };
+            out[i] = top;
+            i += 1;
+        }
+        if inner.mode == GuardMode::Madvise && inner.batch {
+            populate_windows(&windows[..nw]);
+            while i < out.len() {
+                match self.carve_batch(&mut inner, ci, &mut out[i..]) {
+                    Ok(n) => i += n,
+                    Err(e) if i == 0 => return Err(e),
+                    Err(_) => return Ok(i),
+                }
+            }
+            return Ok(i);
+        }
+        for (j, slot) in out.iter_mut().enumerate().skip(i) {
             match self.pop_or_carve(&mut inner, ci) {
                 Ok(top) => *slot = top,
-                Err(e) if i == 0 => return Err(e),
-                Err(_) => return Ok(i),
+                Err(e) if j == 0 => return Err(e),
+                Err(_) => return Ok(j),
             }
         }
         Ok(out.len())
+    }
+
+    /// Carves up to `out.len()` new stacks from class `ci`'s current slab (a
+    /// new one if it is used up) with their guards installed by one batched
+    /// `MADV_GUARD_INSTALL` (`mem::madvise_batch`) instead of one `madvise`
+    /// per stack, and their probe windows mapped to the zero page by one
+    /// batched `MADV_POPULATE_READ`: a fresh stack's first `StackCache::put`
+    /// then reads its window without a page fault (a burst of a million
+    /// goroutines exiting paid one fault each). The zero page costs no
+    /// memory and the window shares its page-table page with the stack's
+    /// top. Only in `GuardMode::Madvise`; a kernel without batching (Linux <
+    /// 6.14) switches the pool to one `madvise` per guard for good.
+    fn carve_batch(
+        &self,
+        inner: &mut PoolInner,
+        ci: usize,
+        out: &mut [NonZeroUsize],
+    ) -> io::Result<usize> {
+        let page = mem::page_size();
+        let usable = inner.classes[ci].usable;
+        let stride = usable + page;
+        if inner.classes[ci].next == inner.classes[ci].end {
+            self.new_slab(inner, ci)?;
+        }
+        let class = &mut inner.classes[ci];
+        let n = out
+            .len()
+            .min(mem::BATCH_MAX)
+            .min((class.end - class.next) / stride);
+        let mut guards = [(0usize, 0usize); mem::BATCH_MAX];
+        for (k, g) in guards[..n].iter_mut().enumerate() {
+            *g = (class.next + k * stride, page);
+        }
+        class.next += n * stride;
+        // SAFETY: fresh guard slots of our slab (past the old bump pointer,
+        // below its end), holding nothing.
+        let done = match unsafe { mem::madvise_batch(&guards[..n], mem::MADV_GUARD_INSTALL) } {
+            Ok(done) => done,
+            Err(_) => {
+                inner.batch = false;
+                0
+            }
+        };
+        // The rest one by one (this also reports a real error properly).
+        for k in done..n {
+            if let Err(e) = self.install_guard(&mut inner.mode, guards[k].0, page) {
+                // Slots k.. hold no guard: hand them out later.
+                inner.classes[ci].next = guards[k].0;
+                if k == 0 {
+                    return Err(e);
+                }
+                return self.finish_batch(usable, &guards[..k], out);
+            }
+        }
+        self.finish_batch(usable, &guards[..n], out)
+    }
+
+    /// Writes the tops of freshly guarded slots to `out` and maps their
+    /// probe windows (see `carve_batch`).
+    fn finish_batch(
+        &self,
+        usable: usize,
+        guards: &[(usize, usize)],
+        out: &mut [NonZeroUsize],
+    ) -> io::Result<usize> {
+        let stride = usable + mem::page_size();
+        let mut windows = [(0usize, 0usize); mem::BATCH_MAX];
+        let mut nw = 0;
+        for (slot, &(g, _)) in out.iter_mut().zip(guards) {
+            // Above a slab start, so never zero.
+            let top = NonZeroUsize::new(g + stride)
+                .ok_or_else(|| io::Error::other("null stack address"))?;
+            *slot = top;
+            if let Some(w) = probe_window(top, usable) {
+                windows[nw] = w;
+                nw += 1;
+            }
+        }
+        populate_windows(&windows[..nw]);
+        Ok(guards.len())
     }
 
     /// Puts stacks (by top address) of `usable` bytes back: on the free
@@ -783,7 +900,7 @@ impl StackCache {
 
     fn with_pool(pool: &'static Pool, class: usize) -> Self {
         let page = mem::page_size();
-        let keep = (KEEP_BYTES + page - 1) & !(page - 1);
+        let keep = keep_bytes();
         // A deep region exists only if at least one page lies below the kept
         // top (the probe window sits in that page).
         let deep = if class >= keep + page {
@@ -934,6 +1051,34 @@ fn went_deep(boundary: usize) -> bool {
     let c = (w[2] | w[6]) | (w[10] | w[14]);
     let d = (w[3] | w[7]) | (w[11] | w[15]);
     (a | b) | (c | d) != 0
+}
+
+/// Bytes at the top of a cached stack that stay resident: [`KEEP_BYTES`]
+/// rounded up to the page size.
+#[inline]
+fn keep_bytes() -> usize {
+    let page = mem::page_size();
+    (KEEP_BYTES + page - 1) & !(page - 1)
+}
+
+/// The page holding the probe window of the stack of `usable` bytes whose
+/// top is `top`, `(addr, len)`, if the stack has a deep region (see
+/// `StackCache::with_pool`).
+fn probe_window(top: NonZeroUsize, usable: usize) -> Option<(usize, usize)> {
+    let (page, keep) = (mem::page_size(), keep_bytes());
+    (usable >= keep + page).then(|| (top.get() - keep - page, page))
+}
+
+/// Maps the given probe-window pages to the zero page in one system call
+/// (`Pool::carve_batch`). Best effort: on failure a window faults on its
+/// first read, as it would have anyway.
+fn populate_windows(windows: &[(usize, usize)]) {
+    if windows.is_empty() {
+        return;
+    }
+    // SAFETY: each range is one page of the usable range of a stack the
+    // caller owns; reading populates, contents are unchanged.
+    let _ = unsafe { mem::madvise_batch(windows, libc::MADV_POPULATE_READ) };
 }
 
 #[cfg(test)]
