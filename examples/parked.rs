@@ -1,7 +1,9 @@
 //! N goroutines (default 100,000) park on one channel; prints, per
 //! goroutine, the growth of resident memory plus page tables (VmRSS + VmPTE),
 //! the minor page faults and the time taken to spawn and park them, then the
-//! time and faults to wake them all and let them finish.
+//! time and faults to wake them all and let them finish. Faults are the
+//! process's minor faults (/proc/self/stat), which also count pages the
+//! kernel maps on request (`MADV_POPULATE_READ`), without a trap.
 //!
 //! `parked floor [N] [STRIDE_KIB]` measures the floor instead: N touches of
 //! one byte, one per STRIDE_KIB (default 260) of a fresh reservation, i.e.
