@@ -304,10 +304,8 @@ mod tests {
                 // (resident in mincore's view, no memory).
                 let windows = [(a + page, page), (a + 5 * page, page)];
                 // SAFETY: usable pages of our mapping; reading only.
-                assert_eq!(
-                    unsafe { madvise_batch(&windows, libc::MADV_POPULATE_READ) }.unwrap(),
-                    2
-                );
+                let n = unsafe { madvise_batch(&windows, libc::MADV_POPULATE_READ) }.unwrap();
+                assert_eq!(n, 2);
                 assert_eq!(resident_pages(a + page, page).unwrap(), 1);
                 assert_eq!(resident_pages(a + 2 * page, 2 * page).unwrap(), 0);
                 // SAFETY: as above.
