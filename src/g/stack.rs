@@ -113,7 +113,11 @@
 //! released ones) to the zero page in advance, with one batched
 //! `MADV_POPULATE_READ` per refill (`Pool::carve_batch`): no trap, no
 //! memory, a page-table entry in a page-table page the stack's top needs
-//! anyway.
+//! anyway. The same refill allocates those stacks' top pages with one
+//! batched `MADV_POPULATE_WRITE`, the page every goroutine writes first:
+//! a spawn on a fresh stack then takes no page-fault trap (a million
+//! parked goroutines: 0.07 traps each instead of 1.07). The cost is at most
+//! one refill batch of top pages (16 x 4 KiB per P) allocated before use.
 //!
 //! # Guard pages and the kernel fallback
 //!
@@ -566,14 +570,20 @@ impl Pool {
         let mut inner = self.lock();
         let ci = inner.class(usable);
         let mut i = 0;
-        // Released stacks whose probe window is to be mapped (see `carve_batch`).
+        // Released stacks whose top page and probe window are to be mapped
+        // (see `carve_batch`).
         let mut windows = [(0usize, 0usize); mem::BATCH_MAX];
-        let mut nw = 0;
+        let mut tops = [(0usize, 0usize); mem::BATCH_MAX];
+        let (mut nw, mut nt) = (0, 0);
         while i < out.len() {
             let class = &mut inner.classes[ci];
             let top = if let Some(top) = class.warm.pop() {
                 top
             } else if let Some(top) = class.free.pop() {
+                if nt < tops.len() {
+                    tops[nt] = top_page(top);
+                    nt += 1;
+                }
                 if let Some(w) = probe_window(top, usable) {
                     if nw < windows.len() {
                         windows[nw] = w;
@@ -588,7 +598,8 @@ impl Pool {
             i += 1;
         }
         if inner.mode == GuardMode::Madvise && inner.batch {
-            populate_windows(&windows[..nw]);
+            populate(&tops[..nt], libc::MADV_POPULATE_WRITE);
+            populate(&windows[..nw], libc::MADV_POPULATE_READ);
             while i < out.len() {
                 match self.carve_batch(&mut inner, ci, &mut out[i..]) {
                     Ok(n) => i += n,
@@ -673,18 +684,21 @@ impl Pool {
     ) -> io::Result<usize> {
         let stride = usable + mem::page_size();
         let mut windows = [(0usize, 0usize); mem::BATCH_MAX];
+        let mut tops = [(0usize, 0usize); mem::BATCH_MAX];
         let mut nw = 0;
-        for (slot, &(g, _)) in out.iter_mut().zip(guards) {
+        for (k, (slot, &(g, _))) in out.iter_mut().zip(guards).enumerate() {
             // Above a slab start, so never zero.
             let top = NonZeroUsize::new(g + stride)
                 .ok_or_else(|| io::Error::other("null stack address"))?;
             *slot = top;
+            tops[k] = top_page(top);
             if let Some(w) = probe_window(top, usable) {
                 windows[nw] = w;
                 nw += 1;
             }
         }
-        populate_windows(&windows[..nw]);
+        populate(&tops[..guards.len()], libc::MADV_POPULATE_WRITE);
+        populate(&windows[..nw], libc::MADV_POPULATE_READ);
         Ok(guards.len())
     }
 
@@ -1095,16 +1109,26 @@ fn probe_window(top: NonZeroUsize, usable: usize) -> Option<(usize, usize)> {
     (usable >= keep + page).then(|| (top.get() - keep - page, page))
 }
 
-/// Maps the given probe-window pages to the zero page in one system call
-/// (`Pool::carve_batch`). Best effort: on failure a window faults on its
-/// first read, as it would have anyway.
-fn populate_windows(windows: &[(usize, usize)]) {
-    if windows.is_empty() {
+/// The top page of the stack whose top is `top`, `(addr, len)`: the page
+/// every goroutine on it writes first.
+fn top_page(top: NonZeroUsize) -> (usize, usize) {
+    (top.get() - mem::page_size(), mem::page_size())
+}
+
+/// Maps the given pages of stacks about to be handed out in one system call
+/// (`Pool::carve_batch`): top pages for writing (`MADV_POPULATE_WRITE`,
+/// allocated now, in the kernel, instead of by a page-fault trap on the
+/// goroutine's first write), probe windows for reading (the zero page,
+/// `MADV_POPULATE_READ`). Best effort: on failure a page faults on first
+/// touch, as it would have anyway.
+fn populate(pages: &[(usize, usize)], advice: libc::c_int) {
+    if pages.is_empty() {
         return;
     }
     // SAFETY: each range is one page of the usable range of a stack the
-    // caller owns; reading populates, contents are unchanged.
-    let _ = unsafe { mem::madvise_batch(windows, libc::MADV_POPULATE_READ) };
+    // caller owns and nothing runs on; populating leaves the contents as
+    // they are (zero: released or never touched).
+    let _ = unsafe { mem::madvise_batch(pages, advice) };
 }
 
 #[cfg(test)]
@@ -1342,6 +1366,11 @@ mod tests {
                 // reads zero, and no page of the stack holds memory (a
                 // fork's writes above do not show here).
                 assert_eq!(mem::resident_pages(w, len).unwrap(), 1);
+                // The top page is allocated ahead of the goroutine's first
+                // write; the pages between hold nothing.
+                let (t, _) = top_page(s.top);
+                assert_eq!(mem::resident_pages(t, page()).unwrap(), 1);
+                assert_eq!(mem::resident_pages(w + len, t - w - len).unwrap(), 0);
             }
             assert!(!went_deep(s.top.get() - keep_bytes()));
         }
