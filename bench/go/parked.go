@@ -1,6 +1,6 @@
 // The parked workload in Go: N goroutines (default 100,000) block on a
-// receive from one channel; prints the growth of resident memory per
-// goroutine (from /proc/self/statm), then closes the channel and waits for
+// receive from one channel; prints the growth of resident memory plus page
+// tables per goroutine (VmRSS + VmPTE from /proc/self/status), then closes the channel and waits for
 // all of them; also prints spawn+park (ns per goroutine) and the time to
 // wake all (ms) on lines of their own.
 // Usage: parked [N]
@@ -18,12 +18,19 @@ import (
 )
 
 func rss() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
+	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		panic(err)
 	}
-	pages, _ := strconv.ParseInt(strings.Fields(string(b))[1], 10, 64)
-	return pages * int64(os.Getpagesize())
+	var kb int64
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") || strings.HasPrefix(l, "VmPTE:") {
+			f := strings.Fields(l)
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			kb += v
+		}
+	}
+	return kb * 1024
 }
 
 func main() {

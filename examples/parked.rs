@@ -1,0 +1,134 @@
+//! N goroutines (default 100,000) park on one channel; prints, per
+//! goroutine, the growth of resident memory plus page tables (VmRSS + VmPTE),
+//! the minor page faults and the time taken to spawn and park them, then the
+//! time and faults to wake them all and let them finish. Faults are the
+//! process's minor faults (/proc/self/stat), which also count pages the
+//! kernel maps on request (`MADV_POPULATE_READ`), without a trap.
+//!
+//! `parked floor [N] [STRIDE_KIB]` measures the floor instead: N touches of
+//! one byte, one per STRIDE_KIB (default 260) of a fresh reservation, i.e.
+//! what one resident page per stack costs, page tables included, with no
+//! runtime at all.
+//!
+//! Usage: cargo run --release --example parked [N] | floor [N] [STRIDE_KIB]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// VmRSS + VmPTE in bytes.
+fn rss_pte() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kb = |key: &str| {
+        s.lines()
+            .find_map(|l| {
+                l.strip_prefix(key)?
+                    .trim()
+                    .strip_suffix("kB")?
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap_or(0)
+    };
+    (kb("VmRSS:") + kb("VmPTE:")) * 1024
+}
+
+/// Minor page faults of this process so far (/proc/self/stat, field 10).
+fn minflt() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // Fields after the command name, which is in parentheses.
+    let rest = &s[s.rfind(')').expect("stat: no ')'") + 2..];
+    rest.split_whitespace()
+        .nth(7)
+        .expect("stat: minflt")
+        .parse()
+        .expect("stat: minflt")
+}
+
+fn arg(i: usize, default: u64) -> u64 {
+    match std::env::args().nth(i) {
+        None => default,
+        Some(a) => a.parse().unwrap_or_else(|_| {
+            eprintln!("parked: expected a number, got {a:?}");
+            std::process::exit(2)
+        }),
+    }
+}
+
+fn floor() {
+    let n = arg(2, 100_000) as usize;
+    let stride = arg(3, 260) as usize * 1024;
+    let (m0, r0) = (minflt(), rss_pte());
+    let len = n * stride;
+    // SAFETY: a fresh private anonymous mapping; nothing else uses it.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED, "mmap of {len} bytes failed");
+    // SAFETY: same mapping; advice only.
+    unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
+    let t = Instant::now();
+    for i in 0..n {
+        // SAFETY: inside the mapping (the last byte of each stride).
+        unsafe { (p as *mut u8).add((i + 1) * stride - 1).write_volatile(1) };
+    }
+    let el = t.elapsed();
+    println!(
+        "floor: {n} touches at a {} KiB stride: {:.0} B (RSS+PTE) and {:.2} faults per touch, {:.0} ns each",
+        stride / 1024,
+        (rss_pte() - r0) as f64 / n as f64,
+        (minflt() - m0) as f64 / n as f64,
+        el.as_nanos() as f64 / n as f64
+    );
+}
+
+fn main() {
+    if std::env::args().nth(1).as_deref() == Some("floor") {
+        return floor();
+    }
+    let n = arg(1, 100_000);
+    goroutine::run(move || {
+        let parked = Arc::new(AtomicU64::new(0));
+        let wg = goroutine::sync::WaitGroup::new();
+        wg.add(n as isize);
+        let (tx, rx) = goroutine::chan::<()>(0);
+        let (m0, r0) = (minflt(), rss_pte());
+        let t = Instant::now();
+        for _ in 0..n {
+            let (rx, parked, wg) = (rx.clone(), parked.clone(), wg.clone());
+            goroutine::go(move || {
+                parked.fetch_add(1, Ordering::AcqRel);
+                assert!(rx.recv().is_err(), "parked: got a value");
+                wg.done();
+            });
+        }
+        while parked.load(Ordering::Acquire) < n {
+            goroutine::yield_now();
+        }
+        let park = t.elapsed();
+        let (m1, r1) = (minflt(), rss_pte());
+        let t = Instant::now();
+        drop(tx);
+        wg.wait();
+        let wake = t.elapsed();
+        let m2 = minflt();
+        let per = |x: u64| x as f64 / n as f64;
+        println!(
+            "{n} parked: {:.0} B (RSS+PTE), {:.2} faults, {:.0} ns per goroutine to spawn and park; \
+             wake all: {:.1} ms, {:.2} faults per goroutine",
+            per(r1 - r0),
+            per(m1 - m0),
+            park.as_nanos() as f64 / n as f64,
+            wake.as_secs_f64() * 1e3,
+            per(m2 - m1)
+        );
+    });
+}
