@@ -22,11 +22,13 @@
 //!    calling into the runtime) costs no system call.
 //! 2. **Go's retake conditions**, as for a P in a system call: the P has
 //!    work, or no M is spinning or idle, or the stretch has lasted 10 ms.
-//! 3. **No CPU time used.** The thread's CPU clock
-//!    (`pthread_getcpuclockid`) has not advanced between two looks a tick
-//!    apart: a goroutine computing without runtime calls is not blocked
-//!    (cooperative and asynchronous preemption deal with it). Only threads
-//!    that passed rule 1 pay this one system call.
+//! 3. **Mostly off the CPU.** The thread's CPU clock
+//!    (`pthread_getcpuclockid`) advanced by less than half the time between
+//!    two looks: a goroutine computing without runtime calls is not blocked
+//!    (cooperative and asynchronous preemption deal with it), while one that
+//!    loops on short blocking calls without ever calling the runtime (sleep
+//!    1 ms, a few us of work, sleep again) is. Only threads that passed rule
+//!    1 pay this one system call.
 //! 4. **Not runnable.** `/proc/self/task/TID/stat` says the thread is not
 //!    `R`. A thread that is runnable but descheduled (an overloaded machine)
 //!    uses no CPU either, but is *not* blocked: taking its P would only add
@@ -80,8 +82,8 @@ pub(crate) struct Probe {
     word: u32,
     /// When this stretch was first seen.
     since: i64,
-    /// The thread's CPU time at the previous look in this stretch.
-    cpu: Option<u64>,
+    /// The thread's CPU time at the previous look in this stretch, and when.
+    cpu: Option<(u64, i64)>,
 }
 
 impl Probe {
@@ -108,8 +110,11 @@ impl Probe {
             return None;
         }
         let cpu = thread::cpu_time_ns(m.cpu_clock()?)?;
-        let first = self.cpu.replace(cpu);
-        if first != Some(cpu) {
+        let (cpu0, t0) = self.cpu.replace((cpu, now))?;
+        // Mostly off the CPU since the previous look: a goroutine looping on
+        // short blocking calls (a 1 ms sleep, then a few us of its own
+        // code) never makes a runtime call and never shows a still clock.
+        if cpu.saturating_sub(cpu0).saturating_mul(2) >= (now - t0).max(0) as u64 {
             return None;
         }
         if thread::state(m.tid())? == b'R' {

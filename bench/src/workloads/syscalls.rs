@@ -33,9 +33,9 @@
 //! off (P revocation). Go: the same program as `syscalls` (every Go system
 //! call goes through entersyscall; Go is the reference). tokio: a task
 //! calling `std::thread::sleep` on a worker, then `yield_now().await` (it
-//! blocks the worker for the sleep). may: a coroutine calling
-//! `std::thread::sleep`, then `may::coroutine::yield_now()`; its compute
-//! coroutines yield every 4096 steps. OS threads: as in `syscalls`.
+//! blocks the worker for the sleep). may: n/a (a coroutine calling
+//! `std::thread::sleep` holds its worker, and 100 of them starve the compute
+//! coroutines: it timed out). OS threads: as in `syscalls`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -341,54 +341,6 @@ pub fn threads(c: Cfg) -> Figure {
         s.sleeps.load(Ordering::Acquire),
         threads,
     )
-}
-
-/// `blocking`: may coroutines calling `std::thread::sleep`.
-pub fn may_blocking(c: Cfg) -> Figure {
-    let chunks = chunks(c);
-    super::may_run(c.procs, move || {
-        let phase = || {
-            let start = Instant::now();
-            let hs: Vec<_> = (0..COMPUTE)
-                .map(|k| super::may_go(move || compute(seed(k), chunks, may::coroutine::yield_now)))
-                .collect();
-            let results = hs.into_iter().map(|h| h.join().unwrap()).collect();
-            Phase {
-                took: start.elapsed(),
-                results,
-            }
-        };
-        let alone = phase();
-        let sampler = ThreadSampler::start();
-        let s = Sleepers::default();
-        let hs: Vec<_> = (0..SLEEPERS)
-            .map(|_| {
-                let s = s.clone();
-                super::may_go(move || {
-                    s.run(|| {
-                        std::thread::sleep(Duration::from_millis(1));
-                        may::coroutine::yield_now();
-                    })
-                })
-            })
-            .collect();
-        while !s.warm() {
-            may::coroutine::sleep(Duration::from_millis(1));
-        }
-        let beside = phase();
-        s.stop.store(true, Ordering::Release);
-        for h in hs {
-            h.join().expect("blocking: sleeper panicked");
-        }
-        let threads = sampler.peak();
-        figure(
-            chunks,
-            alone,
-            beside,
-            s.sleeps.load(Ordering::Acquire),
-            threads,
-        )
-    })
 }
 
 pub fn go(c: Cfg) -> (&'static str, Vec<String>) {
