@@ -30,11 +30,11 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let spawn = spawn_site();
-    crate::runtime::asyncpreempt::in_runtime(move || {
-        crate::runtime::preempt::check();
-        let (task, join) = new_task(f, spawn);
-        let id = proc::newproc(task, stack::default_stack_size(), None);
+    let pc = crate::traceback::caller_pc();
+    crate::runtime::entry::call_here(move |here| {
+        crate::runtime::preempt::check_here(here);
+        let (task, join) = new_task(f, spawn_site(pc, here), here);
+        let id = proc::newproc(task, stack::default_stack_size(), None, here);
         JoinHandle {
             task: join,
             id,
@@ -45,14 +45,16 @@ where
 }
 
 /// The spawn record of a goroutine spawned by our caller (module note of
-/// `traceback`): an address in the spawning function (this is inlined into
-/// `go` / `Builder::spawn` / `run`, which are inlined into it) and the
-/// current goroutine's id. No allocation, no lock.
+/// `traceback`): `pc`, an address in the spawning function (read by
+/// `caller_pc` in `go` / `Builder::spawn` / `run`, which are inlined into
+/// it), and the id of the goroutine running `here` (inside the entry gate,
+/// where no signal can move it between the two reads). No allocation, no
+/// lock.
 #[inline(always)]
-fn spawn_site() -> crate::traceback::Spawn {
+fn spawn_site(pc: usize, here: m::Here) -> crate::traceback::Spawn {
     crate::traceback::Spawn {
-        pc: crate::traceback::caller_pc(),
-        parent: m::current_g_checked().map_or(0, |g| g.id()),
+        pc,
+        parent: here.g().map_or(0, |g| g.id()),
     }
 }
 
@@ -162,8 +164,9 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let spawn = spawn_site();
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        let pc = crate::traceback::caller_pc();
+        crate::runtime::entry::call_here(move |here| {
+            let spawn = spawn_site(pc, here);
             let size = match self.stack_size {
                 Some(n) => stack::validate_stack_size(n)?,
                 None => stack::default_stack_size(),
@@ -175,11 +178,12 @@ impl Builder {
                         f()
                     },
                     spawn,
+                    here,
                 )
             } else {
-                new_task(f, spawn)
+                new_task(f, spawn, here)
             };
-            let id = proc::newproc(task, size, self.name.map(Arc::from));
+            let id = proc::newproc(task, size, self.name.map(Arc::from), here);
             Ok(JoinHandle {
                 task: join,
                 id,

@@ -252,7 +252,8 @@ impl<T> Chan<T> {
         }
     }
 
-    pub(crate) fn send(&self, v: T) -> Result<(), SendError<T>> {
+    /// Go's chansend with `block`; `here` is the caller's M (entry gate).
+    pub(crate) fn send(&self, v: T, here: m::Here) -> Result<(), SendError<T>> {
         self.lock();
         // SAFETY: locked; a Claimed is completed below.
         match unsafe { self.send_locked(v) } {
@@ -260,7 +261,7 @@ impl<T> Chan<T> {
                 // SAFETY: locked.
                 unsafe { self.unlock() };
                 if let Some(c) = c {
-                    c.complete(true);
+                    c.complete_here(true, here);
                 }
                 Ok(())
             }
@@ -269,14 +270,14 @@ impl<T> Chan<T> {
                 unsafe { self.unlock() };
                 Err(SendError(v))
             }
-            SendLocked::Full(v) => self.send_block(v),
+            SendLocked::Full(v) => self.send_block(v, here),
         }
     }
 
     /// Blocks until a receiver takes `v` or the channel fails. Called with
     /// the lock held; releases it.
-    fn send_block(&self, v: T) -> Result<(), SendError<T>> {
-        let g = m::current_g();
+    fn send_block(&self, v: T, here: m::Here) -> Result<(), SendError<T>> {
+        let g = here.g();
         let mut slot = MaybeUninit::new(v);
         let state = WaitState::new(wait::waiter_for(g), false);
         let sg = Sudog::new(&state, slot.as_mut_ptr().cast(), 0);
@@ -284,7 +285,7 @@ impl<T> Chan<T> {
         // does not return before the wait is completed, and the completer of
         // this unshared wait is the one that dequeued `sg`.
         unsafe { self.raw.sendq.enqueue(&sg) };
-        wait::block(&state, g, WaitReason::ChanSend, || {
+        wait::block_here(&state, g, here, WaitReason::ChanSend, || {
             // SAFETY: we hold the lock until this runs, once.
             unsafe { self.unlock() }
         });
@@ -322,7 +323,8 @@ impl<T> Chan<T> {
         }
     }
 
-    pub(crate) fn recv(&self) -> Result<T, RecvError> {
+    /// Go's chanrecv with `block`; `here` is the caller's M (entry gate).
+    pub(crate) fn recv(&self, here: m::Here) -> Result<T, RecvError> {
         self.lock();
         // SAFETY: locked; a Claimed is completed below.
         match unsafe { self.recv_locked() } {
@@ -330,7 +332,7 @@ impl<T> Chan<T> {
                 // SAFETY: locked.
                 unsafe { self.unlock() };
                 if let Some(c) = c {
-                    c.complete(true);
+                    c.complete_here(true, here);
                 }
                 Ok(v)
             }
@@ -339,20 +341,20 @@ impl<T> Chan<T> {
                 unsafe { self.unlock() };
                 Err(RecvError)
             }
-            RecvLocked::Empty => self.recv_block(),
+            RecvLocked::Empty => self.recv_block(here),
         }
     }
 
     /// Blocks until a sender hands over a value or the channel closes.
     /// Called with the lock held; releases it.
-    fn recv_block(&self) -> Result<T, RecvError> {
-        let g = m::current_g();
+    fn recv_block(&self, here: m::Here) -> Result<T, RecvError> {
+        let g = here.g();
         let mut slot = MaybeUninit::<T>::uninit();
         let state = WaitState::new(wait::waiter_for(g), false);
         let sg = Sudog::new(&state, slot.as_mut_ptr().cast(), 0);
         // SAFETY: as in `send_block`.
         unsafe { self.raw.recvq.enqueue(&sg) };
-        wait::block(&state, g, WaitReason::ChanReceive, || {
+        wait::block_here(&state, g, here, WaitReason::ChanReceive, || {
             // SAFETY: we hold the lock until this runs, once.
             unsafe { self.unlock() }
         });
@@ -495,22 +497,23 @@ impl<T> Chan<T> {
         self.receivers.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Drops a `Sender`; the last one closes the channel.
+    /// Drops a `Sender`; true if it was the last one (the caller then
+    /// calls `last_sender_dropped`, which closes the channel).
     #[inline]
-    pub(crate) fn drop_sender(&self) {
+    #[must_use]
+    pub(crate) fn drop_sender(&self) -> bool {
         // Relaxed: the decrements are totally ordered among themselves, so
         // exactly one sees 1; what it then does is ordered by the lock.
-        if self.senders.fetch_sub(1, Ordering::Relaxed) == 1 {
-            self.last_sender_dropped();
-        }
+        self.senders.fetch_sub(1, Ordering::Relaxed) == 1
     }
 
+    /// Drops a `Receiver`; true if it was the last one (then call
+    /// `last_receiver_dropped`).
     #[inline]
-    pub(crate) fn drop_receiver(&self) {
+    #[must_use]
+    pub(crate) fn drop_receiver(&self) -> bool {
         // Relaxed: as in `drop_sender`.
-        if self.receivers.fetch_sub(1, Ordering::Relaxed) == 1 {
-            self.last_receiver_dropped();
-        }
+        self.receivers.fetch_sub(1, Ordering::Relaxed) == 1
     }
 }
 

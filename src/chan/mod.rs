@@ -94,9 +94,9 @@ impl<T> Sender<T> {
     /// back, if the channel is closed (also while blocked) or every receiver
     /// is gone.
     pub fn send(&self, v: T) -> Result<(), SendError<T>> {
-        crate::runtime::asyncpreempt::in_runtime(move || {
-            crate::runtime::preempt::check();
-            self.chan.send(v)
+        crate::runtime::entry::call_here(move |here| {
+            crate::runtime::preempt::check_here(here);
+            self.chan.send(v, here)
         })
     }
 
@@ -175,9 +175,9 @@ impl<T> Receiver<T> {
     /// thread) until one is available. Fails once the channel is closed and
     /// its buffer drained.
     pub fn recv(&self) -> Result<T, RecvError> {
-        crate::runtime::asyncpreempt::in_runtime(move || {
-            crate::runtime::preempt::check();
-            self.chan.recv()
+        crate::runtime::entry::call_here(move |here| {
+            crate::runtime::preempt::check_here(here);
+            self.chan.recv(here)
         })
     }
 
@@ -266,17 +266,21 @@ impl<T> Clone for Receiver<T> {
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        crate::runtime::asyncpreempt::in_runtime(move || {
-            self.chan.drop_sender();
-        })
+        // Giving up one of several senders touches no runtime state; the
+        // last one closes the channel and wakes its waiters: runtime work,
+        // behind the entry gate.
+        if self.chan.drop_sender() {
+            crate::runtime::asyncpreempt::in_runtime(move || self.chan.last_sender_dropped())
+        }
     }
 }
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
-        crate::runtime::asyncpreempt::in_runtime(move || {
-            self.chan.drop_receiver();
-        })
+        // As for `Sender`: only the last receiver does runtime work.
+        if self.chan.drop_receiver() {
+            crate::runtime::asyncpreempt::in_runtime(move || self.chan.last_receiver_dropped())
+        }
     }
 }
 

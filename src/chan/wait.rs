@@ -416,6 +416,22 @@ impl Claimed {
     /// left).
     #[inline]
     pub(crate) fn complete(self, success: bool) {
+        #[cfg(not(loom))]
+        self.complete_here(success, crate::m::Here::lookup());
+        #[cfg(loom)]
+        self.complete_with(success, Waiter::wake);
+    }
+
+    /// [`complete`](Self::complete) with the M the caller's entry gate
+    /// looked up (the woken goroutine goes to that M's P).
+    #[cfg(not(loom))]
+    #[inline]
+    pub(crate) fn complete_here(self, success: bool, here: crate::m::Here) {
+        self.complete_with(success, |w| w.wake_here(here));
+    }
+
+    #[inline(always)]
+    fn complete_with(self, success: bool, wake: impl FnOnce(Waiter)) {
         // SAFETY: we won the claim, so we are the only writer of the outcome
         // and of `waiter`, and the waiter does not read them (or leave its
         // frame) before `woken` / being readied below.
@@ -431,7 +447,7 @@ impl Claimed {
             // Release: pairs with the Acquire in `WaitState::is_woken`. From
             // here on the waiter's frame may be gone; only `w` (ours) is used.
             st.woken.store(true, Ordering::Release);
-            w.wake();
+            wake(w);
         }
     }
 
@@ -483,11 +499,24 @@ pub(crate) fn block(
     state: &WaitState,
     g: Option<&'static crate::g::G>,
     reason: crate::g::WaitReason,
+    unlock: impl FnMut(),
+) {
+    block_here(state, g, crate::m::Here::lookup(), reason, unlock)
+}
+
+/// [`block`] with the M the caller's entry gate looked up (`g` is that M's
+/// goroutine, or None on a plain thread).
+#[cfg(not(loom))]
+pub(crate) fn block_here(
+    state: &WaitState,
+    g: Option<&'static crate::g::G>,
+    here: crate::m::Here,
+    reason: crate::g::WaitReason,
     mut unlock: impl FnMut(),
 ) {
     match g {
         Some(_) => {
-            crate::runtime::park::park(reason, &mut |_| {
+            crate::runtime::park::park_here(here, reason, &mut |_| {
                 unlock();
                 true
             });

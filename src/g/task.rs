@@ -302,48 +302,57 @@ impl<T> Drop for JoinRef<T> {
     /// our reference gone when it completes). The CAS orders the two cases
     /// against the completer's `fetch_or` on the same word.
     fn drop(&mut self) {
-        // Dropping a `JoinHandle` may report an unjoined panic (printing).
+        let header = self.header();
+        let mut cur = header.state.load(Ordering::Acquire);
+        loop {
+            // COMPLETE: the result may be an unjoined panic to report. Last
+            // reference and not complete: the task was dropped unrun (the
+            // release below frees it).
+            if cur & COMPLETE != 0 || cur >> 2 == 1 {
+                break;
+            }
+            // Release: as in `release`. Not the last reference (checked).
+            // Giving up the reference touches no runtime state: no gate.
+            match header.state.compare_exchange(
+                cur,
+                cur - REF_ONE,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
+        // Reporting an unjoined panic (printing) and freeing the cell (into
+        // the P's task cache) are runtime work: behind the entry gate.
+        let cell = self.cell;
         crate::runtime::asyncpreempt::in_runtime(move || {
-            let header = self.header();
-            let mut cur = header.state.load(Ordering::Acquire);
-            loop {
-                if cur & COMPLETE != 0 {
-                    // SAFETY: COMPLETE observed (Acquire): the stage is final;
-                    // our reference keeps the cell alive. After `join` the stage
-                    // is `Taken` and nothing is reported.
-                    unsafe { (header.vtable.report_unjoined)(self.cell) };
-                    break;
-                }
-                if cur >> 2 == 1 {
-                    // We are the last reference and it is not complete: the
-                    // task was dropped unrun (the release below frees it).
-                    break;
-                }
-                // Release: as in `release`. Not the last reference (checked).
-                match header.state.compare_exchange(
-                    cur,
-                    cur - REF_ONE,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => return,
-                    Err(now) => cur = now,
-                }
+            if cur & COMPLETE != 0 {
+                // SAFETY: COMPLETE observed (Acquire): the stage is final;
+                // our reference keeps the cell alive. After `join` the stage
+                // is `Taken` and nothing is reported.
+                unsafe { (header.vtable.report_unjoined)(cell) };
             }
             // SAFETY: we give up the JoinHandle's reference, once.
-            unsafe { release(self.cell) }
+            unsafe { release(cell) }
         })
     }
 }
 
 /// Allocates the cell for `f`: the G's reference and the JoinHandle's.
-pub(crate) fn new_task<F, T>(f: F, spawn: crate::traceback::Spawn) -> (TaskRef, JoinRef<T>)
+///
+/// `here` is the spawner's M (its entry gate's lookup).
+pub(crate) fn new_task<F, T>(
+    f: F,
+    spawn: crate::traceback::Spawn,
+    here: crate::m::Here,
+) -> (TaskRef, JoinRef<T>)
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
     let layout = Layout::new::<Cell<F, T>>();
-    let mem = alloc_block(layout);
+    let mem = alloc_block(layout, here);
     let cell = mem.cast::<Cell<F, T>>();
     // SAFETY: `mem` is a fresh block of at least `layout`'s size and align.
     unsafe {
@@ -465,9 +474,9 @@ unsafe fn dealloc<F, T>(h: NonNull<Header>) {
     unsafe { free_block(cell.cast(), Layout::new::<Cell<F, T>>()) };
 }
 
-fn alloc_block(layout: Layout) -> NonNull<u8> {
+fn alloc_block(layout: Layout, here: crate::m::Here) -> NonNull<u8> {
     match taskcache::class_of(layout) {
-        Some(c) => match crate::m::current_p_local(|l| l.tasks.alloc(c)) {
+        Some(c) => match here.p_local(|l| l.tasks.alloc(c)) {
             Some(p) => p,
             None => taskcache::alloc_global(c),
         },

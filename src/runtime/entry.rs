@@ -11,8 +11,9 @@
 //!    was blocked in the kernel, the entry notices here, before any runtime
 //!    code touches the P, and re-acquires one as `exitsyscall` would
 //!    ([`settle`]). Nested calls see the word already odd and do nothing.
-//!    Cost on the fast path: two thread-local lookups of the M, two plain
-//!    stores, two plain loads, no locked instruction and no fence.
+//!    Cost on the fast path: one thread-local lookup of the M (handed to
+//!    the body as a `Here`, so the body need not look it up again), two
+//!    plain stores, three plain loads, no locked instruction and no fence.
 //! 2. **Asynchronous preemption** (`asyncpreempt`): once preemptible regions
 //!    exist, the goroutine's `in_runtime` count is raised so no signal stops
 //!    it inside runtime code.
@@ -32,7 +33,7 @@
 //! - After `leave` the thread touches no runtime state until the next
 //!   `enter`. The word is per M, not per goroutine: a call that parks and
 //!   resumes on another M leaves through that M (whose scheduler made its
-//!   word odd), so the gate looks the M up again on the way out.
+//!   word odd), so on the way out the gate finds the M again (`leave_from`).
 //!
 //! Debug builds check the gate where it matters: `M::p` asserts that the
 //! calling M's word is odd (runtime code), so a runtime path reached from a
@@ -42,7 +43,7 @@
 use std::panic::{self, AssertUnwindSafe};
 
 use super::asyncpreempt;
-use crate::m::{self, revoke::Entry, M};
+use crate::m::{self, revoke::Entry, Here, M};
 
 /// Runs `f`, the body of a runtime call (one that touches scheduler state
 /// or takes a runtime lock), behind the gate (module note): the body of
@@ -59,14 +60,51 @@ use crate::m::{self, revoke::Entry, M};
 /// preemptible nor revocable.
 #[inline(always)]
 pub(crate) fn call<R>(f: impl FnOnce() -> R) -> R {
+    call_here(|_| f())
+}
+
+/// [`call`], handing the body the M the gate looked up ([`Here`]), so the
+/// hot paths below it (preemption check, channel operation, `ready`,
+/// `park`) do not look it up again.
+///
+/// On the way out the gate needs the M the goroutine runs on *now*, which
+/// differs from the one it entered on only if the body parked or yielded.
+/// It checks that without a thread-local lookup: if the entry M's `curg`
+/// is still the goroutine that entered, the goroutine is still on that M.
+/// (A goroutine runs on one M at a time; an M clears `curg` when the
+/// goroutine switches out, before anything can resume it elsewhere, so a
+/// goroutine resumed on another M reads `None` or a later goroutine there,
+/// never itself: the clearing happens-before the resumption through the
+/// run queue or wait queue that handed the goroutine over.)
+#[inline(always)]
+pub(crate) fn call_here<R>(f: impl FnOnce(Here) -> R) -> R {
     if asyncpreempt::regions_used() {
         return call_guarded(f);
     }
-    let outer = enter();
-    let r = f();
-    if outer {
-        leave();
+    let Some(m) = m::current() else {
+        return f(Here::of(None));
+    };
+    let g = m.curg();
+    match m.revoke.enter() {
+        Entry::Nested => f(Here::of(Some(m))),
+        Entry::Entered => {
+            let r = f(Here::of(Some(m)));
+            leave_from(m, g);
+            r
+        }
+        Entry::Contended => call_settled(m, f),
     }
+}
+
+/// [`call_here`] after a contended entry: the P may have been taken and
+/// the goroutine moved to another M by [`settle`], so the M is looked up
+/// again.
+#[cold]
+#[inline(never)]
+fn call_settled<R>(m: &'static M, f: impl FnOnce(Here) -> R) -> R {
+    settle(m);
+    let r = f(Here::lookup());
+    leave();
     r
 }
 
@@ -75,14 +113,29 @@ pub(crate) fn call<R>(f: impl FnOnce() -> R) -> R {
 /// so no signal can move the goroutine to another thread between reading
 /// its M and writing that M's word.
 #[inline(never)]
-fn call_guarded<R>(f: impl FnOnce() -> R) -> R {
+fn call_guarded<R>(f: impl FnOnce(Here) -> R) -> R {
     let _rt = asyncpreempt::InRuntime::enter();
     let outer = enter();
-    let r = f();
+    let r = f(Here::lookup());
     if outer {
         leave();
     }
     r
+}
+
+/// Leaves runtime code after an outermost entry on `m` by goroutine `g`
+/// (None: the scheduler's own context, which never changes M).
+#[inline(always)]
+fn leave_from(m: &'static M, g: Option<&'static crate::g::G>) {
+    let still_here = match g {
+        None => true,
+        Some(g) => m.curg().is_some_and(|c| std::ptr::eq(c, g)),
+    };
+    if still_here {
+        m.revoke.leave();
+    } else {
+        leave();
+    }
 }
 
 /// Enters runtime code on this thread; true if this was the outermost
@@ -121,9 +174,24 @@ pub(crate) fn user<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
     if cfg!(test) {
         return panic::catch_unwind(AssertUnwindSafe(f));
     }
-    leave();
+    let m = m::current();
+    let g = m.and_then(|m| m.curg());
+    if let Some(m) = m {
+        m.revoke.leave();
+    }
     let r = panic::catch_unwind(AssertUnwindSafe(f));
-    enter();
+    // Back into runtime code on the M the goroutine runs on now: the same
+    // one unless the closure was moved (`leave_from`'s argument).
+    match (m, g) {
+        (Some(m), Some(g)) if m.curg().is_some_and(|c| std::ptr::eq(c, g)) => {
+            if let Entry::Contended = m.revoke.enter() {
+                settle(m);
+            }
+        }
+        _ => {
+            enter();
+        }
+    }
     r
 }
 

@@ -42,8 +42,14 @@ pub(crate) enum Waiter {
 impl Waiter {
     /// Wakes the waiter. Call exactly once per registration.
     pub(crate) fn wake(self) {
+        self.wake_here(m::Here::lookup())
+    }
+
+    /// [`wake`](Self::wake) with the M the caller's entry gate looked up.
+    #[inline]
+    pub(crate) fn wake_here(self, here: m::Here) {
         match self {
-            Waiter::Goroutine(g) => ready(g),
+            Waiter::Goroutine(g) => ready_here(g, here),
             Waiter::Thread(t) => {
                 super::checkdead::progress();
                 t.unpark()
@@ -62,7 +68,17 @@ impl Waiter {
 /// # Panics
 /// Outside a goroutine (callers check `m::current_g()` first).
 pub(crate) fn park(reason: WaitReason, unlock: &mut dyn FnMut(&'static G) -> bool) {
-    let m = m::current().expect("park called outside a goroutine");
+    park_here(m::Here::lookup(), reason, unlock)
+}
+
+/// [`park`] with the M the caller's entry gate looked up (its last use of
+/// that `Here`: the goroutine may resume on another M).
+pub(crate) fn park_here(
+    here: m::Here,
+    reason: WaitReason,
+    unlock: &mut dyn FnMut(&'static G) -> bool,
+) {
+    let m = here.m().expect("park called outside a goroutine");
     let g = m.curg().expect("park called outside a goroutine");
     // SAFETY: m is the calling thread's own M.
     if unsafe { m.p() }.is_none() {
@@ -108,6 +124,12 @@ pub(crate) fn goyield() {
 /// (every direct send and direct grant ends here), where at GOMAXPROCS > 1
 /// every P would bounce its cache line.
 pub(crate) fn ready(g: &'static G) {
+    ready_here(g, m::Here::lookup())
+}
+
+/// [`ready`] with the M the caller's entry gate looked up.
+#[inline]
+pub(crate) fn ready_here(g: &'static G, here: m::Here) {
     g.cas_waiting_to_runnable();
     // Randomized scheduling (tests only): sometimes make a woken goroutine
     // wait behind the global queue, as if readied from another thread.
@@ -122,7 +144,7 @@ pub(crate) fn ready(g: &'static G) {
         idle::wakep();
         return;
     }
-    let m = m::current();
+    let m = here.m();
     // SAFETY: m is the calling thread's own M.
     match m.and_then(|m| unsafe { m.p() }) {
         Some(pp) => {

@@ -19,7 +19,13 @@ use crate::m;
 /// Yields if sysmon asked the running goroutine to; a no-op outside one.
 #[inline]
 pub(crate) fn check() {
-    let Some(m) = m::current() else { return };
+    check_here(m::Here::lookup());
+}
+
+/// [`check`] with the M the entry gate looked up.
+#[inline]
+pub(crate) fn check_here(here: m::Here) {
+    let Some(m) = here.m() else { return };
     // SAFETY: m is the calling thread's own M.
     let Some(pp) = (unsafe { m.p() }) else { return };
     if pp.preempt.load(Ordering::Relaxed) {

@@ -26,8 +26,16 @@ const P_GFREE_MAX: usize = 64;
 const P_GFREE_KEEP: usize = 32;
 
 /// Spawns a goroutine and makes it runnable; returns its id.
-pub(crate) fn newproc(task: TaskRef, stack_size: usize, name: Option<Arc<str>>) -> u64 {
-    if let Some(m) = m::current() {
+///
+/// `here` is the M the spawner's entry gate looked up.
+#[inline]
+pub(crate) fn newproc(
+    task: TaskRef,
+    stack_size: usize,
+    name: Option<Arc<str>>,
+    here: m::Here,
+) -> u64 {
+    if let Some(m) = here.m() {
         // SAFETY: m is the calling thread's own M.
         if let Some(pp) = unsafe { m.p() } {
             let g = gfget(pp).unwrap_or_else(G::alloc);
