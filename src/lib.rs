@@ -194,8 +194,8 @@ pub mod __private {
 /// thread.
 #[cfg(not(loom))]
 pub fn yield_now() {
-    runtime::asyncpreempt::in_runtime(move || {
-        if let Some(m) = m::current() {
+    runtime::entry::call_here(move |here| {
+        if let Some(m) = here.m() {
             // SAFETY: m is the calling thread's own M. Without a P (inside
             // `syscall`) the goroutine cannot be rescheduled: yield the thread.
             if let (Some(g), Some(_)) = (m.curg(), unsafe { m.p() }) {
@@ -215,7 +215,9 @@ pub fn yield_now() {
 #[cfg(not(loom))]
 #[inline]
 pub fn preempt_point() {
-    runtime::asyncpreempt::in_runtime(runtime::preempt::check)
+    runtime::entry::call_here(|here| {
+        let _ = runtime::preempt::check_here(here);
+    })
 }
 
 /// Runs `f` as a **preemptible region** of the calling goroutine and returns

@@ -32,7 +32,7 @@ where
 {
     let pc = crate::traceback::caller_pc();
     crate::runtime::entry::call_here(move |here| {
-        crate::runtime::preempt::check_here(here);
+        let here = crate::runtime::preempt::check_here(here);
         let (task, join) = new_task(f, spawn_site(pc, here), here);
         let id = proc::newproc(task, stack::default_stack_size(), None, here);
         JoinHandle {

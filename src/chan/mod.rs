@@ -95,7 +95,7 @@ impl<T> Sender<T> {
     /// is gone.
     pub fn send(&self, v: T) -> Result<(), SendError<T>> {
         crate::runtime::entry::call_here(move |here| {
-            crate::runtime::preempt::check_here(here);
+            let here = crate::runtime::preempt::check_here(here);
             self.chan.send(v, here)
         })
     }
@@ -176,7 +176,7 @@ impl<T> Receiver<T> {
     /// its buffer drained.
     pub fn recv(&self) -> Result<T, RecvError> {
         crate::runtime::entry::call_here(move |here| {
-            crate::runtime::preempt::check_here(here);
+            let here = crate::runtime::preempt::check_here(here);
             self.chan.recv(here)
         })
     }

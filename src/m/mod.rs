@@ -129,8 +129,9 @@ pub(crate) fn current() -> Option<&'static M> {
 ///
 /// Valid only until the goroutine next leaves its thread: a park, a yield
 /// or a preemption may resume it on another M. Code that holds a `Here`
-/// must not use it after such a switch (it passes it to at most one
-/// `park`, as its last use).
+/// must not use it after such a switch: it passes it to at most one
+/// `park` or yield, as its last use, and takes the fresh one that
+/// `preempt::check_here` returns.
 #[derive(Clone, Copy)]
 pub(crate) struct Here(Option<&'static M>);
 
@@ -151,20 +152,35 @@ impl Here {
     /// The calling thread's M (None on a plain thread).
     #[inline(always)]
     pub(crate) fn m(self) -> Option<&'static M> {
+        self.debug_check();
         self.0
     }
 
     /// The goroutine running on the calling thread, if any.
     #[inline(always)]
     pub(crate) fn g(self) -> Option<&'static G> {
-        self.0.and_then(|m| m.curg())
+        self.m().and_then(|m| m.curg())
+    }
+
+    /// Debug builds: this `Here` is still the calling thread's (it was not
+    /// kept across a switch that moved the goroutine).
+    #[inline(always)]
+    fn debug_check(self) {
+        #[cfg(debug_assertions)]
+        {
+            let now = current().map(|m| m as *const M);
+            assert!(
+                self.0.map(|m| m as *const M) == now,
+                "a stale m::Here: the goroutine moved to another M since the lookup"
+            );
+        }
     }
 
     /// Runs `f` on the local state of this M's P, if it holds one (as
     /// [`current_p_local`]).
     #[inline]
     pub(crate) fn p_local<R>(self, f: impl FnOnce(&mut crate::p::PLocal) -> R) -> Option<R> {
-        let m = self.0?;
+        let m = self.m()?;
         // SAFETY: m is the calling thread's own M.
         let pp = unsafe { m.p() }?;
         // SAFETY: a short exclusive borrow; no caller holds another one.

@@ -19,18 +19,26 @@ use crate::m;
 /// Yields if sysmon asked the running goroutine to; a no-op outside one.
 #[inline]
 pub(crate) fn check() {
-    check_here(m::Here::lookup());
+    let _ = check_here(m::Here::lookup());
 }
 
-/// [`check`] with the M the entry gate looked up.
+/// [`check`] with the M the entry gate looked up. Returns where the
+/// goroutine runs afterwards: `here` itself, or, if it yielded (and may
+/// have resumed on another M), a fresh lookup. Callers go on with the
+/// returned `Here` only.
 #[inline]
-pub(crate) fn check_here(here: m::Here) {
-    let Some(m) = here.m() else { return };
+#[must_use]
+pub(crate) fn check_here(here: m::Here) -> m::Here {
+    let Some(m) = here.m() else { return here };
     // SAFETY: m is the calling thread's own M.
-    let Some(pp) = (unsafe { m.p() }) else { return };
+    let Some(pp) = (unsafe { m.p() }) else {
+        return here;
+    };
     if pp.preempt.load(Ordering::Relaxed) {
         preempt(m);
+        return m::Here::lookup();
     }
+    here
 }
 
 #[cold]
