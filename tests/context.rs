@@ -104,7 +104,11 @@ fn deadlines_fire_and_are_inherited() {
         });
         assert_eq!(h.join().unwrap(), Some(ContextError::DeadlineExceeded));
         assert!(t.elapsed() >= Duration::from_millis(50));
+        // The parent closes its done before it cancels its children (as in
+        // Go): a child's err is read once its own done has closed.
+        assert!(child.done().recv().is_err());
         assert_eq!(child.err(), Some(ContextError::DeadlineExceeded));
+        assert!(child2.done().recv().is_err());
         assert_eq!(child2.err(), Some(ContextError::DeadlineExceeded));
         // A deadline already past cancels at once.
         let (past, _p) = Context::background().with_deadline(Instant::now());
