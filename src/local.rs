@@ -361,7 +361,7 @@ struct Slot {
 }
 
 /// The `value` of a slot whose initialiser is running.
-const INITIALIZING: *mut () = 1 as *mut ();
+const INITIALIZING: *mut () = std::ptr::dangling_mut::<()>();
 
 const EMPTY: Slot = Slot {
     value: std::ptr::null_mut(),

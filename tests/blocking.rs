@@ -6,19 +6,11 @@ mod common;
 
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::within;
 use goroutine::{go, run};
-
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(run(f));
-    });
-    rx.recv_timeout(limit)
-        .unwrap_or_else(|_| panic!("did not finish within {limit:?}"))
-}
 
 fn gettid() -> i32 {
     // SAFETY: gettid has no preconditions.
@@ -42,7 +34,7 @@ fn ticker(stop: Arc<AtomicBool>) -> goroutine::JoinHandle<Duration> {
 }
 
 fn sleepers_do_not_stall_a_ticker() {
-    within(Duration::from_secs(60), || {
+    within(60, || {
         let stop = Arc::new(AtomicBool::new(false));
         let t = ticker(stop.clone());
         let sleepers: Vec<_> = (0..2)
@@ -85,7 +77,7 @@ isolated_test! {
 // Without the handoff nobody is left to send to the holder.
 isolated_test! {
     fn std_mutex_held_across_a_park() ["GOMAXPROCS" = "2"] {
-        within(Duration::from_secs(60), || {
+        within(60, || {
             let m = Arc::new(Mutex::new(0u32));
             let (tx, rx) = goroutine::chan::<()>(0);
             let (locked_tx, locked_rx) = goroutine::chan::<()>(0);
@@ -120,7 +112,7 @@ isolated_test! {
 // The third program: opening a FIFO blocks until a writer appears.
 isolated_test! {
     fn fifo_open_does_not_stall_p1() ["GOMAXPROCS" = "1"] {
-        within(Duration::from_secs(60), || {
+        within(60, || {
             let dir = std::env::temp_dir().join(format!("goroutine-fifo-{}", std::process::id()));
             let _ = std::fs::create_dir(&dir);
             let path = dir.join("fifo");
@@ -151,7 +143,7 @@ isolated_test! {
 // 200 goroutines hold one std Mutex across a runtime sleep.
 isolated_test! {
     fn many_goroutines_share_a_std_mutex() ["GOMAXPROCS" = "2"] {
-        within(Duration::from_secs(120), || {
+        within(120, || {
             let m = Arc::new(Mutex::new(0u32));
             let hs: Vec<_> = (0..200)
                 .map(|_| {
@@ -175,7 +167,7 @@ isolated_test! {
 // GOMAXPROCS=1.
 isolated_test! {
     fn child_process_and_c_poll_do_not_stall_p1() ["GOMAXPROCS" = "1"] {
-        within(Duration::from_secs(60), || {
+        within(60, || {
             let stop = Arc::new(AtomicBool::new(false));
             let t = ticker(stop.clone());
             let child = go(|| {
@@ -203,7 +195,7 @@ isolated_test! {
 // A blocking std::net read does not stall the others.
 isolated_test! {
     fn std_tcp_read_does_not_stall_p1() ["GOMAXPROCS" = "1"] {
-        within(Duration::from_secs(60), || {
+        within(60, || {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let addr = l.local_addr().unwrap();
             let reader = go(move || {
@@ -234,7 +226,7 @@ isolated_test! {
 // blocked in a plain read, nor for one computing without runtime calls.
 isolated_test! {
     fn set_max_procs_beside_blocked_and_busy_goroutines() ["GOMAXPROCS" = "2"] {
-        within(Duration::from_secs(60), || {
+        within(60, || {
             let (mut a, b) = std::os::unix::net::UnixStream::pair().unwrap();
             let reader = go(move || {
                 let mut b = b;
@@ -267,7 +259,7 @@ isolated_test! {
 // A goroutine locked to its thread gets the same handoff.
 isolated_test! {
     fn locked_goroutine_blocking_p1() ["GOMAXPROCS" = "1"] {
-        within(Duration::from_secs(60), || {
+        within(60, || {
             let stop = Arc::new(AtomicBool::new(false));
             let t = ticker(stop.clone());
             let locked = go(|| {
@@ -292,7 +284,7 @@ isolated_test! {
 // (its CPU clock advances), so it costs no handoffs.
 isolated_test! {
     fn busy_goroutine_is_not_revoked() ["GOMAXPROCS" = "2"] {
-        within(Duration::from_secs(60), || {
+        within(60, || {
             let before = goroutine::stats().blocked_handoffs;
             go(|| {
                 let t = Instant::now();
@@ -347,7 +339,7 @@ fn blockwarn_names_goroutine_and_syscall() {
 // GODEBUG=blockrevoke=0 turns it off: nothing is revoked.
 isolated_test! {
     fn blockrevoke_off() ["GODEBUG" = "blockrevoke=0", "GOMAXPROCS" = "2"] {
-        within(Duration::from_secs(60), || {
+        within(60, || {
             go(|| std::thread::sleep(Duration::from_millis(100))).join().unwrap();
             assert_eq!(goroutine::stats().blocked_handoffs, 0);
         });

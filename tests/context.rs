@@ -6,24 +6,11 @@
 
 mod common;
 
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::thread;
 use std::time::{Duration, Instant};
 
+use common::within;
 use goroutine::context::{Context, ContextError};
-use goroutine::{go, run, select, TryRecvError};
-
-fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(catch_unwind(AssertUnwindSafe(|| run(f))));
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(Ok(v)) => v,
-        Ok(Err(panic)) => resume_unwind(panic),
-        Err(_) => panic!("test still running after {secs} s"),
-    }
-}
+use goroutine::{go, select, TryRecvError};
 
 fn is_done(ctx: &Context) -> bool {
     match ctx.done().try_recv() {
@@ -117,7 +104,11 @@ fn deadlines_fire_and_are_inherited() {
         });
         assert_eq!(h.join().unwrap(), Some(ContextError::DeadlineExceeded));
         assert!(t.elapsed() >= Duration::from_millis(50));
+        // The parent closes its done before it cancels its children (as in
+        // Go): a child's err is read once its own done has closed.
+        assert!(child.done().recv().is_err());
         assert_eq!(child.err(), Some(ContextError::DeadlineExceeded));
+        assert!(child2.done().recv().is_err());
         assert_eq!(child2.err(), Some(ContextError::DeadlineExceeded));
         // A deadline already past cancels at once.
         let (past, _p) = Context::background().with_deadline(Instant::now());

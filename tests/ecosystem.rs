@@ -3,6 +3,8 @@
 //! examples, each driven by 100+ concurrent client goroutines with every
 //! byte checked.
 
+mod common;
+
 #[allow(dead_code)]
 #[path = "../examples/http_hello.rs"]
 mod http_hello;
@@ -14,27 +16,12 @@ mod tls_echo;
 mod ws_echo;
 
 use std::io::{Read, Write};
-use std::time::Duration;
 
+use common::within;
+use goroutine::go;
 use goroutine::net::{TcpListener, TcpStream};
-use goroutine::{go, run};
 
 const CONNS: usize = 120;
-
-/// Runs `f` in the runtime; fails the test if it hangs for `secs`.
-fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(
-            || run(f),
-        )));
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(Ok(v)) => v,
-        Ok(Err(p)) => std::panic::resume_unwind(p),
-        Err(_) => panic!("no result within {secs} s"),
-    }
-}
 
 #[test]
 fn rustls_echo_with_many_clients() {

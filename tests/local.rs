@@ -2,21 +2,15 @@
 //! thread changes, dropped when the goroutine ends (returning or
 //! panicking) before `join` returns; per thread outside the runtime.
 
+mod common;
+
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use goroutine::{go, run, AccessError};
-
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(run(f));
-    });
-    rx.recv_timeout(limit)
-        .unwrap_or_else(|_| panic!("did not finish within {limit:?}"))
-}
+use common::within;
+use goroutine::{go, AccessError};
 
 /// Counts the drops of values tagged with its key (each test its own).
 struct Tracked {
@@ -49,7 +43,7 @@ goroutine::local! {
 
 #[test]
 fn each_goroutine_has_its_own_value_across_runtime_calls() {
-    within(Duration::from_secs(60), || {
+    within(60, || {
         let hs: Vec<_> = (1..=32u64)
             .map(|i| {
                 go(move || {
@@ -80,7 +74,7 @@ fn each_goroutine_has_its_own_value_across_runtime_calls() {
 
 #[test]
 fn made_on_first_use_and_dropped_before_join_returns() {
-    within(Duration::from_secs(60), || {
+    within(60, || {
         let (inits, drops) = (&INITS[0], &DROPS[0]);
         let before = (inits.load(Ordering::SeqCst), drops.load(Ordering::SeqCst));
         // Not used: never made.
@@ -110,7 +104,7 @@ fn made_on_first_use_and_dropped_before_join_returns() {
 
 #[test]
 fn dropped_when_the_goroutine_panics() {
-    within(Duration::from_secs(60), || {
+    within(60, || {
         let before = DROPS[1].load(Ordering::SeqCst);
         let e = go(|| {
             ON_PANIC.with(|_| ());
@@ -138,7 +132,7 @@ goroutine::local! {
 
 #[test]
 fn a_destructor_panic_is_the_goroutines_panic() {
-    within(Duration::from_secs(60), || {
+    within(60, || {
         let e = go(|| BAD.with(|_| 7)).join().unwrap_err();
         assert!(e.is_panic());
         assert_eq!(e.message(), "destructor of a local");
@@ -163,7 +157,7 @@ goroutine::local! {
 
 #[test]
 fn locals_cannot_be_used_while_being_destroyed() {
-    within(Duration::from_secs(60), || {
+    within(60, || {
         go(|| {
             COUNT.set(9);
             USES_OTHER.with(|_| ());
@@ -188,7 +182,7 @@ goroutine::local! {
 
 #[test]
 fn an_initialiser_that_uses_its_own_key_panics() {
-    within(Duration::from_secs(60), || {
+    within(60, || {
         let e = go(|| RECURSIVE.with(|v| *v)).join().unwrap_err();
         assert!(
             e.message().contains("recursive initialisation"),
@@ -207,7 +201,7 @@ fn an_initialiser_may_park_and_use_other_keys() {
             ID.get() + 1
         };
     }
-    within(Duration::from_secs(60), || {
+    within(60, || {
         let hs: Vec<_> = (0..8).map(|_| go(|| SLOW.with(|v| *v))).collect();
         for h in hs {
             assert_eq!(h.join().unwrap(), 42);
@@ -249,7 +243,7 @@ fn outside_the_runtime_a_key_is_per_thread() {
 
 #[test]
 fn usable_inside_a_preemptible_region() {
-    within(Duration::from_secs(60), || {
+    within(60, || {
         let hs: Vec<_> = (1..=4u64)
             .map(|i| {
                 go(move || {

@@ -3,19 +3,10 @@
 
 mod common;
 
-use std::sync::mpsc;
 use std::time::Duration;
 
-use goroutine::{chan, go, run};
-
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(run(f));
-    });
-    rx.recv_timeout(limit)
-        .unwrap_or_else(|_| panic!("did not finish within {limit:?}"))
-}
+use common::within;
+use goroutine::{chan, go};
 
 fn tid() -> i32 {
     // SAFETY: gettid has no preconditions.
@@ -30,7 +21,7 @@ fn thread_exists(tid: i32) -> bool {
 // unlocks as locks.
 #[test]
 fn lock_os_thread_nesting() {
-    within(Duration::from_secs(30), || {
+    within(30, || {
         go(|| {
             goroutine::lock_os_thread();
             goroutine::lock_os_thread();
@@ -53,7 +44,7 @@ fn lock_os_thread_nesting() {
 // sleeps, while other goroutines keep all Ps busy.
 #[test]
 fn locked_goroutine_keeps_its_thread() {
-    within(Duration::from_secs(60), || {
+    within(60, || {
         let (tx, rx) = chan::<u64>(0);
         let (done_tx, done_rx) = chan::<()>(0);
         let busy: Vec<_> = (0..4)
@@ -104,7 +95,7 @@ fn locked_goroutine_keeps_its_thread() {
 // goroutine exiting locked would end a thread this one checks.)
 isolated_test! {
     fn exiting_locked_goroutine_ends_its_thread() {
-    within(Duration::from_secs(30), || {
+    within(30, || {
         let t = go(|| {
             goroutine::lock_os_thread();
             tid()
@@ -139,7 +130,7 @@ isolated_test! {
 // goroutines still run at GOMAXPROCS=1.
 #[test]
 fn locked_goroutine_blocking_frees_the_p() {
-    within(Duration::from_secs(30), || {
+    within(30, || {
         let prev = goroutine::set_max_procs(1);
         let (tx, rx) = chan::<i32>(0);
         let h = go(move || {
@@ -167,7 +158,7 @@ fn locked_goroutine_blocking_frees_the_p() {
 isolated_test! {
     fn pinned_goroutine_never_changes_thread() {
     goroutine::set_max_procs(2);
-    within(Duration::from_secs(60), || {
+    within(60, || {
         let (stop_tx, stop_rx) = chan::<()>(0);
         let busy: Vec<_> = (0..4)
             .map(|_| {

@@ -19,42 +19,14 @@ mod echo_server;
 mod http_hello;
 
 use std::io::{ErrorKind, Read, Write};
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{within, within_thread};
 use goroutine::net::{Shutdown, TcpListener, TcpStream, UdpSocket, UnixListener, UnixStream};
-use goroutine::{chan, go, run};
-
-/// Runs `f` as a goroutine (from a fresh thread) and returns its result;
-/// fails the test if it has not finished in `secs`.
-fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(catch_unwind(AssertUnwindSafe(|| run(f))));
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(Ok(v)) => v,
-        Ok(Err(panic)) => resume_unwind(panic),
-        Err(_) => panic!("test still running after {secs} s (lost wakeup?)"),
-    }
-}
-
-/// Runs `f` on a plain thread, outside the runtime, under the same limit.
-fn within_thread<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    thread::spawn(move || {
-        assert_eq!(goroutine::current_id(), 0);
-        let _ = tx.send(catch_unwind(AssertUnwindSafe(f)));
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(Ok(v)) => v,
-        Ok(Err(panic)) => resume_unwind(panic),
-        Err(_) => panic!("test still running after {secs} s"),
-    }
-}
+use goroutine::{chan, go};
 
 /// A listener on a free loopback port, and its address.
 fn listener() -> (TcpListener, std::net::SocketAddr) {
@@ -281,6 +253,63 @@ fn write_timeout_with_full_buffer() {
 }
 
 // ---------------------------------------------------------------------------
+// Descriptors
+
+/// (`O_NONBLOCK`, `FD_CLOEXEC`) of a descriptor.
+fn fd_flags(fd: &impl std::os::fd::AsRawFd) -> (bool, bool) {
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl's get commands only read the descriptor's flags.
+    let (fl, fdfl) = unsafe {
+        (
+            libc::fcntl(fd, libc::F_GETFL),
+            libc::fcntl(fd, libc::F_GETFD),
+        )
+    };
+    assert!(fl >= 0 && fdfl >= 0, "fcntl failed");
+    (fl & libc::O_NONBLOCK != 0, fdfl & libc::FD_CLOEXEC != 0)
+}
+
+/// Every socket the package makes is non-blocking (the netpoller waits,
+/// not the kernel) and close-on-exec (a child process inherits none):
+/// listeners, accepted and connected streams, UDP and Unix sockets,
+/// IPv4 and IPv6 (where the machine has an IPv6 loopback), also on a
+/// plain thread.
+#[test]
+fn sockets_are_nonblocking_and_cloexec() {
+    fn check() {
+        for local in ["127.0.0.1:0", "[::1]:0"] {
+            let l = match TcpListener::bind(local) {
+                Ok(l) => l,
+                Err(e) if local.starts_with('[') => {
+                    eprintln!("no IPv6 loopback ({e}): IPv4 only");
+                    continue;
+                }
+                Err(e) => panic!("bind {local}: {e}"),
+            };
+            let addr = l.local_addr().unwrap();
+            let c = TcpStream::connect(addr).unwrap();
+            let (s, peer) = l.accept().unwrap();
+            assert_eq!(peer, c.local_addr().unwrap());
+            assert_eq!(s.local_addr().unwrap(), addr);
+            for (what, flags) in [
+                ("listener", fd_flags(&l)),
+                ("connected", fd_flags(&c)),
+                ("accepted", fd_flags(&s)),
+            ] {
+                assert_eq!(flags, (true, true), "{local} {what}: (nonblock, cloexec)");
+            }
+        }
+        let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert_eq!(fd_flags(&u), (true, true), "udp");
+        let (a, b) = UnixStream::pair().unwrap();
+        assert_eq!(fd_flags(&a), (true, true), "unix pair");
+        assert_eq!(fd_flags(&b), (true, true), "unix pair");
+    }
+    within(60, check);
+    within_thread(60, check);
+}
+
+// ---------------------------------------------------------------------------
 // Errors
 
 #[test]
@@ -457,6 +486,44 @@ fn udp_round_trip() {
     });
 }
 
+/// Linux's abstract names (no file) and unnamed peers, through
+/// `bind_addr` and `connect_addr`.
+#[test]
+fn unix_abstract_and_unnamed_addresses() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::SocketAddr;
+    within(60, || {
+        let name = format!("goroutine-test-{}-abstract", std::process::id());
+        let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let l = UnixListener::bind_addr(&addr).unwrap();
+        assert_eq!(
+            l.local_addr().unwrap().as_abstract_name(),
+            Some(name.as_bytes())
+        );
+        // A second bind to the same name is in use, as for a path.
+        let e = UnixListener::bind_addr(&addr).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::AddrInUse, "{e}");
+        let server = go(move || {
+            let (mut s, peer) = l.accept().unwrap();
+            assert!(peer.is_unnamed(), "{peer:?}");
+            let mut buf = [0; 4];
+            s.read_exact(&mut buf).unwrap();
+            s.write_all(&buf).unwrap();
+        });
+        let mut c = UnixStream::connect_addr(&addr).unwrap();
+        assert!(c.local_addr().unwrap().is_unnamed());
+        assert_eq!(
+            c.peer_addr().unwrap().as_abstract_name(),
+            Some(name.as_bytes())
+        );
+        c.write_all(b"ping").unwrap();
+        let mut buf = [0; 4];
+        c.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"ping");
+        server.join().unwrap();
+    });
+}
+
 #[test]
 fn unix_stream_round_trip() {
     within(60, || {
@@ -522,6 +589,7 @@ fn unix_stream_round_trip() {
 #[test]
 fn plain_threads_behave_like_std() {
     within_thread(60, || {
+        assert_eq!(goroutine::current_id(), 0);
         let (l, addr) = listener();
         let server = thread::spawn(move || {
             let (mut s, _) = l.accept().unwrap();

@@ -12,25 +12,14 @@
 //! that has not received after a short pause: it cannot give a false
 //! failure on a slow machine, only miss a bug on one.
 
+mod common;
+
 use std::io::{ErrorKind, Read, Write};
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::thread;
 use std::time::{Duration, Instant};
 
+use common::within;
 use goroutine::net::{TcpListener, TcpStream, UdpSocket, UnixListener, UnixStream};
-use goroutine::{chan, go, run, TryRecvError};
-
-fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(catch_unwind(AssertUnwindSafe(|| run(f))));
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(Ok(v)) => v,
-        Ok(Err(panic)) => resume_unwind(panic),
-        Err(_) => panic!("test still running after {secs} s (lost wakeup?)"),
-    }
-}
+use goroutine::{chan, go, TryRecvError};
 
 fn pair() -> (TcpStream, TcpStream) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();

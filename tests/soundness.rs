@@ -11,10 +11,10 @@ mod common;
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::mpsc;
 use std::time::Duration;
 
-use goroutine::{go, run, Builder};
+use common::within;
+use goroutine::{go, Builder};
 
 const GOROUTINES: usize = 16;
 
@@ -24,15 +24,6 @@ const GOROUTINES: usize = 16;
 const ITERS: usize = 20_000;
 #[cfg(goroutine_sanitize = "thread")]
 const ITERS: usize = 2_000;
-
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(run(f));
-    });
-    rx.recv_timeout(limit)
-        .unwrap_or_else(|_| panic!("did not finish within {limit:?}"))
-}
 
 fn tid() -> i32 {
     // SAFETY: gettid has no preconditions.
@@ -63,7 +54,7 @@ thread_local! {
 isolated_test! {
     fn rc_held_across_runtime_calls_with_goroutine_local() {
         goroutine::set_max_procs(4);
-        let moves = within(Duration::from_secs(300), || {
+        let moves = within(300, || {
             let hs: Vec<_> = (0..GOROUTINES)
                 .map(|_| {
                     go(|| {
@@ -100,7 +91,7 @@ isolated_test! {
 isolated_test! {
     fn rc_held_across_runtime_calls_with_pinned_goroutines() {
         goroutine::set_max_procs(4);
-        within(Duration::from_secs(300), || {
+        within(300, || {
             let hs: Vec<_> = (0..GOROUTINES)
                 .map(|_| {
                     Builder::new()

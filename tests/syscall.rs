@@ -4,19 +4,11 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::within;
 use goroutine::{go, run};
-
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(run(f));
-    });
-    rx.recv_timeout(limit)
-        .unwrap_or_else(|_| panic!("did not finish within {limit:?}"))
-}
 
 fn spin(d: Duration) {
     let t = Instant::now();
@@ -30,7 +22,7 @@ fn spin(d: Duration) {
 // counter could not move while the call sleeps.
 isolated_test! {
     fn blocking_syscall_does_not_stall_others() ["GOMAXPROCS" = "1"] {
-        within(Duration::from_secs(60), || {
+        within(60, || {
             let counter = Arc::new(AtomicU64::new(0));
             let stop = Arc::new(AtomicBool::new(false));
             let (c, s) = (counter.clone(), stop.clone());
@@ -63,7 +55,7 @@ isolated_test! {
 // 50 ms of work beside 100 loopers took minutes.
 isolated_test! {
     fn syscall_loopers_do_not_starve_others() ["GOMAXPROCS" = "1"] {
-        within(Duration::from_secs(60), || {
+        within(60, || {
             let stop = Arc::new(AtomicBool::new(false));
             let loopers: Vec<_> = (0..100)
                 .map(|_| {
@@ -94,7 +86,7 @@ isolated_test! {
 // syscall_blocking hands the P off at once.
 isolated_test! {
     fn syscall_blocking_hands_off_at_once() ["GOMAXPROCS" = "1"] {
-        within(Duration::from_secs(60), || {
+        within(60, || {
             let counter = Arc::new(AtomicU64::new(0));
             let stop = Arc::new(AtomicBool::new(false));
             let (c, s) = (counter.clone(), stop.clone());
@@ -122,7 +114,7 @@ isolated_test! {
 // around short spins all finish, at 1, 2, 4 and 8 Ps.
 #[test]
 fn preemption_after_syscall() {
-    within(Duration::from_secs(120), || {
+    within(120, || {
         for procs in [1usize, 2, 4, 8] {
             let prev = goroutine::set_max_procs(procs);
             let hs: Vec<_> = (0..8)
@@ -151,7 +143,7 @@ fn preemption_after_syscall() {
 // run. Without preemption the hog would spin forever.
 isolated_test! {
     fn cpu_bound_goroutine_is_preempted_at_runtime_calls() ["GOMAXPROCS" = "1"] {
-        within(Duration::from_secs(60), || {
+        within(60, || {
             let flag = Arc::new(AtomicBool::new(false));
             let f = flag.clone();
             let hog = go(move || {
@@ -176,7 +168,7 @@ isolated_test! {
 // The same with a channel operation as the runtime call in the hot loop.
 isolated_test! {
     fn hog_with_channel_ops_lets_others_run() ["GOMAXPROCS" = "1"] {
-        within(Duration::from_secs(60), || {
+        within(60, || {
             let flag = Arc::new(AtomicBool::new(false));
             let f = flag.clone();
             let (tx, rx) = goroutine::chan::<u64>(1);
@@ -205,7 +197,7 @@ isolated_test! {
 
 #[test]
 fn syscall_result_and_panic() {
-    within(Duration::from_secs(30), || {
+    within(30, || {
         assert_eq!(goroutine::syscall(|| 7), 7);
         let h = go(|| {
             goroutine::syscall(|| panic!("inside the syscall"));
@@ -224,7 +216,7 @@ fn syscall_result_and_panic() {
 // parked, and comes back into it.
 #[test]
 fn blocking_on_a_channel_inside_syscall() {
-    within(Duration::from_secs(30), || {
+    within(30, || {
         let (tx, rx) = goroutine::chan::<i32>(0);
         let h = go(move || {
             goroutine::syscall(|| {

@@ -7,26 +7,16 @@
 mod common;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::within;
 use goroutine::time::{self, Ticker, Timer};
-use goroutine::{chan, go, run, select, RecvTimeoutError, SendTimeoutError};
-
-/// Runs `f` on the runtime and fails (instead of hanging) if it does not
-/// finish within `limit`.
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(run(f));
-    });
-    rx.recv_timeout(limit)
-        .unwrap_or_else(|_| panic!("did not finish within {limit:?}"))
-}
+use goroutine::{chan, go, select, RecvTimeoutError, SendTimeoutError};
 
 #[test]
 fn sleep_waits_at_least_the_duration() {
-    within(Duration::from_secs(30), || {
+    within(30, || {
         for ms in [0u64, 1, 5, 20] {
             let t0 = Instant::now();
             time::sleep(Duration::from_millis(ms));
@@ -48,7 +38,7 @@ fn sleep_outside_the_runtime_sleeps_the_thread() {
 isolated_test! {
     fn sleepers_share_one_p() ["GOMAXPROCS" = "1"] {
         let t0 = Instant::now();
-        within(Duration::from_secs(30), || {
+        within(30, || {
             let hs: Vec<_> = (0..200)
                 .map(|_| {
                     go(|| {
@@ -68,7 +58,7 @@ isolated_test! {
 
 #[test]
 fn hundred_thousand_sleepers() {
-    within(Duration::from_secs(120), || {
+    within(120, || {
         let woke = Arc::new(AtomicUsize::new(0));
         let hs: Vec<_> = (0..100_000u64)
             .map(|i| {
@@ -95,7 +85,7 @@ fn hundred_thousand_sleepers() {
 // thousands of goroutines ahead of the forwarding goroutines here.
 isolated_test! {
     fn after_queuing() {
-    within(Duration::from_secs(60), || {
+    within(60, || {
         const SLOTS: [u64; 13] = [5, 3, 6, 6, 6, 1, 1, 2, 7, 9, 4, 8, 0];
         let delta = Duration::from_millis(20);
         let mut last_err = String::new();
@@ -140,7 +130,7 @@ isolated_test! {
 // from firing in a select.
 #[test]
 fn timer_fairness() {
-    within(Duration::from_secs(30), || {
+    within(30, || {
         let (c_tx, c_rx) = chan::<bool>(0);
         let (done_tx, done_rx) = chan::<()>(0);
         for _ in 0..2 {
@@ -165,7 +155,7 @@ fn timer_fairness() {
 
 #[test]
 fn timer_stop_and_reset() {
-    within(Duration::from_secs(30), || {
+    within(30, || {
         // Stopped before it fires: nothing is delivered.
         let t = Timer::new(Duration::from_millis(30));
         assert!(t.stop());
@@ -197,7 +187,7 @@ fn timer_stop_and_reset() {
 // once.
 #[test]
 fn timer_stop_reset_stress() {
-    within(Duration::from_secs(120), || {
+    within(120, || {
         let delivered = Arc::new(AtomicU64::new(0));
         let expected = Arc::new(AtomicU64::new(0));
         let hs: Vec<_> = (0..64u64)
@@ -238,7 +228,7 @@ fn timer_stop_reset_stress() {
 
 #[test]
 fn ticker_ticks_until_stopped() {
-    within(Duration::from_secs(30), || {
+    within(30, || {
         let tk = Ticker::new(Duration::from_millis(5));
         let t0 = Instant::now();
         for _ in 0..5 {
@@ -259,7 +249,7 @@ fn ticker_ticks_until_stopped() {
 
 #[test]
 fn after_func_runs_in_a_goroutine_unless_stopped() {
-    within(Duration::from_secs(30), || {
+    within(30, || {
         let (tx, rx) = chan::<u64>(1);
         let _t = time::after_func(Duration::from_millis(5), move || {
             let _ = tx.try_send(goroutine::current_id());
@@ -291,7 +281,7 @@ fn after_func_runs_in_a_goroutine_unless_stopped() {
 
 #[test]
 fn channel_timeouts() {
-    within(Duration::from_secs(30), || {
+    within(30, || {
         let (tx, rx) = chan::<i32>(0);
         let t0 = Instant::now();
         assert_eq!(
@@ -329,7 +319,7 @@ fn channel_timeouts() {
 
 #[test]
 fn select_timeout_arm() {
-    within(Duration::from_secs(30), || {
+    within(30, || {
         let (tx, rx) = chan::<i32>(1);
         let t0 = Instant::now();
         let r = select! {
@@ -361,7 +351,7 @@ fn timer_wakes_an_idle_runtime() {
 // Shrinking GOMAXPROCS moves the timers of removed Ps.
 isolated_test! {
     fn timers_survive_set_max_procs() ["GOMAXPROCS" = "4"] {
-        within(Duration::from_secs(60), || {
+        within(60, || {
             let hs: Vec<_> = (0..400u64)
                 .map(|i| go(move || time::sleep(Duration::from_millis(30 + i % 50))))
                 .collect();

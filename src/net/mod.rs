@@ -32,9 +32,9 @@
 //! (try the system call; on `WouldBlock`, park until the netpoller reports
 //! the descriptor ready, then try again). Go's `net` is built the same way
 //! (`netFD` over `internal/poll.FD` over `pollDesc`). The loop, its
-//! invariants and the registration rules are in `fd.rs`; raw socket calls
-//! std lacks (non-blocking `connect`, `accept4`, `listen`) are in
-//! `crate::sys::socket`.
+//! invariants and the registration rules are in `fd.rs`; the socket calls
+//! std lacks (non-blocking `connect`, `accept4`, `listen`) are socket2's,
+//! set up in `crate::sys::socket`.
 //!
 //! - **Nothing blocks an OS thread.** Sockets are created non-blocking
 //!   (`SOCK_NONBLOCK | SOCK_CLOEXEC`), `connect` waits for writability and

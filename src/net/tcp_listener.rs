@@ -32,7 +32,7 @@ impl TcpListener {
     pub fn bind<A: ToSocketAddrs>(addr: A) -> io::Result<TcpListener> {
         super::each_addr(addr, |a| {
             let sock = socket::stream_socket(a)?;
-            socket::bind_listen(sock.as_fd(), a)?;
+            socket::bind_listen(&sock, a)?;
             Ok(TcpListener::from_nonblocking(sock.into()))
         })
     }

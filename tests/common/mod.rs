@@ -52,3 +52,26 @@ macro_rules! isolated_test {
         }
     };
 }
+
+/// Runs `f` on a fresh plain thread (outside the runtime) and returns its
+/// result. A panic in `f` fails the test with that panic; a test still
+/// running after `secs` seconds fails too, so that a lost wakeup fails
+/// instead of hanging the suite.
+pub fn within_thread<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(catch_unwind(AssertUnwindSafe(f)));
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(secs)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(panic)) => resume_unwind(panic),
+        Err(_) => panic!("test still running after {secs} s (lost wakeup?)"),
+    }
+}
+
+/// Runs `f` as the main goroutine of [`goroutine::run`], on a fresh thread,
+/// under the limit of [`within_thread`].
+pub fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    within_thread(secs, move || goroutine::run(f))
+}
