@@ -201,6 +201,15 @@ fn timer_stop_reset_stress() {
                         x ^= x << 17;
                         let t = Timer::new(Duration::from_micros(x % 2000));
                         if x % 3 == 0 {
+                            // Go's rule for `Reset` on a channel timer (before
+                            // Go 1.23, as here: a value already delivered stays
+                            // in the channel): stop it, and drain the value if
+                            // it fired first, or the reset timer delivers twice.
+                            // On a loaded machine a 0-2 ms timer often fires
+                            // before this line.
+                            if !t.stop() {
+                                t.c().recv().unwrap();
+                            }
                             t.reset(Duration::from_micros((x >> 8) % 2000));
                         }
                         let stopped = x % 2 == 0 && t.stop();
