@@ -131,6 +131,11 @@ fn leave_from(m: &'static M, g: Option<&'static crate::g::G>) {
         None => true,
         Some(g) => m.curg().is_some_and(|c| std::ptr::eq(c, g)),
     };
+    debug_assert_eq!(
+        still_here,
+        m::current().is_some_and(|now| std::ptr::eq(now, m)),
+        "the entry gate's curg test disagrees with the thread's M"
+    );
     if still_here {
         m.revoke.leave();
     } else {
