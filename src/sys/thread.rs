@@ -54,11 +54,8 @@ pub(crate) fn syscall_name(nr: i64) -> Option<&'static str> {
         (libc::SYS_futex, "futex"),
         (libc::SYS_nanosleep, "nanosleep"),
         (libc::SYS_clock_nanosleep, "clock_nanosleep"),
-        (libc::SYS_poll, "poll"),
         (libc::SYS_ppoll, "ppoll"),
         (libc::SYS_pselect6, "pselect6"),
-        (libc::SYS_select, "select"),
-        (libc::SYS_epoll_wait, "epoll_wait"),
         (libc::SYS_epoll_pwait, "epoll_pwait"),
         (libc::SYS_wait4, "wait4"),
         (libc::SYS_waitid, "waitid"),
@@ -78,7 +75,21 @@ pub(crate) fn syscall_name(nr: i64) -> Option<&'static str> {
         (libc::SYS_fcntl, "fcntl"),
         (libc::SYS_ioctl, "ioctl"),
     ];
-    names.iter().find(|&&(n, _)| n == nr).map(|&(_, name)| name)
+    // The old entry points that newer architectures (aarch64, riscv64) left
+    // out of their system call tables.
+    #[cfg(target_arch = "x86_64")]
+    let legacy: &[(i64, &str)] = &[
+        (libc::SYS_poll, "poll"),
+        (libc::SYS_select, "select"),
+        (libc::SYS_epoll_wait, "epoll_wait"),
+    ];
+    #[cfg(not(target_arch = "x86_64"))]
+    let legacy: &[(i64, &str)] = &[];
+    names
+        .iter()
+        .chain(legacy)
+        .find(|&&(n, _)| n == nr)
+        .map(|&(_, name)| name)
 }
 
 /// A full memory barrier on every CPU running a thread of this process
