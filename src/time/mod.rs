@@ -119,6 +119,7 @@ impl Timer {
     }
 
     /// The channel the time is delivered on.
+    // entry: a getter of the delivery channel
     pub fn c(&self) -> &Receiver<Instant> {
         &self.rx
     }
@@ -179,6 +180,7 @@ impl Ticker {
     }
 
     /// The channel ticks are delivered on.
+    // entry: a getter of the delivery channel
     pub fn c(&self) -> &Receiver<Instant> {
         &self.rx
     }
