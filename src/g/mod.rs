@@ -203,6 +203,16 @@ pub(crate) struct G {
 /// Fresh Gs are carved from chunks of this many.
 const G_CHUNK: usize = 64;
 
+/// Goroutine id generator (Go's `sched.goidgen`); Ps take batches of 16.
+/// Starts at 1: the first goroutine ever is the main goroutine, id 1.
+static GOIDGEN: AtomicU64 = AtomicU64::new(1);
+
+/// Reserves `n` consecutive goroutine ids; returns the first.
+#[inline]
+pub(crate) fn new_goids(n: u64) -> u64 {
+    GOIDGEN.fetch_add(n, Ordering::Relaxed)
+}
+
 /// The chunk fresh Gs come from (rarely used: dead Gs are recycled).
 static G_ARENA: std::sync::Mutex<&'static [G]> = std::sync::Mutex::new(&[]);
 

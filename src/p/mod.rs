@@ -350,9 +350,7 @@ impl PHandle {
         // SAFETY: short exclusive borrow by the owner.
         let l = unsafe { self.local() };
         if l.goid_next == l.goid_end {
-            l.goid_next = crate::runtime::sched()
-                .goidgen
-                .fetch_add(GOID_BATCH, Ordering::Relaxed);
+            l.goid_next = crate::g::new_goids(GOID_BATCH);
             l.goid_end = l.goid_next + GOID_BATCH;
         }
         let id = l.goid_next;

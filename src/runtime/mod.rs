@@ -109,9 +109,6 @@ pub(crate) struct Sched {
     /// All Ms (never freed).
     pub(crate) allm: Mutex<Vec<&'static M>>,
     pub(crate) mnext: AtomicU64,
-    /// Goroutine id generator; Ps take batches of 16. Starts at 1: the first
-    /// goroutine ever is the main goroutine, id 1.
-    pub(crate) goidgen: AtomicU64,
     /// Global free list of dead Gs (Go's `sched.gFree`).
     pub(crate) gfree: Mutex<Vec<&'static G>>,
     pub(crate) gfree_len: AtomicUsize,
@@ -150,7 +147,6 @@ static SCHED: Sched = Sched {
     allp_created: AtomicU32::new(0),
     allm: Mutex::new(Vec::new()),
     mnext: AtomicU64::new(0),
-    goidgen: AtomicU64::new(1),
     gfree: Mutex::new(Vec::new()),
     gfree_len: AtomicUsize::new(0),
     stopnote: Note::new(),

@@ -47,7 +47,7 @@ pub(crate) fn newproc(task: TaskRef, stack_size: usize, name: Option<Arc<str>>) 
     }
     let s = start();
     let g = gfget_global().unwrap_or_else(G::alloc);
-    let id = s.goidgen.fetch_add(1, Ordering::Relaxed);
+    let id = crate::g::new_goids(1);
     if name.is_some() || trace::on() {
         named_or_traced(id, 0, trace::GLOBAL, &name);
     }
