@@ -34,6 +34,7 @@
 //! `set_max_procs` keeps its slot in `allp` with status `Dead`, so a thief or
 //! a stats reader holding an index from an older GOMAXPROCS never dangles.
 
+pub(crate) mod counters;
 pub(crate) mod runq;
 
 use std::cell::UnsafeCell;
@@ -41,11 +42,11 @@ use std::ops::Deref;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, Ordering};
 
+use self::counters::PCounters;
 use self::runq::RunQueue;
 use crate::g::stack::StackCache;
 use crate::g::taskcache::TaskCache;
 use crate::g::G;
-use crate::runtime::stats::PCounters;
 use crate::runtime::timers::Timers;
 
 /// P status (Go's numbering).
