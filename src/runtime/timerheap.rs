@@ -45,11 +45,9 @@ pub(crate) enum TimerFn {
     /// Ready a goroutine parked in `sleep`.
     #[cfg(not(loom))]
     Ready(&'static crate::g::G),
-    /// Send the time on a channel without blocking (Go's sendTime: a full
-    /// channel drops the tick). Channel timers: `after`, `Timer`, `Ticker`.
-    #[cfg(not(loom))]
-    SendTime(crate::chan::Sender<std::time::Instant>),
-    /// Call a function (`after_func`, I/O deadlines).
+    /// Call a function: `after_func`, I/O deadlines, and the channel timers
+    /// (`after`, `Timer`, `Ticker`), which send the time (`time::send_time`;
+    /// the heap knows no channels).
     Call(Box<dyn Fn() + Send + Sync>),
 }
 
@@ -171,10 +169,6 @@ impl Timer {
         match &self.func {
             #[cfg(not(loom))]
             TimerFn::Ready(g) => crate::runtime::park::ready(g),
-            #[cfg(not(loom))]
-            TimerFn::SendTime(tx) => {
-                let _ = tx.try_send(std::time::Instant::now());
-            }
             TimerFn::Call(f) => f(),
         }
     }
