@@ -200,6 +200,18 @@ pub(crate) struct G {
     inner: UnsafeCell<Inner>,
 }
 
+/// Who to wake: a parked goroutine, a blocked OS thread or an async task.
+/// Waking is the runtime's (`Waiter::wake`, in `runtime/park.rs`).
+pub(crate) enum Waiter {
+    Goroutine(&'static G),
+    Thread(std::thread::Thread),
+    /// An async task (a `JoinHandle` or channel future polled by an
+    /// executor, or by `block_on`). Boxed: a `Waker` is two words, and the
+    /// enum stays one pointer plus a tag (it sits in every task cell's
+    /// header, which must keep small spawns in the 64-byte block class).
+    Waker(Box<std::task::Waker>),
+}
+
 /// Fresh Gs are carved from chunks of this many.
 const G_CHUNK: usize = 64;
 

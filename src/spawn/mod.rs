@@ -1,5 +1,7 @@
 //! Spawning goroutines and waiting for them: `go`, `Builder`, `JoinHandle`,
-//! `JoinError`, `run`.
+//! `JoinError`, `run`. The typed half of the task cell is in `cell.rs`.
+
+mod cell;
 
 use std::any::Any;
 use std::fmt;
@@ -7,8 +9,8 @@ use std::io;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use self::cell::{new_task, panic_message, JoinRef};
 use crate::g::stack;
-use crate::g::task::{new_task, panic_message, JoinRef};
 use crate::g::WaitReason;
 use crate::m;
 use crate::runtime::park::{self, Waiter};
