@@ -380,6 +380,12 @@ const EMPTY: Slot = Slot {
     drop: None,
 };
 
+// The goroutine's map lives in the slot `G::locals_slot` gives: it must fit.
+const _: () = assert!(
+    std::mem::size_of::<LocalMap>() <= crate::g::stack::TOP_RESERVED
+        && std::mem::align_of::<LocalMap>() <= 64
+);
+
 /// One goroutine's (or thread's) values, by key index: a vector kept as
 /// raw parts, so that **all-zero bytes are a valid empty map**. That lets a
 /// goroutine's map live in place in the reserved line at the top of its
@@ -531,7 +537,7 @@ fn caller_map() -> Result<NonNull<LocalMap>, AccessError> {
         m::current_g()
     };
     match g.and_then(|g| g.locals_slot()) {
-        Some(map) => Ok(map),
+        Some(map) => Ok(map.cast()),
         None => thread_map(),
     }
 }
@@ -570,7 +576,7 @@ fn thread_map() -> Result<NonNull<LocalMap>, AccessError> {
 /// stack, before its result is published, leaving its map all zero for the
 /// next goroutine on the stack. Returns the first panic of a destructor.
 pub(crate) fn goroutine_exit() -> Option<Box<dyn Any + Send>> {
-    let map = m::current_g_checked()?.locals_slot()?;
+    let map = m::current_g_checked()?.locals_slot()?.cast::<LocalMap>();
     // SAFETY: the goroutine's own map, in its own stack (module note).
     let map = unsafe { map.as_ref() };
     if map.cap.get() == 0 {

@@ -319,13 +319,23 @@ impl G {
     /// itself has no room left in its two cache lines). `None` without a
     /// stack.
     #[inline]
-    pub(crate) fn locals_slot(&self) -> Option<std::ptr::NonNull<crate::local::LocalMap>> {
-        const _: () = assert!(
-            std::mem::size_of::<crate::local::LocalMap>() <= stack::TOP_RESERVED
-                && std::mem::align_of::<crate::local::LocalMap>() <= 64
-        );
+    /// The slot is `stack::TOP_RESERVED` bytes, 64-aligned (`local` checks
+    /// that its map fits).
+    pub(crate) fn locals_slot(&self) -> Option<std::ptr::NonNull<u8>> {
         self.stack_range()
             .and_then(|(_, hi)| std::ptr::NonNull::new((hi - stack::TOP_RESERVED) as *mut _))
+    }
+
+    /// Debug builds: panics if the goroutine is in a preemptible region but
+    /// not in a runtime call, i.e. some runtime path lacks its entry gate
+    /// (`runtime::asyncpreempt::debug_check_guarded`).
+    #[inline]
+    pub(crate) fn debug_check_guarded(&self) {
+        debug_assert!(
+            self.region_depth() == 0 || self.in_runtime() > 0 || std::thread::panicking(),
+            "goroutine {}: runtime code in a preemptible region without an InRuntime guard",
+            self.id()
+        );
     }
 
     #[inline]
@@ -359,7 +369,7 @@ impl G {
             Ordering::Relaxed,
         );
         if let Err(s) = r {
-            crate::runtime::throw(&format!(
+            crate::sys::throw(&format!(
                 "ready of goroutine {} with bad status {:?}",
                 self.id(),
                 Status::from_u32(s)

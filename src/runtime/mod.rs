@@ -258,9 +258,4 @@ impl Sched {
     }
 }
 
-/// A fatal runtime error: prints Go's `fatal error:` line and aborts.
-#[cold]
-pub(crate) fn throw(msg: &str) -> ! {
-    eprintln!("fatal error: {msg}");
-    std::process::abort()
-}
+pub(crate) use crate::sys::throw;
