@@ -135,12 +135,12 @@ mod m {
 #[cfg(loom)]
 mod p {
     pub(crate) mod runq;
+    #[allow(dead_code)] // the models use the protocol, not the glue
+    pub(crate) mod timerheap;
 }
 #[cfg(loom)]
 mod runtime {
     pub(crate) mod spinning;
-    #[allow(dead_code)] // the models use the protocol, not the glue
-    pub(crate) mod timerheap;
 }
 #[cfg(loom)]
 mod block_on {

@@ -36,6 +36,7 @@
 
 pub(crate) mod counters;
 pub(crate) mod runq;
+pub(crate) mod timerheap;
 
 use std::cell::UnsafeCell;
 use std::ops::Deref;
@@ -44,10 +45,10 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, Ordering};
 
 use self::counters::PCounters;
 use self::runq::RunQueue;
+use self::timerheap::Timers;
 use crate::g::stack::StackCache;
 use crate::g::taskcache::TaskCache;
 use crate::g::G;
-use crate::runtime::timers::Timers;
 
 /// P status (Go's numbering).
 #[repr(u32)]

@@ -18,8 +18,8 @@
 //! - `proc.rs`: creating goroutines (newproc), their exit, G free lists.
 //! - `park.rs`: `park`/`ready`, the primitive under every blocking operation.
 //! - `procresize.rs`: stop-the-world and `set_max_procs`.
-//! - `timers.rs`, `timerheap.rs`: the per-P timer heaps (the heap protocol
-//!   is loom-checked).
+//! - `timers.rs` (with `p/timerheap.rs`): the per-P timer heaps (the heap
+//!   protocol is loom-checked).
 //! - `syscall.rs`: entering and leaving blocking system calls, `handoffp`.
 //! - `lockosthread.rs`: wiring a goroutine to its thread.
 //! - `preempt.rs`: the cooperative preemption check.
@@ -59,7 +59,6 @@ pub(crate) mod stats;
 pub(crate) mod steal;
 pub(crate) mod syscall;
 pub(crate) mod sysmon;
-pub(crate) mod timerheap;
 pub(crate) mod timers;
 
 use std::ptr;
