@@ -129,6 +129,7 @@ fn never() -> &'static Receiver<()> {
 impl Context {
     /// The root context: never cancelled, no deadline (Go's
     /// `context.Background`).
+    // entry: a constructor or getter of the context tree; no runtime state
     pub fn background() -> Context {
         Context { node: None }
     }
@@ -160,6 +161,7 @@ impl Context {
     /// `background`). Nothing is ever sent: a receive returns `Err` once it
     /// is closed. Use it as a `select!` operand:
     /// `recv(ctx.done()) -> _ => ...`.
+    // entry: a constructor or getter of the context tree; no runtime state
     pub fn done(&self) -> &Receiver<()> {
         match &self.node {
             Some(n) => &n.done_rx,
@@ -168,11 +170,13 @@ impl Context {
     }
 
     /// Why the context was cancelled, or `None` while it is not.
+    // entry: a constructor or getter of the context tree; no runtime state
     pub fn err(&self) -> Option<ContextError> {
         self.node.as_ref().and_then(|n| n.err.get().copied())
     }
 
     /// The deadline: the earliest along this context's ancestry.
+    // entry: a constructor or getter of the context tree; no runtime state
     pub fn deadline(&self) -> Option<Instant> {
         self.node.as_ref().and_then(|n| n.deadline)
     }
@@ -267,12 +271,14 @@ impl Cancel {
     /// Cancels the context with [`ContextError::Canceled`], and every
     /// context derived from it; releases its timer. Does nothing if it is
     /// already cancelled.
+    // entry: composes gated calls (dropping a `Sender`, `Timer::stop`) under std locks of its own
     pub fn cancel(&self) {
         self.node.cancel(ContextError::Canceled);
     }
 }
 
 impl Drop for Cancel {
+    // entry: composes gated calls (dropping a `Sender`, `Timer::stop`) under std locks of its own
     fn drop(&mut self) {
         self.cancel();
     }

@@ -134,17 +134,20 @@ impl<T: AsFd> Fd<T> {
     }
 
     /// The inner value.
+    // entry: an accessor of the wrapped value; no runtime state
     pub fn get_ref(&self) -> &T {
         &self.inner
     }
 
     /// The inner value, mutably. It must keep the same descriptor.
+    // entry: an accessor of the wrapped value; no runtime state
     pub fn get_mut(&mut self) -> &mut T {
         &mut self.inner
     }
 
     /// Deregisters the descriptor, restores its file status flags (it is
     /// blocking again if it was) and gives the inner value back.
+    // entry: an accessor of the wrapped value; no runtime state
     pub fn into_inner(self) -> T {
         let Fd { net, inner, flags } = self;
         drop(net);
@@ -193,6 +196,7 @@ impl<T: AsFd> Fd<T> {
 
     /// With `true`, reads and writes that would wait fail with `WouldBlock`
     /// instead; the descriptor itself stays non-blocking.
+    // entry: one fcntl(2) on the descriptor; no runtime state
     pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
         self.net.set_nonblocking(nonblocking);
         Ok(())

@@ -135,12 +135,12 @@ mod m {
 #[cfg(loom)]
 mod p {
     pub(crate) mod runq;
+    #[allow(dead_code)] // the models use the protocol, not the glue
+    pub(crate) mod timerheap;
 }
 #[cfg(loom)]
 mod runtime {
     pub(crate) mod spinning;
-    #[allow(dead_code)] // the models use the protocol, not the glue
-    pub(crate) mod timerheap;
 }
 #[cfg(loom)]
 mod block_on {
@@ -305,6 +305,7 @@ pub mod __test {
     pub use crate::runtime::asyncpreempt::AsyncPreemptStats;
 
     /// Counters of asynchronous preemption since the process started.
+    // entry: reads process-wide counters (relaxed loads)
     pub fn async_preempt_stats() -> AsyncPreemptStats {
         crate::runtime::asyncpreempt::stats()
     }
@@ -371,12 +372,14 @@ pub fn set_max_threads(n: usize) -> usize {
 /// The id of the calling goroutine (the main goroutine is 1), or 0 when
 /// called from a thread that is not running a goroutine.
 #[cfg(not(loom))]
+// entry: reads the calling thread's M and its goroutine's id: no P, no lock
 pub fn current_id() -> u64 {
     m::current_g_checked().map_or(0, |g| g.id())
 }
 
 /// The number of goroutines that exist (spawned and not yet finished).
 #[cfg(not(loom))]
+// entry: sums counters (atomic loads) without owning or changing any P
 pub fn num_goroutine() -> usize {
     runtime::sched().num_goroutine()
 }

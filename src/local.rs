@@ -152,6 +152,7 @@ static NEXT_INDEX: AtomicUsize = AtomicUsize::new(1);
 impl<T: 'static> LocalKey<T> {
     /// Used by [`local!`](crate::local!). Not a stable API.
     #[doc(hidden)]
+    // entry: a const constructor; no runtime state
     pub const fn __new(init: fn() -> T) -> LocalKey<T> {
         LocalKey {
             init,
@@ -172,6 +173,7 @@ impl<T: 'static> LocalKey<T> {
     /// a destructor of another local uses it), or if its initialiser uses
     /// the key itself.
     #[inline]
+    // entry: runs the user's closure (never inside the gate) on the goroutine's own map
     pub fn with<F, R>(&'static self, f: F) -> R
     where
         F: FnOnce(&T) -> R,
@@ -185,6 +187,7 @@ impl<T: 'static> LocalKey<T> {
     /// Like [`with`](Self::with), but answers [`AccessError`] instead of
     /// panicking when the value is being destroyed.
     #[inline]
+    // entry: runs the user's closure (never inside the gate) on the goroutine's own map
     pub fn try_with<F, R>(&'static self, f: F) -> Result<R, AccessError>
     where
         F: FnOnce(&T) -> R,
@@ -262,11 +265,13 @@ impl<T: 'static> LocalKey<T> {
 
 impl<T: 'static> LocalKey<Cell<T>> {
     /// Sets this goroutine's value (made first if there is none).
+    // entry: runs the user's closure (never inside the gate) on the goroutine's own map
     pub fn set(&'static self, value: T) {
         self.with(|c| c.set(value))
     }
 
     /// A copy of this goroutine's value.
+    // entry: runs the user's closure (never inside the gate) on the goroutine's own map
     pub fn get(&'static self) -> T
     where
         T: Copy,
@@ -275,6 +280,7 @@ impl<T: 'static> LocalKey<Cell<T>> {
     }
 
     /// Takes this goroutine's value, leaving `T::default()`.
+    // entry: runs the user's closure (never inside the gate) on the goroutine's own map
     pub fn take(&'static self) -> T
     where
         T: Default,
@@ -283,6 +289,7 @@ impl<T: 'static> LocalKey<Cell<T>> {
     }
 
     /// Replaces this goroutine's value, returning the old one.
+    // entry: runs the user's closure (never inside the gate) on the goroutine's own map
     pub fn replace(&'static self, value: T) -> T {
         self.with(|c| c.replace(value))
     }
@@ -293,6 +300,7 @@ impl<T: 'static> LocalKey<RefCell<T>> {
     ///
     /// # Panics
     /// If the value is mutably borrowed, or as [`with`](LocalKey::with).
+    // entry: runs the user's closure (never inside the gate) on the goroutine's own map
     pub fn with_borrow<F, R>(&'static self, f: F) -> R
     where
         F: FnOnce(&T) -> R,
@@ -304,6 +312,7 @@ impl<T: 'static> LocalKey<RefCell<T>> {
     ///
     /// # Panics
     /// If the value is borrowed, or as [`with`](LocalKey::with).
+    // entry: runs the user's closure (never inside the gate) on the goroutine's own map
     pub fn with_borrow_mut<F, R>(&'static self, f: F) -> R
     where
         F: FnOnce(&mut T) -> R,
@@ -312,11 +321,13 @@ impl<T: 'static> LocalKey<RefCell<T>> {
     }
 
     /// Sets this goroutine's value.
+    // entry: runs the user's closure (never inside the gate) on the goroutine's own map
     pub fn set(&'static self, value: T) {
         self.with(|c| *c.borrow_mut() = value)
     }
 
     /// Takes this goroutine's value, leaving `T::default()`.
+    // entry: runs the user's closure (never inside the gate) on the goroutine's own map
     pub fn take(&'static self) -> T
     where
         T: Default,
@@ -325,6 +336,7 @@ impl<T: 'static> LocalKey<RefCell<T>> {
     }
 
     /// Replaces this goroutine's value, returning the old one.
+    // entry: runs the user's closure (never inside the gate) on the goroutine's own map
     pub fn replace(&'static self, value: T) -> T {
         self.with(|c| c.replace(value))
     }
@@ -367,6 +379,12 @@ const EMPTY: Slot = Slot {
     value: std::ptr::null_mut(),
     drop: None,
 };
+
+// The goroutine's map lives in the slot `G::locals_slot` gives: it must fit.
+const _: () = assert!(
+    std::mem::size_of::<LocalMap>() <= crate::g::stack::TOP_RESERVED
+        && std::mem::align_of::<LocalMap>() <= 64
+);
 
 /// One goroutine's (or thread's) values, by key index: a vector kept as
 /// raw parts, so that **all-zero bytes are a valid empty map**. That lets a
@@ -519,7 +537,7 @@ fn caller_map() -> Result<NonNull<LocalMap>, AccessError> {
         m::current_g()
     };
     match g.and_then(|g| g.locals_slot()) {
-        Some(map) => Ok(map),
+        Some(map) => Ok(map.cast()),
         None => thread_map(),
     }
 }
@@ -574,7 +592,7 @@ pub(crate) fn goroutine_exit() -> Option<Box<dyn Any + Send>> {
 
 #[inline(never)]
 fn goroutine_exit_slow() -> Option<Box<dyn Any + Send>> {
-    let map = m::current_g()?.locals_slot()?;
+    let map = m::current_g()?.locals_slot()?.cast::<LocalMap>();
     // SAFETY: the goroutine's own map, in its own stack (module note).
     let map = unsafe { map.as_ref() };
     if map.cap.get() == 0 {

@@ -99,6 +99,7 @@ fn registry() -> std::sync::MutexGuard<'static, Registry> {
 /// 1..=SIGRTMAX, the runtime's own signals (`SIGURG`, `SIGQUIT`,
 /// `SIGSEGV`, `SIGBUS`) and `SIGKILL`, `SIGSTOP`, `SIGILL`, `SIGFPE`.
 /// Nothing is registered when an error is returned for a list.
+// entry: registers with the signal thread (std lock) and makes a channel
 pub fn notify(signals: &[i32]) -> io::Result<Receiver<i32>> {
     if signals.is_empty() {
         return Err(invalid(

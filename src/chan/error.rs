@@ -9,6 +9,7 @@ use std::fmt;
 #[derive(PartialEq, Eq, Clone, Copy)]
 pub struct SendError<T>(pub T);
 
+// entry: a plain error value; no runtime state
 impl<T> SendError<T> {
     /// The value that was not sent.
     pub fn into_inner(self) -> T {
@@ -39,6 +40,7 @@ pub enum TrySendError<T> {
     Closed(T),
 }
 
+// entry: a plain error value; no runtime state
 impl<T> TrySendError<T> {
     /// The value that was not sent.
     pub fn into_inner(self) -> T {
@@ -103,6 +105,7 @@ pub enum TryRecvError {
     Closed,
 }
 
+// entry: a plain error value; no runtime state
 impl TryRecvError {
     pub fn is_empty(&self) -> bool {
         matches!(self, TryRecvError::Empty)
@@ -151,6 +154,7 @@ pub enum SendTimeoutError<T> {
     Closed(T),
 }
 
+// entry: a plain error value; no runtime state
 impl<T> SendTimeoutError<T> {
     /// The value that was not sent.
     pub fn into_inner(self) -> T {
@@ -197,6 +201,7 @@ pub enum RecvTimeoutError {
     Closed,
 }
 
+// entry: a plain error value; no runtime state
 impl RecvTimeoutError {
     pub fn is_timeout(&self) -> bool {
         matches!(self, RecvTimeoutError::Timeout)

@@ -73,6 +73,7 @@ use self::hchan::Chan;
 /// });
 /// assert_eq!(total, 55);
 /// ```
+// entry: allocates the channel; no runtime state
 pub fn chan<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
     let c = Arc::new(Chan::new(cap));
     (Sender { chan: c.clone() }, Receiver { chan: c })
@@ -159,6 +160,7 @@ impl<T> Sender<T> {
     }
 
     /// The buffer size given to [`chan`].
+    // entry: an immutable field of the channel
     pub fn capacity(&self) -> usize {
         self.chan.cap()
     }
@@ -216,11 +218,13 @@ impl<T> Receiver<T> {
 
     /// A blocking iterator: yields values until the channel is closed and
     /// drained.
+    // entry: builds the iterator (its `next` is gated through `recv`)
     pub fn iter(&self) -> Iter<'_, T> {
         Iter { rx: self }
     }
 
     /// A non-blocking iterator: yields the values ready now.
+    // entry: builds the iterator (its `next` is gated through `try_recv`)
     pub fn try_iter(&self) -> TryIter<'_, T> {
         TryIter { rx: self }
     }
@@ -236,6 +240,7 @@ impl<T> Receiver<T> {
     }
 
     /// The buffer size given to [`chan`].
+    // entry: an immutable field of the channel
     pub fn capacity(&self) -> usize {
         self.chan.cap()
     }
@@ -377,6 +382,7 @@ impl<T: Send> Receiver<T> {
     /// goroutine::go(move || tx.send(5).unwrap());
     /// assert_eq!(goroutine::block_on(rx.recv_async()), Ok(5));
     /// ```
+    // entry: builds the future (its `poll` is gated)
     pub fn recv_async(&self) -> RecvFuture<'_, T> {
         RecvFuture::new(&self.chan)
     }
@@ -394,6 +400,7 @@ impl<T: Send> Sender<T> {
     /// goroutine::block_on(tx.send_async(9)).unwrap();
     /// assert_eq!(h.join().unwrap(), 9);
     /// ```
+    // entry: builds the future (its `poll` is gated)
     pub fn send_async(&self, v: T) -> SendFuture<'_, T> {
         SendFuture::new(&self.chan, v)
     }

@@ -203,6 +203,7 @@ pub struct RecvArm<'a, T> {
 
 impl<'a, T> RecvArm<'a, T> {
     #[inline]
+    // entry: the select! expansion's arm bookkeeping; the select itself (`select`) is gated
     pub fn new(rx: Option<&'a Receiver<T>>) -> Self {
         RecvArm {
             chan: rx.map(|r| &*r.chan),
@@ -212,12 +213,14 @@ impl<'a, T> RecvArm<'a, T> {
     }
 
     #[inline]
+    // entry: the select! expansion's arm bookkeeping; the select itself (`select`) is gated
     pub fn case(&mut self) -> Case<'_> {
         Case(self)
     }
 
     /// The result, if this arm fired.
     #[inline]
+    // entry: the select! expansion's arm bookkeeping; the select itself (`select`) is gated
     pub fn take(&mut self) -> Option<Result<T, RecvError>> {
         self.result.take()
     }
@@ -285,6 +288,7 @@ pub struct SendArm<'a, T> {
 
 impl<'a, T> SendArm<'a, T> {
     #[inline]
+    // entry: the select! expansion's arm bookkeeping; the select itself (`select`) is gated
     pub fn new(tx: Option<&'a Sender<T>>, value: T) -> Self {
         SendArm {
             chan: tx.map(|s| &*s.chan),
@@ -294,12 +298,14 @@ impl<'a, T> SendArm<'a, T> {
     }
 
     #[inline]
+    // entry: the select! expansion's arm bookkeeping; the select itself (`select`) is gated
     pub fn case(&mut self) -> Case<'_> {
         Case(self)
     }
 
     /// The result, if this arm fired.
     #[inline]
+    // entry: the select! expansion's arm bookkeeping; the select itself (`select`) is gated
     pub fn take(&mut self) -> Option<Result<(), SendError<T>>> {
         self.result.take()
     }
@@ -564,6 +570,7 @@ fn park_forever(reason: WaitReason) -> ! {
 /// The `select!` expansion calls this when no arm fired although the select
 /// blocked: a runtime bug.
 #[cold]
+// entry: aborts the process (`throw`); touches no runtime state
 pub fn unreachable_select() -> ! {
     crate::runtime::throw("select: woken without a fired arm")
 }

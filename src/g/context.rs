@@ -144,7 +144,7 @@ pub(crate) fn resume(co: &mut Option<GCoroutine>) -> Switch {
 /// must be made from its own stack.
 #[inline]
 pub(crate) unsafe fn switch_to_scheduler(g: &'static G, action: Action) {
-    crate::runtime::asyncpreempt::debug_check_guarded_g(g);
+    g.debug_check_guarded();
     let y = g.yielder() as *const Yielder<(), Action>;
     // Record where this stack stops, for tracebacks (`traceback` module
     // note): the header sits right above the parent link `y` points at.

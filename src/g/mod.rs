@@ -200,8 +200,30 @@ pub(crate) struct G {
     inner: UnsafeCell<Inner>,
 }
 
+/// Who to wake: a parked goroutine, a blocked OS thread or an async task.
+/// Waking is the runtime's (`Waiter::wake`, in `runtime/park.rs`).
+pub(crate) enum Waiter {
+    Goroutine(&'static G),
+    Thread(std::thread::Thread),
+    /// An async task (a `JoinHandle` or channel future polled by an
+    /// executor, or by `block_on`). Boxed: a `Waker` is two words, and the
+    /// enum stays one pointer plus a tag (it sits in every task cell's
+    /// header, which must keep small spawns in the 64-byte block class).
+    Waker(Box<std::task::Waker>),
+}
+
 /// Fresh Gs are carved from chunks of this many.
 const G_CHUNK: usize = 64;
+
+/// Goroutine id generator (Go's `sched.goidgen`); Ps take batches of 16.
+/// Starts at 1: the first goroutine ever is the main goroutine, id 1.
+static GOIDGEN: AtomicU64 = AtomicU64::new(1);
+
+/// Reserves `n` consecutive goroutine ids; returns the first.
+#[inline]
+pub(crate) fn new_goids(n: u64) -> u64 {
+    GOIDGEN.fetch_add(n, Ordering::Relaxed)
+}
 
 /// The chunk fresh Gs come from (rarely used: dead Gs are recycled).
 static G_ARENA: std::sync::Mutex<&'static [G]> = std::sync::Mutex::new(&[]);
@@ -297,13 +319,23 @@ impl G {
     /// itself has no room left in its two cache lines). `None` without a
     /// stack.
     #[inline]
-    pub(crate) fn locals_slot(&self) -> Option<std::ptr::NonNull<crate::local::LocalMap>> {
-        const _: () = assert!(
-            std::mem::size_of::<crate::local::LocalMap>() <= stack::TOP_RESERVED
-                && std::mem::align_of::<crate::local::LocalMap>() <= 64
-        );
+    /// The slot is `stack::TOP_RESERVED` bytes, 64-aligned (`local` checks
+    /// that its map fits).
+    pub(crate) fn locals_slot(&self) -> Option<std::ptr::NonNull<u8>> {
         self.stack_range()
             .and_then(|(_, hi)| std::ptr::NonNull::new((hi - stack::TOP_RESERVED) as *mut _))
+    }
+
+    /// Debug builds: panics if the goroutine is in a preemptible region but
+    /// not in a runtime call, i.e. some runtime path lacks its entry gate
+    /// (`runtime::asyncpreempt::debug_check_guarded`).
+    #[inline]
+    pub(crate) fn debug_check_guarded(&self) {
+        debug_assert!(
+            self.region_depth() == 0 || self.in_runtime() > 0 || std::thread::panicking(),
+            "goroutine {}: runtime code in a preemptible region without an InRuntime guard",
+            self.id()
+        );
     }
 
     #[inline]
@@ -337,7 +369,7 @@ impl G {
             Ordering::Relaxed,
         );
         if let Err(s) = r {
-            crate::runtime::throw(&format!(
+            crate::sys::throw(&format!(
                 "ready of goroutine {} with bad status {:?}",
                 self.id(),
                 Status::from_u32(s)

@@ -456,12 +456,15 @@ impl M {
     }
 }
 
-/// Creates a new M (an OS thread) that starts by running with `pp`. On
-/// failure the P is given back with the error.
+/// Creates a new M (an OS thread) that starts by running with `pp`, then
+/// runs `main` (the scheduler loop: the runtime passes it in, so that m does
+/// not depend on the scheduler). On failure the P is given back with the
+/// error.
 pub(crate) fn newm(
     id: u64,
     pp: PHandle,
     spinning: bool,
+    main: fn(&'static M),
 ) -> Result<&'static M, (io::Error, PHandle)> {
     let m = M::new(id);
     // SAFETY: the M is new and not yet running; nobody else can see it.
@@ -469,14 +472,9 @@ pub(crate) fn newm(
     let r = std::thread::Builder::new()
         .name(format!("goroutine-m{id}"))
         .stack_size(M_STACK_SIZE)
-        .spawn(move || mstart(m));
+        .spawn(move || mstart(m, main));
     match r {
-        Ok(_) => {
-            if let Ok(mut all) = crate::runtime::sched().allm.lock() {
-                all.push(m);
-            }
-            Ok(m)
-        }
+        Ok(_) => Ok(m),
         Err(e) => {
             // SAFETY: the thread never started, so we are the only user of
             // `m` and nextp is still the P we put there.
@@ -486,8 +484,9 @@ pub(crate) fn newm(
     }
 }
 
-/// The body of every M thread.
-fn mstart(m: &'static M) {
+/// The body of every M thread: sets the thread up, takes the P it was
+/// given, runs `main`.
+fn mstart(m: &'static M, main: fn(&'static M)) {
     let marker = 0u8;
     m.g0_hi.store(
         std::hint::black_box(&marker) as *const u8 as usize,
@@ -512,10 +511,7 @@ fn mstart(m: &'static M) {
         let pp = m.take_nextp().expect("mstart without a P");
         m.acquirep(pp);
     }
-    if m.is_spinning() {
-        crate::runtime::schedule::count_spin(m);
-    }
-    crate::runtime::schedule::schedule(m);
+    main(m);
     // A goroutine exited while locked to this thread: the thread ends.
     CURRENT.with(|c| c.set(ptr::null()));
 }

@@ -38,6 +38,7 @@ impl TcpListener {
     }
 
     /// The local address (with the port the kernel picked for port 0).
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.inner.local_addr()
     }
@@ -51,21 +52,25 @@ impl TcpListener {
     }
 
     /// An endless iterator of `accept` results (std's `incoming`).
+    // entry: builds the iterator (its `next` is gated through `accept`)
     pub fn incoming(&self) -> Incoming<'_> {
         Incoming { listener: self }
     }
 
     /// Sets `IP_TTL`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
         self.inner.set_ttl(ttl)
     }
 
     /// Reads `IP_TTL`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn ttl(&self) -> io::Result<u32> {
         self.inner.ttl()
     }
 
     /// Takes the pending socket error (`SO_ERROR`).
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         self.inner.take_error()
     }

@@ -44,17 +44,20 @@ impl TcpStream {
     }
 
     /// The remote address.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.inner.peer_addr()
     }
 
     /// The local address.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.inner.local_addr()
     }
 
     /// Shuts down the read half, the write half or both. Shutting down
     /// `Write` sends FIN: the peer reads end of file.
+    // entry: one shutdown(2); parked waiters are woken by the netpoller
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.inner.shutdown(how)
     }
@@ -65,26 +68,31 @@ impl TcpStream {
     }
 
     /// Sets `TCP_NODELAY`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
         self.inner.set_nodelay(nodelay)
     }
 
     /// Reads `TCP_NODELAY`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn nodelay(&self) -> io::Result<bool> {
         self.inner.nodelay()
     }
 
     /// Sets `IP_TTL`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
         self.inner.set_ttl(ttl)
     }
 
     /// Reads `IP_TTL`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn ttl(&self) -> io::Result<u32> {
         self.inner.ttl()
     }
 
     /// Takes the pending socket error (`SO_ERROR`).
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         self.inner.take_error()
     }

@@ -40,87 +40,104 @@ impl UdpSocket {
     }
 
     /// The address given to [`connect`](Self::connect).
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.inner.peer_addr()
     }
 
     /// The local address.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.inner.local_addr()
     }
 
     /// Sets `SO_BROADCAST`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn set_broadcast(&self, broadcast: bool) -> io::Result<()> {
         self.inner.set_broadcast(broadcast)
     }
 
     /// Reads `SO_BROADCAST`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn broadcast(&self) -> io::Result<bool> {
         self.inner.broadcast()
     }
 
     /// Sets `IP_MULTICAST_LOOP`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn set_multicast_loop_v4(&self, on: bool) -> io::Result<()> {
         self.inner.set_multicast_loop_v4(on)
     }
 
     /// Reads `IP_MULTICAST_LOOP`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn multicast_loop_v4(&self) -> io::Result<bool> {
         self.inner.multicast_loop_v4()
     }
 
     /// Sets `IP_MULTICAST_TTL`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn set_multicast_ttl_v4(&self, ttl: u32) -> io::Result<()> {
         self.inner.set_multicast_ttl_v4(ttl)
     }
 
     /// Reads `IP_MULTICAST_TTL`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn multicast_ttl_v4(&self) -> io::Result<u32> {
         self.inner.multicast_ttl_v4()
     }
 
     /// Sets `IPV6_MULTICAST_LOOP`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn set_multicast_loop_v6(&self, on: bool) -> io::Result<()> {
         self.inner.set_multicast_loop_v6(on)
     }
 
     /// Reads `IPV6_MULTICAST_LOOP`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn multicast_loop_v6(&self) -> io::Result<bool> {
         self.inner.multicast_loop_v6()
     }
 
     /// Joins an IPv4 multicast group (`IP_ADD_MEMBERSHIP`).
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn join_multicast_v4(&self, multiaddr: &Ipv4Addr, interface: &Ipv4Addr) -> io::Result<()> {
         self.inner.join_multicast_v4(multiaddr, interface)
     }
 
     /// Joins an IPv6 multicast group (`IPV6_ADD_MEMBERSHIP`).
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn join_multicast_v6(&self, multiaddr: &Ipv6Addr, interface: u32) -> io::Result<()> {
         self.inner.join_multicast_v6(multiaddr, interface)
     }
 
     /// Leaves an IPv4 multicast group (`IP_DROP_MEMBERSHIP`).
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn leave_multicast_v4(&self, multiaddr: &Ipv4Addr, interface: &Ipv4Addr) -> io::Result<()> {
         self.inner.leave_multicast_v4(multiaddr, interface)
     }
 
     /// Leaves an IPv6 multicast group (`IPV6_DROP_MEMBERSHIP`).
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn leave_multicast_v6(&self, multiaddr: &Ipv6Addr, interface: u32) -> io::Result<()> {
         self.inner.leave_multicast_v6(multiaddr, interface)
     }
 
     /// Sets `IP_TTL`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
         self.inner.set_ttl(ttl)
     }
 
     /// Reads `IP_TTL`.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn ttl(&self) -> io::Result<u32> {
         self.inner.ttl()
     }
 
     /// Takes the pending socket error (`SO_ERROR`), for example an ICMP
     /// port unreachable reported to a connected socket.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         self.inner.take_error()
     }

@@ -21,11 +21,13 @@ pub struct UnixListener {
 impl UnixListener {
     /// Binds to `path` and listens. An existing file at `path` is
     /// `AddrInUse`.
+    // entry: creates the socket; registration happens on first wait (gated)
     pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<UnixListener> {
         std::os::unix::net::UnixListener::bind(path).map(UnixListener::from)
     }
 
     /// Binds to `addr` (a path or, on Linux, an abstract name) and listens.
+    // entry: creates the socket; registration happens on first wait (gated)
     pub fn bind_addr(addr: &SocketAddr) -> io::Result<UnixListener> {
         std::os::unix::net::UnixListener::bind_addr(addr).map(UnixListener::from)
     }
@@ -37,16 +39,19 @@ impl UnixListener {
     }
 
     /// The local address.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.inner.local_addr()
     }
 
     /// Takes the pending socket error (`SO_ERROR`).
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         self.inner.take_error()
     }
 
     /// An endless iterator of `accept` results (std's `incoming`).
+    // entry: builds the iterator (its `next` is gated through `accept`)
     pub fn incoming(&self) -> UnixIncoming<'_> {
         UnixIncoming { listener: self }
     }

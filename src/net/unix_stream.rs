@@ -38,28 +38,33 @@ impl UnixStream {
     }
 
     /// A connected pair of unnamed sockets.
+    // entry: creates the socket; registration happens on first wait (gated)
     pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
         let (a, b) = std::os::unix::net::UnixStream::pair()?;
         Ok((UnixStream::from(a), UnixStream::from(b)))
     }
 
     /// The local address.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.inner.local_addr()
     }
 
     /// The remote address.
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.inner.peer_addr()
     }
 
     /// Takes the pending socket error (`SO_ERROR`).
+    // entry: a socket option or address: one system call on the descriptor, no runtime state
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         self.inner.take_error()
     }
 
     /// Shuts down the read half, the write half or both. Shutting down
     /// `Write` makes the peer read end of file.
+    // entry: one shutdown(2); parked waiters are woken by the netpoller
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.inner.shutdown(how)
     }

@@ -34,19 +34,21 @@
 //! `set_max_procs` keeps its slot in `allp` with status `Dead`, so a thief or
 //! a stats reader holding an index from an older GOMAXPROCS never dangles.
 
+pub(crate) mod counters;
 pub(crate) mod runq;
+pub(crate) mod timerheap;
 
 use std::cell::UnsafeCell;
 use std::ops::Deref;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, Ordering};
 
+use self::counters::PCounters;
 use self::runq::RunQueue;
+use self::timerheap::Timers;
 use crate::g::stack::StackCache;
 use crate::g::taskcache::TaskCache;
 use crate::g::G;
-use crate::runtime::stats::PCounters;
-use crate::runtime::timers::Timers;
 
 /// P status (Go's numbering).
 #[repr(u32)]
@@ -350,9 +352,7 @@ impl PHandle {
         // SAFETY: short exclusive borrow by the owner.
         let l = unsafe { self.local() };
         if l.goid_next == l.goid_end {
-            l.goid_next = crate::runtime::sched()
-                .goidgen
-                .fetch_add(GOID_BATCH, Ordering::Relaxed);
+            l.goid_next = crate::g::new_goids(GOID_BATCH);
             l.goid_end = l.goid_next + GOID_BATCH;
         }
         let id = l.goid_next;

@@ -114,19 +114,9 @@ pub(crate) fn debug_check_guarded() {
     #[cfg(debug_assertions)]
     if REGIONS_USED.load(Ordering::Relaxed) {
         if let Some(g) = m::current_g() {
-            debug_check_guarded_g(g);
+            g.debug_check_guarded();
         }
     }
-}
-
-/// [`debug_check_guarded`] for a known G.
-#[inline]
-pub(crate) fn debug_check_guarded_g(g: &G) {
-    debug_assert!(
-        g.region_depth() == 0 || g.in_runtime() > 0 || std::thread::panicking(),
-        "goroutine {}: runtime code in a preemptible region without an InRuntime guard",
-        g.id()
-    );
 }
 
 /// Counters of asynchronous preemption (not a stable API: for tests and

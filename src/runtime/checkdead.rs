@@ -41,7 +41,7 @@
 //! reading `sysmonwait`, so one of the two sees the other. A deadlock is
 //! thus reported about 50-60 ms after the last M parks, whatever timers
 //! came before: stopped and fired timers leave their heap at once
-//! (`timerheap.rs`), so they never count as pending.
+//! (`p/timerheap.rs`), so they never count as pending.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

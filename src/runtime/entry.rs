@@ -39,6 +39,8 @@
 //! calling M's word is odd (runtime code), so a runtime path reached from a
 //! public function that bypasses the gate fails the debug test suite the
 //! first time it touches its P.
+//! `tests/entry_gate.rs` checks statically that every public function passes
+//! through [`call`] or says why it need not (`// entry: <reason>`).
 
 use std::panic::{self, AssertUnwindSafe};
 

@@ -77,18 +77,35 @@ pub(crate) fn startm(pp: Option<PHandle>, spinning: bool) {
         + 1;
     super::syscall::check_thread_limit(nthreads);
     let id = s.mnext.fetch_add(1, Ordering::Relaxed);
-    if let Err((e, pp)) = m::newm(id, pp, spinning) {
-        if spinning {
-            s.spin.undo_claim();
+    match m::newm(id, pp, spinning, mstart_main) {
+        Ok(nm) => {
+            if let Ok(mut all) = s.allm.lock() {
+                all.push(nm);
+            }
         }
-        let mut l = s.lock();
-        pidleput(&mut l, pp);
-        drop(l);
-        if s.allm.lock().map(|v| v.is_empty()).unwrap_or(true) {
-            throw(&format!("cannot create any OS thread for the runtime: {e}"));
+        Err((e, pp)) => {
+            if spinning {
+                s.spin.undo_claim();
+            }
+            let mut l = s.lock();
+            pidleput(&mut l, pp);
+            drop(l);
+            if s.allm.lock().map(|v| v.is_empty()).unwrap_or(true) {
+                throw(&format!("cannot create any OS thread for the runtime: {e}"));
+            }
+            eprintln!("goroutine: cannot create an OS thread for another M ({e}); running with the Ms that exist");
         }
-        eprintln!("goroutine: cannot create an OS thread for another M ({e}); running with the Ms that exist");
     }
+}
+
+/// What a new M runs once it holds its first P (`m::newm`): the scheduler
+/// loop, which returns only when a goroutine exits while locked to the
+/// thread.
+fn mstart_main(m: &'static M) {
+    if m.is_spinning() {
+        super::schedule::count_spin(m);
+    }
+    super::schedule::schedule(m);
 }
 
 /// Parks the calling M on the idle list until `startm` hands it a P (a P

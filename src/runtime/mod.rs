@@ -18,8 +18,8 @@
 //! - `proc.rs`: creating goroutines (newproc), their exit, G free lists.
 //! - `park.rs`: `park`/`ready`, the primitive under every blocking operation.
 //! - `procresize.rs`: stop-the-world and `set_max_procs`.
-//! - `timers.rs`, `timerheap.rs`: the per-P timer heaps (the heap protocol
-//!   is loom-checked).
+//! - `timers.rs` (with `p/timerheap.rs`): the per-P timer heaps (the heap
+//!   protocol is loom-checked).
 //! - `syscall.rs`: entering and leaving blocking system calls, `handoffp`.
 //! - `lockosthread.rs`: wiring a goroutine to its thread.
 //! - `preempt.rs`: the cooperative preemption check.
@@ -59,7 +59,6 @@ pub(crate) mod stats;
 pub(crate) mod steal;
 pub(crate) mod syscall;
 pub(crate) mod sysmon;
-pub(crate) mod timerheap;
 pub(crate) mod timers;
 
 use std::ptr;
@@ -109,9 +108,6 @@ pub(crate) struct Sched {
     /// All Ms (never freed).
     pub(crate) allm: Mutex<Vec<&'static M>>,
     pub(crate) mnext: AtomicU64,
-    /// Goroutine id generator; Ps take batches of 16. Starts at 1: the first
-    /// goroutine ever is the main goroutine, id 1.
-    pub(crate) goidgen: AtomicU64,
     /// Global free list of dead Gs (Go's `sched.gFree`).
     pub(crate) gfree: Mutex<Vec<&'static G>>,
     pub(crate) gfree_len: AtomicUsize,
@@ -150,7 +146,6 @@ static SCHED: Sched = Sched {
     allp_created: AtomicU32::new(0),
     allm: Mutex::new(Vec::new()),
     mnext: AtomicU64::new(0),
-    goidgen: AtomicU64::new(1),
     gfree: Mutex::new(Vec::new()),
     gfree_len: AtomicUsize::new(0),
     stopnote: Note::new(),
@@ -262,9 +257,4 @@ impl Sched {
     }
 }
 
-/// A fatal runtime error: prints Go's `fatal error:` line and aborts.
-#[cold]
-pub(crate) fn throw(msg: &str) -> ! {
-    eprintln!("fatal error: {msg}");
-    std::process::abort()
-}
+pub(crate) use crate::sys::throw;

@@ -28,16 +28,7 @@ use crate::g::{WaitReason, G};
 use crate::m;
 use crate::trace;
 
-/// Who to wake: a parked goroutine or a blocked OS thread.
-pub(crate) enum Waiter {
-    Goroutine(&'static G),
-    Thread(std::thread::Thread),
-    /// An async task (a `JoinHandle` or channel future polled by an
-    /// executor, or by `block_on`). Boxed: a `Waker` is two words, and the
-    /// enum stays one pointer plus a tag (it sits in every task cell's
-    /// header, which must keep small spawns in the 64-byte block class).
-    Waker(Box<std::task::Waker>),
-}
+pub(crate) use crate::g::Waiter;
 
 impl Waiter {
     /// Wakes the waiter. Call exactly once per registration.

@@ -55,7 +55,7 @@ pub(crate) fn newproc(
     }
     let s = start();
     let g = gfget_global().unwrap_or_else(G::alloc);
-    let id = s.goidgen.fetch_add(1, Ordering::Relaxed);
+    let id = crate::g::new_goids(1);
     if name.is_some() || trace::on() {
         named_or_traced(id, 0, trace::GLOBAL, &name);
     }
@@ -98,6 +98,18 @@ fn init(g: &'static G, id: u64, task: TaskRef, stack_size: usize, name: Option<A
     g.set_status(Status::Runnable);
 }
 
+impl Drop for TaskRef {
+    /// A task dropped without running (never happens in the runtime, which
+    /// always runs or fails it) still completes its joiner. Here, not in
+    /// `g/task.rs`: waking is the runtime's.
+    fn drop(&mut self) {
+        // SAFETY: this is the Drop, called once.
+        if let Some(w) = unsafe { self.drop_unrun() } {
+            w.wake();
+        }
+    }
+}
+
 /// The body of every goroutine: runs on the G's own stack.
 pub(crate) fn g_body(g: &'static G) {
     // SAFETY: `g` is running on this thread; we are its owner.
@@ -106,7 +118,11 @@ pub(crate) fn g_body(g: &'static G) {
         (inner.task.take(), inner.name.clone())
     };
     match task {
-        Some(task) => task.run(g.id(), name.as_deref()),
+        Some(task) => {
+            if let Some(w) = task.run(g.id(), name.as_deref()) {
+                w.wake();
+            }
+        }
         None => super::throw("goroutine started without a task"),
     }
 }

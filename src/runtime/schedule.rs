@@ -34,7 +34,6 @@ use crate::g::{Status, G};
 use crate::m::{self, M};
 use crate::netpoll;
 use crate::p::PStatus;
-use crate::spawn::JoinError;
 use crate::sys::time::nanotime;
 use crate::trace;
 
@@ -349,7 +348,9 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
                     m.set_curg(None);
                     // SAFETY: the G is ours and not running: a short borrow.
                     if let Some(task) = unsafe { g.inner() }.task.take() {
-                        task.fail(JoinError::start_failed(g.id(), e));
+                        if let Some(w) = task.fail(g.id(), e) {
+                            w.wake();
+                        }
                     }
                     proc::gdestroy(pp, g, None);
                     return true;

@@ -5,7 +5,7 @@
 //! Counters are plain relaxed atomics, each written by exactly one thread at
 //! a time, so an increment is a load and a store (no locked instruction),
 //! and summed by readers:
-//! - per P ([`PCounters`], its own cache line in the P): written only by the
+//! - per P (`p::counters::PCounters`, its own cache line in the P): written only by the
 //!   P's owner (ownership moves with the P's handle, through the
 //!   release/acquire edges that hand the P over, so no increment is lost):
 //!   spawns, steals, stolen goroutines, global-queue grabs, runnext hits,
@@ -55,36 +55,6 @@ use crate::sys::time::nanotime;
 #[inline(always)]
 pub(crate) fn bump(c: &AtomicU64, n: u64) {
     c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-}
-
-/// Per-P counters and gauges, written by the P's owner only (module note).
-/// On a cache line of its own so that readers do not disturb the P's hot
-/// fields.
-#[repr(align(64))]
-#[derive(Default)]
-pub(crate) struct PCounters {
-    pub(crate) spawns: AtomicU64,
-    /// Successful steals by this P, and the goroutines they took.
-    pub(crate) steals: AtomicU64,
-    pub(crate) stolen: AtomicU64,
-    /// Batches taken from the global queue.
-    pub(crate) global_grabs: AtomicU64,
-    /// Goroutines run from runnext (inheriting the time slice).
-    pub(crate) runnext_hits: AtomicU64,
-    /// Times an M holding this P became spinning.
-    pub(crate) spins: AtomicU64,
-    /// `syscall_blocking` calls that gave this P a P handoff at once.
-    pub(crate) blocking_handoffs: AtomicU64,
-    /// Goroutines that yielded because sysmon asked them to.
-    pub(crate) preempt_yields: AtomicU64,
-    /// Gauge: dead Gs on this P's free list (Go's gfreecnt).
-    pub(crate) gfree: AtomicU64,
-    /// Gauge: goroutines in this P's yield buffer (runnable, but in no
-    /// queue that others can see).
-    pub(crate) yieldq: AtomicU64,
-    /// Timers fired from this P's heap. The exception: any M may run the
-    /// heap, so this one is a `fetch_add` (only when timers fired).
-    pub(crate) timers_fired: AtomicU64,
 }
 
 /// Counters written only by the sysmon thread.

@@ -1,5 +1,5 @@
 //! Timers: one 4-ary heap per P (Go's `p.timers`), run by the scheduler.
-//! The heap and its start/stop/fire protocol are in `timerheap.rs` (model-
+//! The heap and its start/stop/fire protocol are in `p/timerheap.rs` (model-
 //! checked with loom); this file decides where timers go and run.
 //!
 //! # Where timers run
@@ -29,17 +29,38 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::sched;
-pub(crate) use super::timerheap::{Timer, TimerFn, Timers};
 use crate::m;
+pub(crate) use crate::p::timerheap::{Hooks, Timer, TimerFn};
 use crate::p::P;
 use crate::sys::time::nanotime;
 
+/// The heap's hooks (`p::timerheap::Hooks`): the scheduler's.
+pub(crate) struct Sched;
+
+impl Hooks for Sched {
+    #[inline]
+    fn ready(g: &'static crate::g::G) {
+        super::park::ready(g)
+    }
+
+    #[inline]
+    fn drained() {
+        super::checkdead::timers_drained()
+    }
+}
+
 impl Timer {
+    /// Cancels a pending firing; true if there was one. The entry leaves
+    /// its heap at once.
+    pub(crate) fn stop(&self) -> bool {
+        self.stop_with::<Sched>()
+    }
+
     /// Arms the timer to fire at `when` (nanotime), then every `period` ns
     /// if `period > 0`, on the caller's P. Replaces a pending firing;
     /// returns whether one was pending (Go's Reset result).
     pub(crate) fn start(self: &Arc<Self>, when: i64, period: i64) -> bool {
-        let (was, earlier) = Timer::start_on(self, &target_p().timers, when, period);
+        let (was, earlier) = Timer::start_on::<Sched>(self, &target_p().timers, when, period);
         if earlier {
             wake_netpoller(when.max(1));
         }
@@ -74,7 +95,7 @@ pub(crate) fn check_timers(pp: &P, now: i64) -> (i64, i64) {
     if now < next {
         return (now, next);
     }
-    let fired = pp.timers.run_due(now);
+    let fired = pp.timers.run_due::<Sched>(now);
     if fired > 0 {
         // Any M may run any P's heap: a real read-modify-write, but only
         // when timers fired.

@@ -39,6 +39,7 @@ pub struct Condvar {
 
 impl Condvar {
     /// A new condition variable.
+    // entry: a constructor; no runtime state
     pub const fn new() -> Condvar {
         Condvar {
             notify: NotifyList::new(),

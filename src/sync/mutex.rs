@@ -84,6 +84,7 @@ unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
 
 impl<T> Mutex<T> {
     /// A new, unlocked mutex.
+    // entry: a constructor; no runtime state
     pub const fn new(value: T) -> Mutex<T> {
         Mutex {
             raw: RawMutex::new(),
@@ -92,6 +93,7 @@ impl<T> Mutex<T> {
     }
 
     /// Consumes the mutex and returns the data.
+    // entry: unique access to the data; no lock, no runtime state
     pub fn into_inner(self) -> T {
         self.data.into_inner()
     }
@@ -116,6 +118,7 @@ impl<T: ?Sized> Mutex<T> {
     /// `TryLock`). Fails while it is locked, and also while it is in
     /// starvation mode (it is promised to a waiter).
     #[inline]
+    // entry: one CAS on the lock word; a failed attempt wakes nobody
     pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
         self.raw.try_lock().then(|| MutexGuard {
             mutex: self,
@@ -124,6 +127,7 @@ impl<T: ?Sized> Mutex<T> {
     }
 
     /// The data, through a unique borrow (no locking needed).
+    // entry: unique access to the data; no lock, no runtime state
     pub fn get_mut(&mut self) -> &mut T {
         self.data.get_mut()
     }

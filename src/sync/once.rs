@@ -39,6 +39,7 @@ pub struct Once {
 
 impl Once {
     /// A new `Once` that has not run.
+    // entry: a constructor; no runtime state
     pub const fn new() -> Once {
         Once {
             done: AtomicU32::new(0),
@@ -61,6 +62,7 @@ impl Once {
 
     /// Whether the first call has finished (returned or panicked).
     #[inline]
+    // entry: one atomic load
     pub fn is_completed(&self) -> bool {
         // Acquire: as in `call_once`.
         self.done.load(Ordering::Acquire) != 0

@@ -74,6 +74,7 @@ unsafe impl<T: ?Sized + Sync> Sync for RwLockWriteGuard<'_, T> {}
 
 impl<T> RwLock<T> {
     /// A new, unlocked lock.
+    // entry: a constructor; no runtime state
     pub const fn new(value: T) -> RwLock<T> {
         RwLock {
             raw: RawRwLock::new(),
@@ -82,6 +83,7 @@ impl<T> RwLock<T> {
     }
 
     /// Consumes the lock and returns the data.
+    // entry: unique access to the data; no lock, no runtime state
     pub fn into_inner(self) -> T {
         self.data.into_inner()
     }
@@ -103,6 +105,7 @@ impl<T: ?Sized> RwLock<T> {
 
     /// Locks for reading if no writer holds or waits for the lock.
     #[inline]
+    // entry: one CAS on the reader count; a failed attempt wakes nobody
     pub fn try_read(&self) -> Option<RwLockReadGuard<'_, T>> {
         self.raw.try_read().then(|| RwLockReadGuard {
             lock: self,
@@ -134,6 +137,7 @@ impl<T: ?Sized> RwLock<T> {
     }
 
     /// The data, through a unique borrow (no locking needed).
+    // entry: unique access to the data; no lock, no runtime state
     pub fn get_mut(&mut self) -> &mut T {
         self.data.get_mut()
     }

@@ -62,6 +62,7 @@ pub struct Semaphore {
 
 impl Semaphore {
     /// A semaphore with `size` units, all available.
+    // entry: a constructor; no runtime state
     pub const fn new(size: usize) -> Semaphore {
         Semaphore {
             size,

@@ -160,6 +160,7 @@ pub struct WaitGroup {
 
 impl WaitGroup {
     /// A new group with the counter at zero.
+    // entry: a constructor; no runtime state
     pub fn new() -> WaitGroup {
         WaitGroup {
             inner: Arc::new(RawWaitGroup::new()),

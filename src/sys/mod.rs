@@ -76,3 +76,12 @@ pub(crate) fn current_sigmask() -> u64 {
         0
     }
 }
+
+/// A fatal runtime error: prints Go's `fatal error:` line and aborts. Here,
+/// in the lowest layer, so that every layer may use it (re-exported as
+/// `runtime::throw`).
+#[cold]
+pub(crate) fn throw(msg: &str) -> ! {
+    eprintln!("fatal error: {msg}");
+    std::process::abort()
+}

@@ -58,6 +58,14 @@ pub fn sleep_until(deadline: Instant) {
     sleep(deadline.saturating_duration_since(Instant::now()))
 }
 
+/// What a channel timer does when it fires: sends the time without
+/// blocking (Go's sendTime: a full channel drops the tick).
+fn send_time(tx: Sender<Instant>) -> TimerFn {
+    TimerFn::Call(Box::new(move || {
+        let _ = tx.try_send(Instant::now());
+    }))
+}
+
 /// A channel that receives the current time once `d` has passed (Go's
 /// `time.After`).
 pub fn after(d: Duration) -> Receiver<Instant> {
@@ -66,7 +74,7 @@ pub fn after(d: Duration) -> Receiver<Instant> {
         // The heap entry owns the timer and with it the sender: once the time
         // is sent and the entry dropped, the channel holds the value and then
         // reports closed.
-        let t = timers::Timer::new(TimerFn::SendTime(tx));
+        let t = timers::Timer::new(send_time(tx));
         t.start(deadline_after(nanotime(), d), 0);
         rx
     })
@@ -108,7 +116,7 @@ impl Timer {
     pub fn new(d: Duration) -> Timer {
         crate::runtime::asyncpreempt::in_runtime(move || {
             let (tx, rx) = chan(1);
-            let inner = timers::Timer::new(TimerFn::SendTime(tx));
+            let inner = timers::Timer::new(send_time(tx));
             inner.start(deadline_after(nanotime(), d), 0);
             Timer {
                 inner,
@@ -119,6 +127,7 @@ impl Timer {
     }
 
     /// The channel the time is delivered on.
+    // entry: a getter of the delivery channel
     pub fn c(&self) -> &Receiver<Instant> {
         &self.rx
     }
@@ -171,7 +180,7 @@ impl Ticker {
         crate::runtime::asyncpreempt::in_runtime(move || {
             assert!(!d.is_zero(), "non-positive interval for Ticker::new");
             let (tx, rx) = chan(1);
-            let inner = timers::Timer::new(TimerFn::SendTime(tx));
+            let inner = timers::Timer::new(send_time(tx));
             let period = period_ns(d);
             inner.start(deadline_after(nanotime(), d), period);
             Ticker { inner, rx }
@@ -179,6 +188,7 @@ impl Ticker {
     }
 
     /// The channel ticks are delivered on.
+    // entry: a getter of the delivery channel
     pub fn c(&self) -> &Receiver<Instant> {
         &self.rx
     }

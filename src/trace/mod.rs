@@ -80,6 +80,7 @@ pub fn stop() -> io::Result<()> {
 }
 
 /// Whether a trace is being written.
+// entry: one atomic load of the trace switch
 pub fn is_enabled() -> bool {
     on()
 }

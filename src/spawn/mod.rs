@@ -1,5 +1,7 @@
 //! Spawning goroutines and waiting for them: `go`, `Builder`, `JoinHandle`,
-//! `JoinError`, `run`.
+//! `JoinError`, `run`. The typed half of the task cell is in `cell.rs`.
+
+mod cell;
 
 use std::any::Any;
 use std::fmt;
@@ -7,8 +9,8 @@ use std::io;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use self::cell::{new_task, panic_message, JoinRef};
 use crate::g::stack;
-use crate::g::task::{new_task, panic_message, JoinRef};
 use crate::g::WaitReason;
 use crate::m;
 use crate::runtime::park::{self, Waiter};
@@ -101,12 +103,14 @@ pub struct Builder {
 }
 
 impl Builder {
+    // entry: a builder setter or constructor; `spawn` is gated
     pub fn new() -> Builder {
         Builder::default()
     }
 
     /// Names the goroutine (shown in panics, dumps and traces). An empty
     /// name means no name.
+    // entry: a builder setter or constructor; `spawn` is gated
     pub fn name(mut self, name: impl Into<String>) -> Builder {
         self.name = Some(name.into()).filter(|n| !n.is_empty());
         self
@@ -142,6 +146,7 @@ impl Builder {
     /// });
     /// assert!(same);
     /// ```
+    // entry: a builder setter or constructor; `spawn` is gated
     pub fn lock_os_thread(mut self, pinned: bool) -> Builder {
         self.lock_os_thread = pinned;
         self
@@ -149,6 +154,7 @@ impl Builder {
 
     /// Usable stack bytes for this goroutine (rounded up to whole pages;
     /// 16 KiB to 1 GiB). The default is 256 KiB, or `GOROUTINE_STACK_SIZE`.
+    // entry: a builder setter or constructor; `spawn` is gated
     pub fn stack_size(mut self, bytes: usize) -> Builder {
         self.stack_size = Some(bytes);
         self
@@ -206,11 +212,13 @@ pub struct JoinHandle<T> {
 
 impl<T> JoinHandle<T> {
     /// The goroutine's id.
+    // entry: a getter; no runtime state
     pub fn id(&self) -> u64 {
         self.id
     }
 
     /// Whether the goroutine has finished.
+    // entry: one atomic load of the task's state
     pub fn is_finished(&self) -> bool {
         self.task.header().is_complete()
     }
@@ -311,6 +319,7 @@ enum ErrorKind {
     Start(io::Error),
 }
 
+// entry: a plain error value; no runtime state
 impl JoinError {
     pub(crate) fn panicked(
         id: u64,

@@ -1,8 +1,11 @@
 //! The timer heap protocol (the loom-checked core of `timers.rs`): a
 //! [`Timer`]'s state and generation (`seq`), one P's 4-ary heap
-//! ([`Timers`]), and starting, stopping and running timers. The scheduler
-//! glue (which P a timer goes on, waking the poller, readying goroutines) is
-//! in `timers.rs`; see its note for where timers run.
+//! ([`Timers`]), and starting, stopping and running timers. A P's data, so
+//! it lives in `p`. The scheduler glue (which P a timer goes on, waking the
+//! poller, readying goroutines) is in `runtime/timers.rs`; see its note for
+//! where timers run. What the heap needs from the scheduler (readying a
+//! sleeper, noting an empty heap) comes in through [`Hooks`], a type
+//! parameter, so the calls are static.
 //!
 //! # Protocol
 //! A [`Timer`] is shared (`Arc`); its `State` (when, period, seq, the heap
@@ -40,16 +43,27 @@
 use crate::loom::atomic::{AtomicI64, AtomicUsize, Ordering};
 use crate::loom::sync::{Arc, Mutex, MutexGuard};
 
+/// What the heap asks of the scheduler, resolved statically (a type
+/// parameter: the calls inline as direct ones did). The runtime's
+/// implementation is `runtime::timers::Sched`; the unit tests and the loom
+/// models use `Quiet`.
+pub(crate) trait Hooks {
+    /// Readies a goroutine whose sleep ended.
+    #[cfg(not(loom))]
+    fn ready(g: &'static crate::g::G);
+    /// A heap became empty: maybe no timer is pending anywhere any more
+    /// (Go runs its deadlock check when the last timer goes).
+    fn drained();
+}
+
 /// What a timer does when it fires.
 pub(crate) enum TimerFn {
     /// Ready a goroutine parked in `sleep`.
     #[cfg(not(loom))]
     Ready(&'static crate::g::G),
-    /// Send the time on a channel without blocking (Go's sendTime: a full
-    /// channel drops the tick). Channel timers: `after`, `Timer`, `Ticker`.
-    #[cfg(not(loom))]
-    SendTime(crate::chan::Sender<std::time::Instant>),
-    /// Call a function (`after_func`, I/O deadlines).
+    /// Call a function: `after_func`, I/O deadlines, and the channel timers
+    /// (`after`, `Timer`, `Ticker`), which send the time (`time::send_time`;
+    /// the heap knows no channels).
     Call(Box<dyn Fn() + Send + Sync>),
 }
 
@@ -115,7 +129,7 @@ impl Timer {
     /// then every `period` ns if `period > 0`. Replaces a pending firing.
     /// Returns whether one was pending (Go's Reset result) and whether the
     /// new entry is now the heap's earliest (the caller wakes the poller).
-    pub(crate) fn start_on(
+    pub(crate) fn start_on<H: Hooks>(
         this: &Arc<Timer>,
         target: &'static Timers,
         when: i64,
@@ -146,14 +160,14 @@ impl Timer {
         };
         drop(st);
         if emptied {
-            drained();
+            H::drained();
         }
         (was.is_some(), earlier)
     }
 
     /// Cancels a pending firing; true if there was one. The entry leaves
     /// its heap at once.
-    pub(crate) fn stop(&self) -> bool {
+    pub(crate) fn stop_with<H: Hooks>(&self) -> bool {
         let mut st = lock(&self.state);
         let Some(heap) = st.queued_on.take() else {
             return false;
@@ -162,30 +176,18 @@ impl Timer {
         let emptied = heap.remove(self);
         drop(st);
         if emptied {
-            drained();
+            H::drained();
         }
         true
     }
 
-    fn fire(&self) {
+    fn fire<H: Hooks>(&self) {
         match &self.func {
             #[cfg(not(loom))]
-            TimerFn::Ready(g) => crate::runtime::park::ready(g),
-            #[cfg(not(loom))]
-            TimerFn::SendTime(tx) => {
-                let _ = tx.try_send(std::time::Instant::now());
-            }
+            TimerFn::Ready(g) => H::ready(g),
             TimerFn::Call(f) => f(),
         }
     }
-}
-
-/// A heap became empty: maybe no timer is pending anywhere any more (Go
-/// runs its deadlock check when the last timer goes).
-#[inline]
-fn drained() {
-    #[cfg(not(loom))]
-    crate::runtime::checkdead::timers_drained();
 }
 
 impl Timers {
@@ -275,7 +277,7 @@ impl Timers {
     }
 
     /// Runs every entry due at `now`; returns how many fired.
-    pub(crate) fn run_due(&self, now: i64) -> usize {
+    pub(crate) fn run_due<H: Hooks>(&self, now: i64) -> usize {
         let mut fired = 0;
         loop {
             let e = {
@@ -316,11 +318,11 @@ impl Timers {
                     st.queued_on = None;
                     drop(st);
                     if self.next() == 0 {
-                        drained();
+                        H::drained();
                     }
                 }
             }
-            e.timer.fire();
+            e.timer.fire::<H>();
             fired += 1;
         }
     }
@@ -418,6 +420,19 @@ fn fix(h: &mut [Entry], i: usize) {
     }
 }
 
+/// The tests' hooks: nothing to ready, nobody to tell.
+#[cfg(test)]
+struct Quiet;
+
+#[cfg(test)]
+impl Hooks for Quiet {
+    #[cfg(not(loom))]
+    fn ready(_: &'static crate::g::G) {
+        unreachable!("the heap's tests have no sleep timers")
+    }
+    fn drained() {}
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -461,21 +476,25 @@ mod tests {
                     f.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 })));
                 // Out of order, so that removals come from inside the heap.
-                Timer::start_on(&t, heap, 10 + (i * 37) % 400, 0);
+                Timer::start_on::<Quiet>(&t, heap, 10 + (i * 37) % 400, 0);
                 t
             })
             .collect();
-        let stopped = timers.iter().step_by(2).filter(|t| t.stop()).count();
+        let stopped = timers
+            .iter()
+            .step_by(2)
+            .filter(|t| t.stop_with::<Quiet>())
+            .count();
         assert_eq!(stopped, 200);
         assert_eq!(heap.len(), 200, "no stopped entry lingers");
-        assert!(timers.iter().step_by(2).all(|t| !t.stop()));
+        assert!(timers.iter().step_by(2).all(|t| !t.stop_with::<Quiet>()));
         // Resets move entries inside the heap; the count stays.
         for (i, t) in timers.iter().enumerate().skip(1).step_by(2) {
-            assert!(Timer::start_on(t, heap, 5 + (i as i64 * 13) % 500, 0).0);
+            assert!(Timer::start_on::<Quiet>(t, heap, 5 + (i as i64 * 13) % 500, 0).0);
         }
         assert_eq!(heap.len(), 200);
         check_heap(heap);
-        assert_eq!(heap.run_due(1_000_000), 200);
+        assert_eq!(heap.run_due::<Quiet>(1_000_000), 200);
         assert_eq!(fired.load(std::sync::atomic::Ordering::Relaxed), 200);
         assert_eq!(heap.len(), 0);
         assert_eq!(heap.next(), 0);
@@ -507,11 +526,12 @@ mod tests {
             x ^= x << 17;
             let i = (x % 64) as usize;
             if x & 64 == 0 {
-                let (was, _) = Timer::start_on(&timers[i], heap, (x >> 8) as i64 % 1000 + 1, 0);
+                let (was, _) =
+                    Timer::start_on::<Quiet>(&timers[i], heap, (x >> 8) as i64 % 1000 + 1, 0);
                 assert_eq!(was, pending[i]);
                 pending[i] = true;
             } else {
-                assert_eq!(timers[i].stop(), pending[i]);
+                assert_eq!(timers[i].stop_with::<Quiet>(), pending[i]);
                 pending[i] = false;
             }
             assert_eq!(heap.len(), pending.iter().filter(|p| **p).count());
@@ -528,18 +548,21 @@ mod tests {
         let timers: Vec<_> = (0..10)
             .map(|i| {
                 let t = Timer::new(TimerFn::Call(Box::new(|| {})));
-                Timer::start_on(&t, a, 100 - i, 0);
+                Timer::start_on::<Quiet>(&t, a, 100 - i, 0);
                 t
             })
             .collect();
-        timers[3].stop();
+        timers[3].stop_with::<Quiet>();
         a.move_all(b);
         assert_eq!((a.len(), a.next()), (0, 0));
         assert_eq!(b.len(), 9);
         check_heap(b);
-        assert!(timers[4].stop(), "a moved timer stops on its new heap");
-        assert!(!timers[3].stop());
-        assert_eq!(b.run_due(1000), 8);
+        assert!(
+            timers[4].stop_with::<Quiet>(),
+            "a moved timer stops on its new heap"
+        );
+        assert!(!timers[3].stop_with::<Quiet>());
+        assert_eq!(b.run_due::<Quiet>(1000), 8);
     }
 }
 
@@ -568,10 +591,10 @@ mod loom_models {
         loom::model(|| {
             let h = heap();
             let (t, fired) = counting_timer();
-            Timer::start_on(&t, h, 5, 0);
+            Timer::start_on::<Quiet>(&t, h, 5, 0);
             let t2 = t.clone();
-            let stopper = thread::spawn(move || t2.stop());
-            h.run_due(10);
+            let stopper = thread::spawn(move || t2.stop_with::<Quiet>());
+            h.run_due::<Quiet>(10);
             let stopped = stopper.join().unwrap();
             let n = fired.load(Ordering::SeqCst);
             assert_eq!(
@@ -589,10 +612,10 @@ mod loom_models {
         loom::model(|| {
             let h = heap();
             let (t, fired) = counting_timer();
-            Timer::start_on(&t, h, 5, 0);
+            Timer::start_on::<Quiet>(&t, h, 5, 0);
             let t2 = t.clone();
-            let resetter = thread::spawn(move || Timer::start_on(&t2, h, 7, 0).0);
-            h.run_due(6);
+            let resetter = thread::spawn(move || Timer::start_on::<Quiet>(&t2, h, 7, 0).0);
+            h.run_due::<Quiet>(6);
             let was_pending = resetter.join().unwrap();
             let before = fired.load(Ordering::SeqCst);
             assert!(before <= 1);
@@ -600,7 +623,7 @@ mod loom_models {
             if was_pending {
                 assert_eq!(before, 0);
             }
-            h.run_due(10);
+            h.run_due::<Quiet>(10);
             let after = fired.load(Ordering::SeqCst);
             assert_eq!(after - before, 1, "the reset arm fires exactly once");
             assert_eq!(h.next(), 0);
@@ -616,16 +639,16 @@ mod loom_models {
         loom::model(|| {
             let (a, b) = (heap(), heap());
             let (t, fired) = counting_timer();
-            Timer::start_on(&t, a, 5, 0);
+            Timer::start_on::<Quiet>(&t, a, 5, 0);
             let t2 = t.clone();
             let mover = thread::spawn(move || {
-                let (was_pending, _) = Timer::start_on(&t2, b, 5, 0);
-                b.run_due(10);
+                let (was_pending, _) = Timer::start_on::<Quiet>(&t2, b, 5, 0);
+                b.run_due::<Quiet>(10);
                 was_pending
             });
-            a.run_due(10);
+            a.run_due::<Quiet>(10);
             let was_pending = mover.join().unwrap();
-            a.run_due(10);
+            a.run_due::<Quiet>(10);
             let n = fired.load(Ordering::SeqCst);
             assert_eq!(n, if was_pending { 1 } else { 2 }, "fired {n} times");
             assert_eq!(a.next(), 0);
@@ -640,23 +663,23 @@ mod loom_models {
         loom::model(|| {
             let h = heap();
             let (t, fired) = counting_timer();
-            Timer::start_on(&t, h, 5, 0);
+            Timer::start_on::<Quiet>(&t, h, 5, 0);
             let t2 = t.clone();
             let resetter = thread::spawn(move || {
-                Timer::start_on(&t2, h, 7, 0);
+                Timer::start_on::<Quiet>(&t2, h, 7, 0);
             });
-            let stopped = t.stop();
+            let stopped = t.stop_with::<Quiet>();
             resetter.join().unwrap();
             let len = h.len();
             assert!(len <= 1);
             // If the stop came last the heap is empty, else the reset's
             // entry is there; either way the heap's length is the truth.
-            let again = t.stop();
+            let again = t.stop_with::<Quiet>();
             assert_eq!(again, len == 1);
             assert!(stopped || again);
             assert_eq!(h.len(), 0);
             assert_eq!(h.next(), 0);
-            assert_eq!(h.run_due(10), 0);
+            assert_eq!(h.run_due::<Quiet>(10), 0);
             assert_eq!(fired.load(Ordering::SeqCst), 0);
         });
     }
