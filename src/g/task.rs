@@ -301,6 +301,9 @@ impl<T> Drop for JoinRef<T> {
     /// report a panic result now; otherwise the goroutine will (it sees
     /// our reference gone when it completes). The CAS orders the two cases
     /// against the completer's `fetch_or` on the same word.
+    /// Inline: a `go` statement drops its handle at once, and the common
+    /// case is then one CAS; the rest is out of line (`drop_last`).
+    #[inline]
     fn drop(&mut self) {
         let header = self.header();
         let mut cur = header.state.load(Ordering::Acquire);
@@ -323,20 +326,31 @@ impl<T> Drop for JoinRef<T> {
                 Err(now) => cur = now,
             }
         }
-        // Reporting an unjoined panic (printing) and freeing the cell (into
-        // the P's task cache) are runtime work: behind the entry gate.
-        let cell = self.cell;
-        crate::runtime::asyncpreempt::in_runtime(move || {
-            if cur & COMPLETE != 0 {
-                // SAFETY: COMPLETE observed (Acquire): the stage is final;
-                // our reference keeps the cell alive. After `join` the stage
-                // is `Taken` and nothing is reported.
-                unsafe { (header.vtable.report_unjoined)(cell) };
-            }
-            // SAFETY: we give up the JoinHandle's reference, once.
-            unsafe { release(cell) }
-        })
+        // SAFETY: `cur` was read last (Acquire) and is complete or shows
+        // ours as the last reference; we give it up once.
+        unsafe { drop_last(self.cell, cur) }
     }
+}
+
+/// The rest of `JoinRef::drop`: the task completed (`cur` has COMPLETE) or
+/// ours is the last reference. Reporting an unjoined panic (printing) and
+/// freeing the cell (into the P's task cache) are runtime work: behind the
+/// entry gate.
+///
+/// # Safety
+/// The caller owns the JoinHandle's reference to `cell` and gives it up.
+#[inline(never)]
+unsafe fn drop_last(cell: NonNull<Header>, cur: usize) {
+    crate::runtime::asyncpreempt::in_runtime(move || {
+        if cur & COMPLETE != 0 {
+            // SAFETY: COMPLETE observed (Acquire): the stage is final;
+            // our reference keeps the cell alive. After `join` the stage
+            // is `Taken` and nothing is reported.
+            unsafe { (cell.as_ref().vtable.report_unjoined)(cell) };
+        }
+        // SAFETY: we give up the JoinHandle's reference, once.
+        unsafe { release(cell) }
+    })
 }
 
 /// Allocates the cell for `f`: the G's reference and the JoinHandle's.

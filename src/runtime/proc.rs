@@ -153,16 +153,39 @@ fn gfput(pp: &PHandle, g: &'static G) {
         .store(local.gfree.len() as u64, Ordering::Relaxed);
 }
 
+/// Inline: the common case (a G on the P's own list) is a pop and a store,
+/// less than the call it would cost; the refill from the global list is
+/// out of line.
+#[inline]
 fn gfget(pp: &PHandle) -> Option<&'static G> {
     // SAFETY: short exclusive borrow of our own P's local state.
     let local = unsafe { pp.local() };
-    if local.gfree.is_empty() && sched().gfree_len.load(Ordering::Relaxed) > 0 {
-        let s = sched();
-        let mut global = s.gfree.lock().unwrap_or_else(|e| e.into_inner());
-        let at = global.len().saturating_sub(P_GFREE_KEEP);
-        local.gfree.extend(global.drain(at..));
-        s.gfree_len.store(global.len(), Ordering::Relaxed);
+    let Some(g) = local.gfree.pop() else {
+        return gfget_refill(pp);
+    };
+    pp.counters
+        .gfree
+        .store(local.gfree.len() as u64, Ordering::Relaxed);
+    Some(g)
+}
+
+/// The P's free list is empty: refill it from the global list (up to
+/// `P_GFREE_KEEP`) and take one.
+#[cold]
+#[inline(never)]
+fn gfget_refill(pp: &PHandle) -> Option<&'static G> {
+    let s = sched();
+    if s.gfree_len.load(Ordering::Relaxed) == 0 {
+        return None;
     }
+    // SAFETY: short exclusive borrow of our own P's local state (the
+    // caller's ended).
+    let local = unsafe { pp.local() };
+    let mut global = s.gfree.lock().unwrap_or_else(|e| e.into_inner());
+    let at = global.len().saturating_sub(P_GFREE_KEEP);
+    local.gfree.extend(global.drain(at..));
+    s.gfree_len.store(global.len(), Ordering::Relaxed);
+    drop(global);
     let g = local.gfree.pop();
     pp.counters
         .gfree
