@@ -89,11 +89,15 @@ pub(crate) fn new(stack: Stack, g: &'static G, body: fn(&'static G)) -> GCorouti
         g.set_yielder(y as *const Yielder<(), Action> as *mut ());
         #[cfg(not(any(goroutine_sanitize = "address", goroutine_sanitize = "thread")))]
         {
-            let (_, top) = g.stack_range().expect("a running goroutine has a stack");
-            let h = StackHeader::at(top);
             // The header sits right above corosensei's parent link (the
-            // yielder): `switch_to_scheduler` finds it from there.
-            debug_assert_eq!(y as *const Yielder<(), Action> as usize + 16, h as usize);
+            // yielder): found from there, as `switch_to_scheduler` does,
+            // without recomputing it from the stack's top (its colour).
+            let h = (y as *const Yielder<(), Action> as usize + 16) as *mut StackHeader;
+            debug_assert_eq!(
+                g.stack_range().map(|(_, top)| StackHeader::at(top)),
+                Some(h),
+                "the stack header is not above the yielder"
+            );
             // SAFETY: we are the goroutine, running: the owner of Inner.
             let spawn = unsafe { g.inner() }
                 .task

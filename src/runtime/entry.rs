@@ -83,19 +83,19 @@ pub(crate) fn call_here<R>(f: impl FnOnce(Here) -> R) -> R {
     if asyncpreempt::regions_used() {
         return call_guarded(f);
     }
-    let Some(m) = m::current() else {
-        return f(Here::of(None));
+    // One call site of `f`, so LLVM inlines large bodies (spawn's) too.
+    let m = m::current();
+    let g = m.and_then(|m| m.curg());
+    let outer = match m.map(|m| (m, m.revoke.enter())) {
+        None | Some((_, Entry::Nested)) => None,
+        Some((m, Entry::Entered)) => Some(m),
+        Some((m, Entry::Contended)) => return call_settled(m, f),
     };
-    let g = m.curg();
-    match m.revoke.enter() {
-        Entry::Nested => f(Here::of(Some(m))),
-        Entry::Entered => {
-            let r = f(Here::of(Some(m)));
-            leave_from(m, g);
-            r
-        }
-        Entry::Contended => call_settled(m, f),
+    let r = f(Here::of(m));
+    if let Some(m) = outer {
+        leave_from(m, g);
     }
+    r
 }
 
 /// [`call_here`] after a contended entry: the P may have been taken and

@@ -60,16 +60,29 @@ impl<T> JoinRef<T> {
 }
 
 impl<T> Drop for JoinRef<T> {
+    /// Inline: a `go` statement drops its handle at once, and the common
+    /// case is then one CAS; the rest is out of line (`drop_last`).
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: we give up the JoinHandle's reference, once (here or below).
         if unsafe { try_drop_joiner(self.cell) } {
             return;
         }
-        // Reporting an unjoined panic (printing) or freeing the cell (into
-        // the P's task cache): runtime work, behind the entry gate.
         // SAFETY: as above; `try_drop_joiner` gave nothing up.
-        crate::runtime::asyncpreempt::in_runtime(move || unsafe { drop_joiner(self.cell) })
+        unsafe { drop_last(self.cell) }
     }
+}
+
+/// The rest of `JoinRef::drop`: reporting an unjoined panic (printing) or
+/// freeing the cell (into the P's task cache) is runtime work, behind the
+/// entry gate.
+///
+/// # Safety
+/// The caller owns the JoinHandle's reference to `cell` and gives it up.
+#[inline(never)]
+unsafe fn drop_last(cell: NonNull<Header>) {
+    // SAFETY: per the contract.
+    crate::runtime::asyncpreempt::in_runtime(move || unsafe { drop_joiner(cell) })
 }
 
 /// Allocates the cell for `f`: the G's reference and the JoinHandle's.
