@@ -1,7 +1,8 @@
 //! The entry gate, checked statically (issue 17, item 4).
 //!
 //! `src/runtime/entry.rs` is the one gate every public runtime call runs its
-//! body through (`entry::call`, used as `asyncpreempt::in_runtime`). A public
+//! body through (`entry::call`, used as `asyncpreempt::in_runtime`, or
+//! `entry::call_here`). A public
 //! function that reaches runtime state without it is caught at run time only
 //! by a debug assertion, and only on the paths a test happens to take. This
 //! test reads the library's source with `syn` and lists every function of the
@@ -624,18 +625,24 @@ fn scan(c: &Crate) -> Vec<Offender> {
     let funcs = collect_funcs(c);
     let fields = field_types(c);
 
+    // The gate's two forms: `entry::call`, and `entry::call_here` (which
+    // hands the body the M it looked up).
+    let gate_path = |p: &[String]| -> bool {
+        ["call", "call_here"]
+            .iter()
+            .any(|f| p.ends_with(&["entry".to_string(), f.to_string()]))
+    };
     // Names the gate is imported as (`use super::entry::call as in_runtime`).
     let mut gate_names: HashSet<String> = HashSet::new();
     for m in &c.modules {
         for (name, (p, _)) in &m.uses {
-            if p.ends_with(&["entry".to_string(), "call".to_string()]) {
+            if gate_path(p) {
                 gate_names.insert(name.clone());
             }
         }
     }
     let is_gate = |segs: &[String]| -> bool {
-        segs.ends_with(&["entry".to_string(), "call".to_string()])
-            || segs.last().is_some_and(|l| gate_names.contains(l))
+        gate_path(segs) || segs.last().is_some_and(|l| gate_names.contains(l))
     };
 
     // Index: free fns by (module, name); methods by (type, name) and by name.
@@ -834,6 +841,7 @@ pub fn only_in_tests() {
 const MINI_RUNTIME: &str = r#"
 pub(crate) mod entry {
     pub(crate) fn call<R>(f: impl FnOnce() -> R) -> R { f() }
+    pub(crate) fn call_here<R>(f: impl FnOnce(()) -> R) -> R { f(()) }
 }
 pub(crate) mod asyncpreempt {
     pub(crate) use super::entry::call as in_runtime;
@@ -870,6 +878,7 @@ impl Inner {
 impl Handle {
     pub fn method_bypass(&self) { self.inner.work() }
     pub fn method_ok(&self) { self.inner.gated() }
+    pub fn method_here(&self) { crate::runtime::entry::call_here(|_| runtime::touch()) }
     /// A getter.
     #[inline]
     pub fn getter(&self) -> u32 {
