@@ -459,3 +459,23 @@ fn select_with_async_waiters_on_the_same_channel() {
     let s = sel_sum.join().unwrap();
     assert_eq!(a + s, 2000 * 2001 / 2);
 }
+
+#[test]
+fn value_handed_to_a_dropped_future_survives_the_close() {
+    // A receive future is handed a value, the last sender then closes the
+    // channel, and only then is the future dropped unpolled: the value was
+    // sent, so it must still reach a receiver, before the close is seen.
+    for cap in [0usize, 1] {
+        let (tx, rx) = chan::<u64>(cap);
+        let mut waiting = Box::pin(rx.recv_async());
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending(), "cap {cap}");
+        // The goroutine's send goes straight to the queued future; its
+        // Sender, the last one, closes the channel when it ends.
+        go(move || tx.send(7).unwrap()).join().unwrap();
+        assert!(rx.is_closed(), "cap {cap}");
+        drop(waiting);
+        assert_eq!(rx.recv(), Ok(7), "cap {cap}: the value was lost");
+        assert_eq!(rx.recv(), Err(RecvError), "cap {cap}");
+    }
+}

@@ -31,9 +31,12 @@
 //!     the value back to the channel, as a new send would: to a waiting
 //!     receiver, the buffer, or, when neither has room, as a detached
 //!     blocked sender (an orphan record that frees itself when a receiver
-//!     takes the value, or when the channel fails it). Only when the
-//!     channel is closed (or every receiver is gone) meanwhile is the value
-//!     dropped, since a closed channel accepts no value.
+//!     takes the value, or when the channel fails it). The value was sent
+//!     already, so a close does not refuse it: given back to a closed
+//!     channel, it goes to the buffer or an orphan, and a close leaves
+//!     orphans queued (`DETACHED` sudogs), so receivers get the value
+//!     before they see the close, as they get buffered values. Only when
+//!     every receiver is gone is the value dropped: nobody could take it.
 //!
 //! # Invariants
 //! - A record is freed only by its owner (the future, or an orphan's own
@@ -54,7 +57,7 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use super::error::{RecvError, SendError};
 use super::hchan::{Chan, RecvLocked, SendLocked};
-use super::wait::{Sudog, WaitState, Waiter};
+use super::wait::{Sudog, WaitState, Waiter, DETACHED};
 
 /// The heap wait record of one pending async operation (see the module
 /// note). The sudog points into the same block.
@@ -74,7 +77,8 @@ unsafe impl<T: Send> Send for RecordPtr<T> {}
 unsafe impl<T: Send> Sync for RecordPtr<T> {}
 
 impl<T> RecordPtr<T> {
-    fn new(waiter: Waiter, value: Option<T>) -> RecordPtr<T> {
+    /// `index`: 0, or `DETACHED` for an orphan (module note).
+    fn new(waiter: Waiter, value: Option<T>, index: usize) -> RecordPtr<T> {
         let raw = Box::into_raw(Box::new(Record {
             state: WaitState::new(waiter, false),
             slot: UnsafeCell::new(match value {
@@ -86,7 +90,7 @@ impl<T> RecordPtr<T> {
         // SAFETY: just allocated, ours alone; the sudog points into the same
         // block, which does not move until it is freed.
         unsafe {
-            let sg = Sudog::new(&(*raw).state, (*raw).slot.get().cast(), 0);
+            let sg = Sudog::new(&(*raw).state, (*raw).slot.get().cast(), index);
             (*raw).sudog.write(sg);
             RecordPtr(NonNull::new_unchecked(raw))
         }
@@ -276,7 +280,7 @@ impl<T: Send> Future for RecvFuture<'_, T> {
             }
             // Allocate outside the lock, then try again.
             let waker = cx.waker().clone();
-            let rec = RecordPtr::new(Waiter::Waker(Box::new(waker.clone())), None);
+            let rec = RecordPtr::new(Waiter::Waker(Box::new(waker.clone())), None, 0);
             match this.attempt(Some(&rec)) {
                 Some(r) => {
                     // SAFETY: never queued; its slot is empty.
@@ -332,7 +336,7 @@ impl<T: Send> Drop for RecvFuture<'_, T> {
 fn give_back<T: Send>(chan: &Chan<T>, v: T) -> Option<T> {
     chan.raw.lock.lock();
     // SAFETY: locked; a Claimed is completed below.
-    match unsafe { chan.send_locked(v) } {
+    match unsafe { chan.give_back_locked(v) } {
         SendLocked::Done(c) => {
             // SAFETY: locked.
             unsafe { chan.raw.lock.unlock() };
@@ -356,7 +360,7 @@ fn give_back<T: Send>(chan: &Chan<T>, v: T) -> Option<T> {
             // SAFETY: the slot holds the value; the record is ours alone.
             let v = unsafe { orphan.take_value() };
             // SAFETY: locked; a Claimed is completed below.
-            match unsafe { chan.send_locked(v) } {
+            match unsafe { chan.give_back_locked(v) } {
                 SendLocked::Full(v) => {
                     // SAFETY: the slot is empty again; ours alone.
                     unsafe { (*orphan.0.as_ref().slot.get()).write(v) };
@@ -422,7 +426,11 @@ impl<T: Send> Orphan<T> {
             record: AtomicPtr::new(std::ptr::null_mut()),
             release: Orphan::<T>::release,
         });
-        let rec = RecordPtr::new(Waiter::Waker(Box::new(Waker::from(wake.clone()))), Some(v));
+        let rec = RecordPtr::new(
+            Waiter::Waker(Box::new(Waker::from(wake.clone()))),
+            Some(v),
+            DETACHED,
+        );
         wake.record.store(rec.0.as_ptr().cast(), Ordering::Release);
         rec
     }
@@ -537,6 +545,7 @@ impl<T: Send> Future for SendFuture<'_, T> {
                             rec = Some(RecordPtr::new(
                                 Waiter::Waker(Box::new(cx.waker().clone())),
                                 None,
+                                0,
                             ));
                             v = back;
                         }

@@ -173,10 +173,30 @@ impl<T> Chan<T> {
     /// The caller holds the lock; it must complete a returned `Claimed`.
     #[inline]
     pub(crate) unsafe fn send_locked(&self, v: T) -> SendLocked<T> {
+        // SAFETY: forwarded.
+        unsafe { self.send_locked_inner(v, false) }
+    }
+
+    /// [`send_locked`](Self::send_locked) for a value an async receive
+    /// gives back (`future.rs`): it was sent before any close, so a closed
+    /// channel still takes it (buffer, or `Full` for an orphan); only a
+    /// channel without receivers refuses it (`Closed`).
+    ///
+    /// # Safety
+    /// As for `send_locked`.
+    pub(crate) unsafe fn give_back_locked(&self, v: T) -> SendLocked<T> {
+        // SAFETY: forwarded.
+        unsafe { self.send_locked_inner(v, true) }
+    }
+
+    /// # Safety
+    /// As for `send_locked`.
+    #[inline(always)]
+    unsafe fn send_locked_inner(&self, v: T, given_back: bool) -> SendLocked<T> {
         // SAFETY: under the lock (contract).
         let st = unsafe { self.st() };
         let ready = &self.ready;
-        if ready.closed() || ready.rx_gone() {
+        if ready.rx_gone() || (ready.closed() && !given_back) {
             return SendLocked::Closed(v);
         }
         // SAFETY: under the lock.
@@ -424,8 +444,10 @@ impl<T> Chan<T> {
         while let Some(c) = unsafe { self.raw.recvq.dequeue() } {
             c.push_to(&mut list);
         }
+        // Blocked senders fail; detached ones (values given back by async
+        // receives, already sent) stay queued for the receivers.
         // SAFETY: as above.
-        while let Some(c) = unsafe { self.raw.sendq.dequeue() } {
+        while let Some(c) = unsafe { self.raw.sendq.dequeue_attached() } {
             c.push_to(&mut list);
         }
         // SAFETY: locked.

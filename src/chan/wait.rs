@@ -213,7 +213,18 @@ pub(crate) struct Sudog {
     index: usize,
 }
 
+/// The `index` of a detached sender's sudog (an async receive's value given
+/// back to the channel, `future.rs`): a value already sent, which a close
+/// leaves queued for the receivers, as it leaves buffered values.
+pub(crate) const DETACHED: usize = usize::MAX;
+
 impl Sudog {
+    /// Whether this is a detached sender's sudog ([`DETACHED`]).
+    #[inline]
+    pub(crate) fn is_detached(&self) -> bool {
+        self.index == DETACHED
+    }
+
     /// A sudog for `state`, with the value slot `elem`.
     pub(crate) fn new(state: &WaitState, elem: *mut (), index: usize) -> Sudog {
         Sudog {
@@ -356,6 +367,32 @@ impl WaitQueue {
             // Stale: its wait was completed through another queue; the
             // waiter knows it is no longer queued.
         }
+    }
+
+    /// As [`dequeue`](Self::dequeue), skipping detached sudogs
+    /// ([`DETACHED`]), which stay queued in order (`close`). Walks the
+    /// queue: close is rare and detached senders few.
+    ///
+    /// # Safety
+    /// As for `dequeue`.
+    pub(crate) unsafe fn dequeue_attached(&self) -> Option<Claimed> {
+        let mut at = self.head();
+        // SAFETY: under the lock (contract); queued sudogs and their states
+        // are live.
+        unsafe {
+            while let Some(sg) = NonNull::new(at as *mut Sudog) {
+                let s = sg.as_ref();
+                at = s.next.get();
+                if s.is_detached() {
+                    continue;
+                }
+                self.remove(s);
+                if (*s.state).try_claim() {
+                    return Some(Claimed { sg });
+                }
+            }
+        }
+        None
     }
 
     /// Removes `sg` if it is still queued here (select pass 3).
