@@ -81,6 +81,16 @@ mod loom_tests {
         readied: AtomicUsize,
     }
 
+    impl Model {
+        fn new() -> Arc<Model> {
+            Arc::new(Model {
+                signal: Signal::new(),
+                ready: AtomicBool::new(false),
+                readied: AtomicUsize::new(0),
+            })
+        }
+    }
+
     fn wake(m: &Model) {
         if m.signal.notify() {
             m.readied.fetch_add(1, Ordering::Release);
@@ -110,11 +120,7 @@ mod loom_tests {
     #[test]
     fn a_wake_before_or_after_the_park_is_never_lost() {
         loom::model(|| {
-            let m = Arc::new(Model {
-                signal: Signal::new(),
-                ready: AtomicBool::new(false),
-                readied: AtomicUsize::new(0),
-            });
+            let m = Model::new();
             let waker = {
                 let m = m.clone();
                 thread::spawn(move || {
@@ -134,11 +140,7 @@ mod loom_tests {
     #[test]
     fn waking_twice_readies_at_most_once_per_park() {
         loom::model(|| {
-            let m = Arc::new(Model {
-                signal: Signal::new(),
-                ready: AtomicBool::new(false),
-                readied: AtomicUsize::new(0),
-            });
+            let m = Model::new();
             let waker = {
                 let m = m.clone();
                 thread::spawn(move || {

@@ -331,8 +331,9 @@ impl<T: Send> Drop for RecvFuture<'_, T> {
 }
 
 /// Returns a received value that will never be returned by its future to
-/// the channel, as a send would (module note). Gives the value back if
-/// the channel no longer accepts values.
+/// the channel, as a send would (module note), even to a closed channel.
+/// Gives the value back to the caller (to drop) only if every receiver is
+/// gone.
 fn give_back<T: Send>(chan: &Chan<T>, v: T) -> Option<T> {
     chan.raw.lock.lock();
     // SAFETY: locked; a Claimed is completed below.
