@@ -16,6 +16,8 @@ pub struct Options {
     pub runs: usize,
     pub json: Option<PathBuf>,
     pub quick: bool,
+    /// The runtimes to run (`--runtimes`); the others' cells say so.
+    pub runtimes: Vec<&'static str>,
 }
 
 impl Options {
@@ -26,6 +28,7 @@ impl Options {
             runs: 3,
             json: None,
             quick: false,
+            runtimes: RUNTIMES.to_vec(),
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -52,6 +55,21 @@ impl Options {
                 }
                 "--json" => o.json = Some(val("--json")?.into()),
                 "--quick" => o.quick = true,
+                "--runtimes" => {
+                    o.runtimes = val("--runtimes")?
+                        .split(',')
+                        .map(|r| {
+                            RUNTIMES
+                                .iter()
+                                .copied()
+                                .find(|k| *k == r.trim())
+                                .ok_or(format!(
+                                    "unknown runtime {r:?} in --runtimes (one of {})",
+                                    RUNTIMES.join(", ")
+                                ))
+                        })
+                        .collect::<Result<_, _>>()?;
+                }
                 s if s.starts_with('-') => return Err(format!("unknown option {s}")),
                 s => {
                     let known: Vec<&str> = workloads::all().iter().map(|w| w.name).collect();
@@ -246,8 +264,18 @@ fn go_env(cmd: &mut Command) {
 }
 
 /// Builds bench/go/<prog>.go into target/go-peers/<prog> unless the binary
-/// is newer than the source.
+/// is newer than the source. With `BENCH_GO_PEERS=<dir>` set, the peers are
+/// taken as built from that folder and nothing is built: for a machine
+/// without Go, the binaries copied from one that has it.
 fn go_binary(prog: &str) -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("BENCH_GO_PEERS") {
+        let bin = PathBuf::from(dir).join(prog);
+        return if bin.is_file() {
+            Ok(bin)
+        } else {
+            Err(format!("BENCH_GO_PEERS: no {}", bin.display()))
+        };
+    }
     let src = root().join("bench/go").join(format!("{prog}.go"));
     let dir = root().join("target/go-peers");
     let bin = dir.join(prog);
@@ -703,7 +731,11 @@ pub fn main(o: Options) -> ExitCode {
             let mut cells: Vec<(&'static str, Cell)> =
                 RUNTIMES.iter().map(|r| (*r, Cell::default())).collect();
             for (rt, c) in cells.iter_mut() {
-                c.not_applicable = not_applicable(w, rt, procs);
+                c.not_applicable = if o.runtimes.contains(rt) {
+                    not_applicable(w, rt, procs)
+                } else {
+                    Some("not run: --runtimes".into())
+                };
             }
             for k in 1..=o.runs {
                 for (rt, c) in cells.iter_mut() {
@@ -904,6 +936,10 @@ mod tests {
         assert!(Options::parse(&args("spawn --runs 0")).is_err());
         assert!(Options::parse(&args("spawn --procs 0")).is_err());
         assert!(Options::parse(&args("--quick")).is_err());
+        assert_eq!(all.runtimes, RUNTIMES);
+        let some = Options::parse(&args("spawn --runtimes ours,go")).unwrap();
+        assert_eq!(some.runtimes, ["ours", "go"]);
+        assert!(Options::parse(&args("spawn --runtimes ours,java")).is_err());
     }
 
     #[test]

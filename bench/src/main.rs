@@ -11,6 +11,7 @@ use std::process::ExitCode;
 
 const USAGE: &str = "\
 usage: bench <workload>[,<workload>...]|all [--procs 1,2] [--runs N] [--json out.json] [--quick]
+             [--runtimes ours,go,tokio,may,threads]
        bench plot <out.json> [--out DIR]
        bench list
 
@@ -26,7 +27,10 @@ p50/p99 latency) get rows <workload>.<metric>. Rates (req/s) are better
 higher, every other figure lower. echo and http run each server in its own
 process and the load generator (a one-thread tokio client; wrk) in another;
 their RSS is the server's.
---quick: small sizes (a few seconds in all), for CI.";
+--quick: small sizes (a few seconds in all), for CI.
+--runtimes: run only these (default all five); the others' cells say so.
+BENCH_GO_PEERS=<dir>: take the Go peers as built from <dir> and build none
+(for a machine without Go).";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
