@@ -99,6 +99,12 @@ pub(crate) struct P {
     /// sysmon asks the goroutine running on this P to yield (cooperative
     /// preemption): checked at runtime calls and `preempt_point()`.
     pub(crate) preempt: AtomicBool,
+    /// The request in `preempt` is sysmon's for a due timer of this P
+    /// (`sysmon::preempt_for_timers`), not for a used-up slice: the
+    /// goroutine steps aside for the timer's goroutine, to this P's queue
+    /// tail, rather than to the global queue. Cleared with `preempt` when a
+    /// new slice starts.
+    pub(crate) preempt_for_timer: AtomicBool,
     /// This P's timer heap (any M may run it; see `runtime::timers`).
     pub(crate) timers: Timers,
     /// Statistics, written by the owner only (`runtime::stats`).
@@ -127,6 +133,7 @@ impl P {
             ngoroutine: AtomicI64::new(0),
             syscalltick: AtomicU32::new(0),
             preempt: AtomicBool::new(false),
+            preempt_for_timer: AtomicBool::new(false),
             timers: Timers::new(),
             counters: PCounters::default(),
             m: AtomicPtr::new(std::ptr::null_mut()),

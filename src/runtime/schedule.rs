@@ -322,6 +322,7 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
             // `stop_the_world` re-signals running Ps every 100 us.
             if pp.preempt.load(Ordering::Relaxed) && !sched().stw_waiting.load(Ordering::Acquire) {
                 pp.preempt.store(false, Ordering::Relaxed);
+                pp.preempt_for_timer.store(false, Ordering::Relaxed);
             }
         }
         debug_assert_eq!(g.status(), Status::Runnable);
@@ -403,12 +404,23 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
             }
             Switch::Action(Action::Preempt) => {
                 // Go's gopreempt_m: a preempted G goes to the global queue.
+                // One preempted for a due timer of this P goes to this P's
+                // queue tail instead: it only steps aside for the timer's
+                // goroutine (readied into runnext by the timers that
+                // `find_runnable` runs first). From the global queue the
+                // fairness check (every 61st tick) could pick it again
+                // ahead of that goroutine, which would then wait a whole
+                // slice: the sleeper's 12 ms p99 in `hog_fairness`.
                 g.set_status(Status::Runnable);
                 stats::bump(&pp.counters.preempt_yields, 1);
                 if trace::on() {
                     trace::go_stop(g.id(), pp.id, trace::STOP_PREEMPT);
                 }
-                globrunq::put(g);
+                if pp.preempt_for_timer.swap(false, Ordering::Relaxed) {
+                    globrunq::runqput(pp, g, false);
+                } else {
+                    globrunq::put(g);
+                }
                 return true;
             }
             Switch::Action(Action::ExitSyscall) => unreachable!("handled above"),

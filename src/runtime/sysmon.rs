@@ -5,7 +5,9 @@
 //! - starts an M when a timer is overdue and no M is looking; if every P
 //!   runs a goroutine, preempts one that has run for 1 ms on a P holding a
 //!   due timer (`preempt_for_timers`), and while every P is busy it naps no
-//!   longer than until the next timer is due (`timer_nap`);
+//!   longer than until the next timer is due (`timer_nap`); a timer started
+//!   during such a nap that is due before it ends wakes sysmon
+//!   (`timer_started`);
 //! - `retake`s: a P whose goroutine has run for 10 ms without a scheduling
 //!   point gets `preempt` set (cooperative preemption: the goroutine yields
 //!   at its next runtime call or `preempt_point()`, to the global queue),
@@ -140,7 +142,7 @@ fn sysmon() {
             delay_us *= 2;
         }
         delay_us = delay_us.min(max_delay_us);
-        std::thread::sleep(std::time::Duration::from_micros(timer_nap(s, delay_us)));
+        nap(timer_nap(s, delay_us));
         let mut now = stats::refresh_coarse_now();
 
         // `stw_waiting`: pairs with its stores in `stop_the_world` /
@@ -239,6 +241,56 @@ fn sysmon() {
 /// once for a due timer (`preempt_for_timers`).
 const TIMER_PREEMPT_NS: i64 = 1_000_000;
 
+/// When sysmon's current nap ends (nanotime), while it naps with every P
+/// busy and no M spinning; 0 otherwise. A timer started during such a nap
+/// that is due before the nap ends (less `TIMER_PREEMPT_NS`) cuts it short
+/// (`timer_started`): without that, a timer armed just after sysmon chose
+/// a long nap (10 ms at full back-off, no timer pending then) waited for
+/// the nap to end before `preempt_for_timers` could act.
+///
+/// Protocol: sysmon clears `NAP_NOTE`, then publishes the end; a starter
+/// that swaps the end back to 0 (at most one per nap) wakes the note. A
+/// wake-up that comes before sysmon sleeps leaves the note set, so the nap
+/// returns at once. sysmon swaps the end to 0 when the nap is over, so a
+/// late starter finds 0 and wakes nothing.
+static NAP_UNTIL: AtomicI64 = AtomicI64::new(0);
+static NAP_NOTE: crate::m::note::Note = crate::m::note::Note::new();
+
+/// sysmon's nap of `us` microseconds (see `NAP_UNTIL`).
+fn nap(us: u64) {
+    let s = sched();
+    if us < 2 * TIMER_PREEMPT_NS as u64 / 1_000
+        || s.spin.npidle() != 0
+        || s.spin.nmspinning() != 0
+    {
+        // Short enough; or an idle P's M polls the network until the next
+        // timer, and a new earlier timer wakes it (`timers::wake_netpoller`).
+        std::thread::sleep(std::time::Duration::from_micros(us));
+        return;
+    }
+    NAP_NOTE.clear();
+    let ns = us as i64 * 1_000;
+    NAP_UNTIL.store(nanotime() + ns, Ordering::SeqCst);
+    NAP_NOTE.sleep_timeout(ns);
+    NAP_UNTIL.store(0, Ordering::SeqCst);
+}
+
+/// A timer due at `when` became the earliest of its P's heap: if sysmon
+/// naps with every P busy and would wake too late to preempt for it, wake
+/// it now (its next nap is then capped by `timer_nap`).
+#[inline]
+pub(crate) fn timer_started(when: i64) {
+    let until = NAP_UNTIL.load(Ordering::Relaxed);
+    if until != 0
+        && when.saturating_add(TIMER_PREEMPT_NS) < until
+        && NAP_UNTIL
+            .compare_exchange(until, 0, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+    {
+        NAP_NOTE.wakeup();
+    }
+}
+
 /// sysmon's nap: its back-off `delay_us`, but while every P runs a
 /// goroutine and a timer is pending, no longer than until it is due (at
 /// least 20 us), and while one is overdue no longer than
@@ -280,6 +332,13 @@ fn preempt_for_timers(s: &'static super::Sched, now: i64, views: &[PView]) {
         }
         if pd.schedtick != p.schedtick() || pd.schedwhen + TIMER_PREEMPT_NS > now {
             continue;
+        }
+        if !p.preempt.load(Ordering::Relaxed) {
+            // Before `preempt`: the goroutine that sees the request sees
+            // its reason (Release/Acquire through `preempt` is not needed:
+            // a missed reason only sends the goroutine to the global queue,
+            // as for any preemption).
+            p.preempt_for_timer.store(true, Ordering::Relaxed);
         }
         if !p.preempt.swap(true, Ordering::Release) {
             stats::bump(&stats::SYSMON.preempt_requests, 1);

@@ -12,7 +12,9 @@
 //!   that will.
 //! - sysmon starts an M when a timer is overdue and no M looks at it; if
 //!   every P is busy, it preempts a goroutine that has run for 1 ms on a P
-//!   holding a due timer (`sysmon::preempt_for_timers`).
+//!   holding a due timer (`sysmon::preempt_for_timers`); a new earliest
+//!   timer cuts sysmon's nap short if it would wake too late
+//!   (`sysmon::timer_started`).
 //! - A heap holds pending timers only (stop and reset remove the entry at
 //!   once), so "no P has a timer" means "no timer is pending": the deadlock
 //!   check relies on it, and a heap that empties asks for that check
@@ -63,6 +65,7 @@ impl Timer {
         let (was, earlier) = Timer::start_on::<Sched>(self, &target_p().timers, when, period);
         if earlier {
             wake_netpoller(when.max(1));
+            super::sysmon::timer_started(when);
         }
         was
     }
