@@ -259,9 +259,7 @@ static NAP_NOTE: crate::m::note::Note = crate::m::note::Note::new();
 /// sysmon's nap of `us` microseconds (see `NAP_UNTIL`).
 fn nap(us: u64) {
     let s = sched();
-    if us < 2 * TIMER_PREEMPT_NS as u64 / 1_000
-        || s.spin.npidle() != 0
-        || s.spin.nmspinning() != 0
+    if us < 2 * TIMER_PREEMPT_NS as u64 / 1_000 || s.spin.npidle() != 0 || s.spin.nmspinning() != 0
     {
         // Short enough; or an idle P's M polls the network until the next
         // timer, and a new earlier timer wakes it (`timers::wake_netpoller`).
