@@ -251,8 +251,10 @@ const TIMER_PREEMPT_NS: i64 = 1_000_000;
 /// Protocol: sysmon clears `NAP_NOTE`, then publishes the end; a starter
 /// that swaps the end back to 0 (at most one per nap) wakes the note. A
 /// wake-up that comes before sysmon sleeps leaves the note set, so the nap
-/// returns at once. sysmon swaps the end to 0 when the nap is over, so a
-/// late starter finds 0 and wakes nothing.
+/// returns at once. sysmon stores 0 when the nap is over, so a later
+/// starter's CAS fails and wakes nothing; a starter whose CAS won just as
+/// the nap timed out wakes the note late, which at worst ends sysmon's next
+/// nap early.
 static NAP_UNTIL: AtomicI64 = AtomicI64::new(0);
 static NAP_NOTE: crate::m::note::Note = crate::m::note::Note::new();
 
@@ -332,10 +334,12 @@ fn preempt_for_timers(s: &'static super::Sched, now: i64, views: &[PView]) {
             continue;
         }
         if !p.preempt.load(Ordering::Relaxed) {
-            // Before `preempt`: the goroutine that sees the request sees
-            // its reason (Release/Acquire through `preempt` is not needed:
-            // a missed reason only sends the goroutine to the global queue,
-            // as for any preemption).
+            // Set before `preempt`, so the goroutine that sees the request
+            // normally sees its reason too. The loads are relaxed: a missed
+            // or stale reason only changes where the preempted goroutine
+            // goes (the global queue or this P's tail), never whether it
+            // runs. A request already pending (a used-up slice) keeps its
+            // own reason.
             p.preempt_for_timer.store(true, Ordering::Relaxed);
         }
         if !p.preempt.swap(true, Ordering::Release) {
