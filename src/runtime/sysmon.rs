@@ -255,6 +255,10 @@ const TIMER_PREEMPT_NS: i64 = 1_000_000;
 /// starter's CAS fails and wakes nothing; a starter whose CAS won just as
 /// the nap timed out wakes the note late, which at worst ends sysmon's next
 /// nap early.
+/// So `NAP_NOTE` may be woken twice per `clear` (that late wake-up, then
+/// one for the new nap), which `m::note`'s rule "at most once per clear"
+/// does not allow for the Ms' notes. Here it is harmless: `wakeup` is a swap,
+/// so a second call finds the key set and does nothing.
 static NAP_UNTIL: AtomicI64 = AtomicI64::new(0);
 static NAP_NOTE: crate::m::note::Note = crate::m::note::Note::new();
 
