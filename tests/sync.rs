@@ -471,14 +471,20 @@ isolated_test! {
             // Once: a second caller waits for the first.
             let once = Arc::new(Once::new());
             let ran = Arc::new(AtomicUsize::new(0));
+            let started = Arc::new(AtomicBool::new(false));
             let first = {
-                let (once, ran) = (once.clone(), ran.clone());
+                let (once, ran, started) = (once.clone(), ran.clone(), started.clone());
                 go(move || once.call_once(|| {
+                    started.store(true, Ordering::SeqCst);
                     busy_yield(Duration::from_millis(1));
                     ran.fetch_add(1, Ordering::SeqCst);
                 }))
             };
-            yield_now();
+            // Under randomized scheduling one yield need not run `first`:
+            // wait until it is inside `call_once`.
+            while !started.load(Ordering::SeqCst) {
+                yield_now();
+            }
             once.call_once(|| unreachable!());
             assert_eq!(ran.load(Ordering::SeqCst), 1);
             first.join().unwrap();
