@@ -71,8 +71,8 @@
 //!   costs no RSS and reads as zero.
 //! - A stack on a pool warm list was spilled from a cache as it was (no
 //!   system call on that path): it is in the same state as a cached stack.
-//!   A class keeps at most `2 * WARM_MAX` warm stacks; past that the oldest
-//!   `WARM_MAX` are released and move to the free list. `get` prefers warm
+//!   A class keeps about `2 * WARM_MAX` warm stacks; past that the oldest
+//!   are released (down to `WARM_MAX`) and move to the free list. `get` prefers warm
 //!   stacks (no page faults), then free ones, then carves.
 //! - A stack in a cache has its deep region released, except when the
 //!   heuristic below missed deep use (then the periodic trim releases it).
@@ -163,6 +163,7 @@ use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::num::NonZeroUsize;
 use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use corosensei::stack::StackPointer;
@@ -199,8 +200,24 @@ pub(crate) const TRIM_EVERY: u32 = 1024;
 
 /// Warm (unreleased) stacks the pool keeps per size class: between
 /// `WARM_MAX` and `2 * WARM_MAX`, i.e. at most about 16 MiB of kept top
-/// regions for the default size.
+/// regions for the default size (up to `WARM_HARD_MAX` while a release by
+/// sysmon is pending).
 pub(crate) const WARM_MAX: usize = 512;
+
+/// With a background releaser (the runtime's pool: sysmon, see
+/// [`release_in_background`]), a class past `2 * WARM_MAX` warm stacks only
+/// asks for a release, and sysmon makes it off any P. The spilling thread
+/// releases itself only past this bound (the releaser fell behind).
+///
+/// Why: releasing 512 stacks (coalesced `madvise` ranges) on a goroutine's
+/// exit held that M's P for 0.7-1.2 ms, every 512 exits; a timer-heavy
+/// program (100K sleepers, 100 wake-ups per ms) saw each such stall in its
+/// p99 oversleep.
+pub(crate) const WARM_HARD_MAX: usize = 4 * WARM_MAX;
+
+/// Past `WARM_HARD_MAX` (the background releaser fell behind), the
+/// spilling thread releases this many stacks beyond the bound, oldest first.
+const SPILL_RELEASE_MAX: usize = 64;
 
 // ---------------------------------------------------------------------------
 // Sizes and environment
@@ -506,8 +523,10 @@ struct Class {
     free: Vec<NonZeroUsize>,
     /// Tops of stacks spilled from a P cache without a release (LIFO), in
     /// the same state as cached ones: only their kept top region (and deep
-    /// pages the heuristic missed) may be resident. At most `2 * WARM_MAX`;
-    /// past that the oldest `WARM_MAX` are released and move to `free`.
+    /// pages the heuristic missed) may be resident. Past `2 * WARM_MAX` the
+    /// oldest are released (down to `WARM_MAX`) and move to `free`: by
+    /// sysmon if the pool has a background releaser, else (or past
+    /// `WARM_HARD_MAX`) by the thread that spilled.
     warm: Vec<NonZeroUsize>,
     /// Guard address of the next slot to carve from the current slab.
     next: usize,
@@ -530,9 +549,39 @@ struct PoolInner {
 struct Pool {
     policy: GuardPolicy,
     inner: Mutex<PoolInner>,
+    /// A background thread (sysmon) releases excess warm stacks
+    /// ([`Pool::release_excess`]); set once, when it starts.
+    background: AtomicBool,
+    /// Some class has more than `2 * WARM_MAX` warm stacks: the background
+    /// releaser's cue (a hint: it re-checks under the lock).
+    excess: AtomicBool,
 }
 
 static GLOBAL: Pool = Pool::new(GuardPolicy::FromEnv);
+
+/// From now on, excess warm stacks of the runtime's pool are released by
+/// whoever calls [`release_excess`] (sysmon, each cycle), not on the
+/// goroutine exit that spilled them (see `WARM_HARD_MAX`).
+pub(crate) fn release_in_background() {
+    GLOBAL.background.store(true, Ordering::Relaxed);
+}
+
+/// Whether the runtime's pool has warm stacks waiting for
+/// [`release_excess`] (sysmon checks before it naps; see
+/// `sysmon::wake_from_nap` for the ordering).
+#[inline]
+pub(crate) fn release_pending() -> bool {
+    GLOBAL.excess.load(Ordering::SeqCst)
+}
+
+/// sysmon's part of [`release_in_background`]: a flag load when there is
+/// nothing to release.
+#[inline]
+pub(crate) fn release_excess() {
+    if GLOBAL.excess.load(Ordering::Relaxed) {
+        GLOBAL.release_excess();
+    }
+}
 
 impl Pool {
     const fn new(policy: GuardPolicy) -> Pool {
@@ -544,6 +593,31 @@ impl Pool {
                 classes: Vec::new(),
                 slabs: Vec::new(),
             }),
+            background: AtomicBool::new(false),
+            excess: AtomicBool::new(false),
+        }
+    }
+
+    /// Releases, in every class, the oldest warm stacks past `WARM_MAX`,
+    /// if some class went past `2 * WARM_MAX` since the last call. The
+    /// system calls run without the pool lock.
+    fn release_excess(&self) {
+        if !self.excess.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        let mut inner = self.lock();
+        for ci in 0..inner.classes.len() {
+            let class = &mut inner.classes[ci];
+            if class.warm.len() <= 2 * WARM_MAX {
+                continue;
+            }
+            let n = class.warm.len() - WARM_MAX;
+            let usable = class.usable;
+            let old: Vec<NonZeroUsize> = class.warm.drain(..n).collect();
+            drop(inner);
+            release_coalesced(&old, usable);
+            inner = self.lock();
+            inner.classes[ci].free.extend(old);
         }
     }
 
@@ -723,10 +797,30 @@ impl Pool {
         }
         let class = &mut inner.classes[ci];
         class.warm.extend(tops);
-        if class.warm.len() <= 2 * WARM_MAX {
+        let len = class.warm.len();
+        if len <= 2 * WARM_MAX {
             return;
         }
-        let old: Vec<NonZeroUsize> = class.warm.drain(..WARM_MAX).collect();
+        let background = self.background.load(Ordering::Relaxed);
+        if background && len <= WARM_HARD_MAX {
+            // sysmon releases them off any P (`release_in_background`);
+            // the first spill past the bound wakes it from its nap.
+            // SeqCst: the Dekker pairing with sysmon's nap (`wake_from_nap`).
+            if !self.excess.swap(true, Ordering::SeqCst) {
+                drop(inner);
+                crate::runtime::sysmon::wake_from_nap();
+            }
+            return;
+        }
+        // No releaser, or it fell behind: release here. In the second case
+        // only a bounded chunk past the hard bound, so that no single exit
+        // makes more than `SPILL_RELEASE_MAX` stacks' worth of system calls.
+        let n = if background {
+            (len - WARM_HARD_MAX + SPILL_RELEASE_MAX).min(len - WARM_MAX)
+        } else {
+            len - WARM_MAX
+        };
+        let old: Vec<NonZeroUsize> = class.warm.drain(..n).collect();
         // The system calls run without the pool lock.
         drop(inner);
         release_coalesced(&old, usable);
@@ -1489,6 +1583,65 @@ mod tests {
         for &(b, len) in &ranges {
             assert_eq!(mem::resident_pages(b, len).unwrap(), 0);
         }
+    }
+
+    /// With a background releaser, a goroutine exit that spills past
+    /// `2 * WARM_MAX` makes no system call: the excess waits for
+    /// `release_excess` (sysmon), up to `WARM_HARD_MAX`, past which the
+    /// spilling thread releases after all.
+    #[test]
+    fn background_releaser_takes_the_excess_release_off_the_spilling_thread() {
+        let pool = Pool::leak(GuardPolicy::Auto);
+        pool.background.store(true, Ordering::Relaxed);
+        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
+        let n = 2 * WARM_MAX + 2 * CACHE_CAP;
+        let stacks: Vec<Stack> = (0..n)
+            .map(|_| pool.get(DEFAULT_STACK_SIZE).unwrap())
+            .collect();
+        let first: Vec<(usize, usize)> =
+            stacks[..8].iter().map(|s| (s.bottom(), s.usable)).collect();
+        for s in &stacks {
+            poke(s.top.get() - page(), 1);
+        }
+        for s in stacks {
+            c.put(s);
+        }
+        c.drain();
+        let warm = pool.warm_len(DEFAULT_STACK_SIZE);
+        assert!(
+            warm > 2 * WARM_MAX && warm <= WARM_HARD_MAX,
+            "{warm} warm stacks"
+        );
+        // Not released yet: the oldest still hold their touched top page.
+        for &(b, len) in &first {
+            assert!(mem::resident_pages(b, len).unwrap() >= 1);
+        }
+        assert!(pool.excess.load(Ordering::Relaxed));
+        let free0 = pool.free_len(DEFAULT_STACK_SIZE);
+        pool.release_excess();
+        assert_eq!(pool.warm_len(DEFAULT_STACK_SIZE), WARM_MAX);
+        assert_eq!(pool.free_len(DEFAULT_STACK_SIZE), free0 + warm - WARM_MAX);
+        for &(b, len) in &first {
+            assert_eq!(mem::resident_pages(b, len).unwrap(), 0);
+        }
+        // Nothing left to do: a second call is a flag load.
+        assert!(!pool.excess.load(Ordering::Relaxed));
+        pool.release_excess();
+        assert_eq!(pool.warm_len(DEFAULT_STACK_SIZE), WARM_MAX);
+
+        // Past the hard bound the spilling thread releases itself.
+        let more: Vec<Stack> = (0..WARM_HARD_MAX)
+            .map(|_| pool.get(DEFAULT_STACK_SIZE).unwrap())
+            .collect();
+        for s in more {
+            c.put(s);
+        }
+        c.drain();
+        let warm = pool.warm_len(DEFAULT_STACK_SIZE);
+        assert!(
+            warm <= WARM_HARD_MAX,
+            "{warm} warm stacks past the hard bound"
+        );
     }
 
     #[test]

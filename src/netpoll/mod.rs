@@ -10,6 +10,9 @@
 //! needs no code here; rustix would give thin Linux-only wrappers that we
 //! would have to redo per OS. The scheduler protocol itself (who polls,
 //! when, and how ready goroutines are injected) is ours, below.
+//! A blocking poll with a deadline also arms a timerfd in the same epoll
+//! set (`sys::timerfd`), because epoll's timeout is in whole milliseconds:
+//! the blocked poller then wakes for the next timer to the nanosecond.
 //!
 //! # Who polls (invariants)
 //! - At most one M blocks in the poller, with no P: the one that swapped
@@ -44,7 +47,7 @@
 //! fd is recognised by the sequence number packed in the event's token.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -56,18 +59,33 @@ use crate::g::{WaitReason, G};
 use crate::m;
 use crate::runtime::park;
 use crate::runtime::timers::{Timer, TimerFn};
+use crate::sys::timerfd::TimerFd;
 
 const NIL: usize = 0;
 const READY: usize = 1;
 const WAIT: usize = 2;
 
 const WAKER_TOKEN: Token = Token(usize::MAX);
+/// The precise-timeout timer's events (see `sys::timerfd`).
+const TIMER_TOKEN: Token = Token(usize::MAX - 1);
 const SEQ_SHIFT: u32 = 48;
 
 struct Poller {
-    poll: Mutex<(Poll, Events)>,
+    poll: Mutex<PollState>,
     registry: Registry,
     waker: Waker,
+}
+
+/// What the polling thread owns (under `Poller::poll`).
+struct PollState {
+    poll: Poll,
+    events: Events,
+    /// Ends a blocking poll at its deadline to the nanosecond (epoll's own
+    /// timeout is in whole milliseconds, rounded up); `None` where the OS
+    /// has none. Registered edge-triggered under `TIMER_TOKEN`.
+    timer: Option<TimerFd>,
+    /// When the timer is set to fire (nanotime), 0 if disarmed or fired.
+    timer_at: i64,
 }
 
 static POLLER: OnceLock<Poller> = OnceLock::new();
@@ -86,8 +104,23 @@ pub(crate) fn init() -> io::Result<()> {
     let poll = Poll::new()?;
     let registry = poll.registry().try_clone()?;
     let waker = Waker::new(&registry, WAKER_TOKEN)?;
+    // Without a timer the poller still works, with millisecond timeouts.
+    let timer = TimerFd::new().filter(|t| {
+        registry
+            .register(
+                &mut SourceFd(&t.as_raw_fd()),
+                TIMER_TOKEN,
+                Interest::READABLE,
+            )
+            .is_ok()
+    });
     let _ = POLLER.set(Poller {
-        poll: Mutex::new((poll, Events::with_capacity(128))),
+        poll: Mutex::new(PollState {
+            poll,
+            events: Events::with_capacity(128),
+            timer,
+            timer_at: 0,
+        }),
         registry,
         waker,
     });
@@ -133,12 +166,16 @@ pub(crate) fn netpoll(delay_ns: i64) -> Vec<&'static G> {
             Err(e) => e.into_inner(),
         }
     };
-    let (poll, events) = &mut *guard;
+    let st = &mut *guard;
     let timeout = match delay_ns {
         d if d < 0 => None,
         0 => Some(Duration::ZERO),
         d => Some(Duration::from_nanos(d as u64)),
     };
+    if delay_ns != 0 {
+        st.set_timer(delay_ns);
+    }
+    let (poll, events) = (&mut st.poll, &mut st.events);
     loop {
         match poll.poll(events, timeout) {
             Ok(()) => break,
@@ -157,6 +194,9 @@ pub(crate) fn netpoll(delay_ns: i64) -> Vec<&'static G> {
             if delay_ns != 0 {
                 WAKE_SIG.store(false, Ordering::Release);
             }
+            continue;
+        }
+        if token == TIMER_TOKEN {
             continue;
         }
         let ptr = token.0 & ((1usize << SEQ_SHIFT) - 1);
@@ -195,6 +235,25 @@ pub(crate) fn netpoll(delay_ns: i64) -> Vec<&'static G> {
         }
     }
     out
+}
+
+impl PollState {
+    /// Before a blocking poll: arms the timer for a wait of `delay_ns`
+    /// (> 0), or disarms a still pending one for a wait without a deadline
+    /// (< 0), which it would otherwise end for nothing. A failed `set`
+    /// leaves epoll's millisecond timeout to end the wait.
+    fn set_timer(&mut self, delay_ns: i64) {
+        let Some(t) = &self.timer else { return };
+        if delay_ns > 0 {
+            let at = crate::sys::time::nanotime() + delay_ns;
+            self.timer_at = if t.set(delay_ns).is_ok() { at } else { 0 };
+        } else if self.timer_at != 0 {
+            if self.timer_at > crate::sys::time::nanotime() {
+                let _ = t.set(0);
+            }
+            self.timer_at = 0;
+        }
+    }
 }
 
 /// One descriptor's poll state (module note).

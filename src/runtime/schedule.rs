@@ -13,7 +13,8 @@
 //! 6. a non-blocking netpoll, if anyone waits there and no M is blocked in
 //!    the poller.
 //! 7. steal (`steal.rs`), only if this M already spins or at most half of
-//!    the busy Ps have a spinning M.
+//!    the busy Ps have a spinning M; otherwise still run the other Ps'
+//!    timers that are already due (`steal::run_due_timers`; goes beyond Go).
 //! 8. nothing: under the sched lock re-check stop-the-world and the global
 //!    queue, then put the P on the idle list.
 //! 9. if this M was spinning, the delicate dance (`spinning.rs`): stop
@@ -149,7 +150,8 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
             }
         }
 
-        // 7. Steal (and, on the last round, run other Ps' due timers).
+        // 7. Steal (and, on the last round, run other Ps' due timers). An
+        // M that may not spin still runs other Ps' timers that are due.
         if m.is_spinning() || s.spin.may_spin(s.gomaxprocs()) {
             if !m.is_spinning() {
                 become_spinning(m);
@@ -161,6 +163,8 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
             if let Some((g, inherit)) = pp.runq_get() {
                 return (g, inherit);
             }
+        } else if let Some(g) = steal::run_due_timers(pp, now) {
+            return (g, false);
         }
 
         // 8. Nothing to do: give up the P.

@@ -8,6 +8,8 @@
 //! runnext was usually just readied by the running G and is about to run
 //! there, so taking it would only move it away from its cache. The last
 //! round also runs the victims' due timers (Go's stealTimersOrRunNextG).
+//! An M that may not spin runs the other Ps' due timers all the same
+//! (`run_due_timers`): they are work known to be there, not a search.
 
 use std::sync::atomic::Ordering;
 
@@ -61,6 +63,43 @@ pub(crate) fn steal_work(m: &'static M, pp: &PHandle, mut now: i64) -> Option<&'
         }
     }
     None
+}
+
+/// Runs the other Ps' timers that are already due, for an M that may not
+/// spin (`Spinning::may_spin`: enough Ms search already) and found no work
+/// of its own. Returns a G they readied onto `pp`, if any.
+///
+/// Why: the spinning limit rations the search for work that may not exist.
+/// A due timer is work that does exist, and the Ms allowed to spin may not
+/// get to it soon: one just woken by `wakep` (counted as spinning from its
+/// wake-up) can wait for a CPU. Without this, an M holding a P whose own
+/// heap was empty gave its P up, found the overdue timer (`next_when`) in
+/// the past, polled with no wait, took its P back, and went round again
+/// without running it: with 100K sleepers at GOMAXPROCS=2, a third of the
+/// timers fired over 250 us late (up to 8 ms), behind over a million such
+/// rounds, while the woken M waited for the CPU the looping one held.
+/// Go's findRunnable has the same gap (it runs other Ps' timers only while
+/// spinning).
+pub(crate) fn run_due_timers(pp: &PHandle, mut now: i64) -> Option<&'static G> {
+    let s = sched();
+    for id in 0..s.gomaxprocs() as usize {
+        let Some(victim) = s.allp(id) else { continue };
+        if std::ptr::eq(victim, pp.get()) {
+            continue;
+        }
+        let next = victim.timers.next();
+        if next == 0 {
+            continue;
+        }
+        if now == 0 {
+            now = crate::sys::time::nanotime();
+        }
+        if next <= now {
+            let (t, _) = timers::check_timers(victim, now);
+            now = t;
+        }
+    }
+    pp.runq_get().map(|(g, _)| g)
 }
 
 /// In the randomized test mode, a thief may take runnext on any round.

@@ -8,6 +8,9 @@
 //!   longer than until the next timer is due (`timer_nap`); a timer started
 //!   during such a nap that is due before it ends wakes sysmon
 //!   (`timer_started`);
+//! - releases the goroutine stacks that the pool keeps warm past its bound
+//!   (`g::stack::release_excess`), so that no goroutine exit holds its P
+//!   through those `madvise` calls;
 //! - `retake`s: a P whose goroutine has run for 10 ms without a scheduling
 //!   point gets `preempt` set (cooperative preemption: the goroutine yields
 //!   at its next runtime call or `preempt_point()`, to the global queue),
@@ -33,7 +36,7 @@
 //! sysmon's own view of each P (last schedtick/syscalltick seen and when)
 //! is private to this thread: no other code reads it.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use super::{env, idle, sched, stats, syscall, timers};
 use crate::p::PStatus;
@@ -127,6 +130,8 @@ pub(crate) fn wake_if_waiting() {
 fn sysmon() {
     let s = sched();
     crate::trace::set_sysmon_thread();
+    // Excess warm stacks are released here from now on, off any P.
+    crate::g::stack::release_in_background();
     let mut views: Vec<PView> = Vec::new();
     let mut idle_cycles = 0u32;
     let mut delay_us = 20u64;
@@ -143,6 +148,7 @@ fn sysmon() {
         }
         delay_us = delay_us.min(max_delay_us);
         nap(timer_nap(s, delay_us));
+        crate::g::stack::release_excess();
         let mut now = stats::refresh_coarse_now();
 
         // `stw_waiting`: pairs with its stores in `stop_the_world` /
@@ -255,28 +261,60 @@ const TIMER_PREEMPT_NS: i64 = 1_000_000;
 /// starter's CAS fails and wakes nothing; a starter whose CAS won just as
 /// the nap timed out wakes the note late, which at worst ends sysmon's next
 /// nap early.
-/// So `NAP_NOTE` may be woken twice per `clear` (that late wake-up, then
-/// one for the new nap), which `m::note`'s rule "at most once per clear"
-/// does not allow for the Ms' notes. Here it is harmless: `wakeup` is a swap,
-/// so a second call finds the key set and does nothing.
+/// So `NAP_NOTE` may be woken more than once per `clear` (that late
+/// wake-up, one for the new nap, and one from `wake_from_nap`), which
+/// `m::note`'s rule "at most once per clear" does not allow for the Ms'
+/// notes. Here it is harmless: `wakeup` is a swap, so a second call finds
+/// the key set and does nothing.
 static NAP_UNTIL: AtomicI64 = AtomicI64::new(0);
 static NAP_NOTE: crate::m::note::Note = crate::m::note::Note::new();
 
-/// sysmon's nap of `us` microseconds (see `NAP_UNTIL`).
+/// Set while sysmon naps (any nap, see `nap`); the first
+/// `wake_from_nap` of a nap swaps it off and wakes `NAP_NOTE`.
+static NAP_WAKEABLE: AtomicBool = AtomicBool::new(false);
+
+/// sysmon's nap of `us` microseconds, cut short by `timer_started` (see
+/// `NAP_UNTIL`) or by `wake_from_nap`.
 fn nap(us: u64) {
     let s = sched();
-    if us < 2 * TIMER_PREEMPT_NS as u64 / 1_000 || s.spin.npidle() != 0 || s.spin.nmspinning() != 0
-    {
-        // Short enough; or an idle P's M polls the network until the next
-        // timer, and a new earlier timer wakes it (`timers::wake_netpoller`).
-        std::thread::sleep(std::time::Duration::from_micros(us));
+    NAP_NOTE.clear();
+    // Dekker with `wake_from_nap`'s caller: it publishes its work (a
+    // SeqCst RMW), then swaps `NAP_WAKEABLE`; here the store comes first,
+    // then the check of that work. Either the waker sees the nap armed
+    // and wakes it, or the check sees the work and the nap is skipped.
+    NAP_WAKEABLE.store(true, Ordering::SeqCst);
+    if crate::g::stack::release_pending() {
+        NAP_WAKEABLE.store(false, Ordering::SeqCst);
         return;
     }
-    NAP_NOTE.clear();
     let ns = us as i64 * 1_000;
-    NAP_UNTIL.store(nanotime() + ns, Ordering::SeqCst);
+    // Long, with every P busy and no M spinning: a new timer due before
+    // the nap ends must cut it short. Otherwise an idle P's M polls the
+    // network until the next timer, and a new earlier timer wakes it
+    // (`timers::wake_netpoller`).
+    let for_timers = us >= 2 * TIMER_PREEMPT_NS as u64 / 1_000
+        && s.spin.npidle() == 0
+        && s.spin.nmspinning() == 0;
+    if for_timers {
+        NAP_UNTIL.store(nanotime() + ns, Ordering::SeqCst);
+    }
     NAP_NOTE.sleep_timeout(ns);
-    NAP_UNTIL.store(0, Ordering::SeqCst);
+    if for_timers {
+        NAP_UNTIL.store(0, Ordering::SeqCst);
+    }
+    NAP_WAKEABLE.store(false, Ordering::SeqCst);
+}
+
+/// Ends sysmon's current nap, if it is in one, so that it sees work that
+/// the caller published before this call (with a SeqCst RMW): today, warm
+/// goroutine stacks to release (`g::stack::release_excess`). At most one
+/// wake-up per nap; nothing if sysmon is awake (it checks that work after
+/// its nap) or in its deep sleep (every P idle: nothing is spilling).
+#[cold]
+pub(crate) fn wake_from_nap() {
+    if NAP_WAKEABLE.swap(false, Ordering::SeqCst) {
+        NAP_NOTE.wakeup();
+    }
 }
 
 /// A timer due at `when` became the earliest of its P's heap: if sysmon

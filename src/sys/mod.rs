@@ -18,6 +18,7 @@ pub(crate) mod signal;
 pub(crate) mod socket;
 pub(crate) mod thread;
 pub(crate) mod time;
+pub(crate) mod timerfd;
 #[cfg(goroutine_sanitize = "thread")]
 pub(crate) mod tsan;
 
