@@ -151,6 +151,26 @@ pub(crate) fn netpoll_break() {
 /// already `Runnable` (Go's netpoll). `delay_ns < 0` blocks until an event
 /// or a break, `0` does not block, `> 0` blocks at most that long.
 pub(crate) fn netpoll(delay_ns: i64) -> Vec<&'static G> {
+    let until = if delay_ns > 0 {
+        crate::sys::time::nanotime() + delay_ns
+    } else {
+        0
+    };
+    poll_for(delay_ns, until)
+}
+
+/// [`netpoll`] blocking until nanotime `until` at the latest (0: until an
+/// event or a break): the idle M's wait for the next timer.
+pub(crate) fn netpoll_until(until: i64) -> Vec<&'static G> {
+    let delay_ns = if until == 0 {
+        -1
+    } else {
+        (until - crate::sys::time::nanotime()).max(0)
+    };
+    poll_for(delay_ns, until)
+}
+
+fn poll_for(delay_ns: i64, until: i64) -> Vec<&'static G> {
     let mut out = Vec::new();
     let Some(p) = POLLER.get() else {
         return out;
@@ -173,7 +193,7 @@ pub(crate) fn netpoll(delay_ns: i64) -> Vec<&'static G> {
         d => Some(Duration::from_nanos(d as u64)),
     };
     if delay_ns != 0 {
-        st.set_timer(delay_ns);
+        st.set_timer(delay_ns, until);
     }
     let (poll, events) = (&mut st.poll, &mut st.events);
     loop {
@@ -239,14 +259,18 @@ pub(crate) fn netpoll(delay_ns: i64) -> Vec<&'static G> {
 
 impl PollState {
     /// Before a blocking poll: arms the timer for a wait of `delay_ns`
-    /// (> 0), or disarms a still pending one for a wait without a deadline
-    /// (< 0), which it would otherwise end for nothing. A failed `set`
-    /// leaves epoll's millisecond timeout to end the wait.
-    fn set_timer(&mut self, delay_ns: i64) {
+    /// (> 0) that ends at nanotime `until`, unless it is already set for
+    /// that deadline (an idle runtime with one far timer polls again and
+    /// again until it); or disarms a still pending one for a wait without a
+    /// deadline (< 0), which it would otherwise end for nothing. A failed
+    /// `set` leaves epoll's millisecond timeout to end the wait.
+    fn set_timer(&mut self, delay_ns: i64, until: i64) {
         let Some(t) = &self.timer else { return };
         if delay_ns > 0 {
-            let at = crate::sys::time::nanotime() + delay_ns;
-            self.timer_at = if t.set(delay_ns).is_ok() { at } else { 0 };
+            // `timer_at == until` with `until` still ahead: not fired yet.
+            if self.timer_at != until {
+                self.timer_at = if t.set(delay_ns).is_ok() { until } else { 0 };
+            }
         } else if self.timer_at != 0 {
             if self.timer_at > crate::sys::time::nanotime() {
                 let _ = t.set(0);

@@ -210,12 +210,7 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
         if (netpoll::any_waiters() || poll_until != 0) && s.lastpoll.swap(0, Ordering::SeqCst) != 0
         {
             s.poll_until.store(poll_until, Ordering::SeqCst);
-            let delay = if poll_until == 0 {
-                -1
-            } else {
-                (poll_until - nanotime()).max(0)
-            };
-            let mut list = netpoll::netpoll(delay);
+            let mut list = netpoll::netpoll_until(poll_until);
             s.poll_until.store(0, Ordering::SeqCst);
             s.lastpoll.store(nanotime(), Ordering::SeqCst);
             let pp = {
