@@ -52,16 +52,17 @@ mod buf;
 
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Tracing is on: the one flag every event site tests.
-static ON: AtomicBool = AtomicBool::new(false);
+/// Tracing is on: the one flag every event site tests. It holds the
+/// session's generation (0: off; see `buf.rs`).
+static ON: AtomicU64 = AtomicU64::new(0);
 
 /// Is a trace being written? Every event site tests this first:
 /// `if trace::on() { trace::event(..) }`.
 #[inline(always)]
 pub(crate) fn on() -> bool {
-    ON.load(Ordering::Relaxed)
+    ON.load(Ordering::Relaxed) != 0
 }
 
 /// Starts writing an execution trace to `path` (created or truncated).
