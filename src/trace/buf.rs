@@ -102,15 +102,16 @@ static SESSION: Session = Session {
     mult: AtomicU64::new(0),
 };
 
-/// Nanoseconds since the session's start, from the TSC (the session uses
-/// it).
+/// Nanoseconds since the session's start, from the TSC: `base_tsc` read
+/// at the start, `mult` nanoseconds per tick (32.32).
 #[inline(always)]
-fn tsc_rel() -> i64 {
-    let s = &SESSION;
+fn tsc_rel(base_tsc: u64, mult: i64) -> i64 {
     // Signed: a TSC a little behind `base_tsc` (another CPU's) is a small
     // negative time, which the caller's clamp absorbs, not a huge one.
-    let ticks = cputicks().wrapping_sub(s.base_tsc.load(Ordering::Relaxed)) as i64;
-    ((ticks as i128 * s.mult.load(Ordering::Relaxed) as i128) >> 32) as i64
+    // One signed 64x64->128 multiply (`mult` < 2^63: under 2^31 ns per
+    // tick).
+    let ticks = cputicks().wrapping_sub(base_tsc) as i64;
+    ((ticks as i128 * mult as i128) >> 32) as i64
 }
 
 /// Nanoseconds since the session's start: from the TSC where usable, else
@@ -119,7 +120,10 @@ fn tsc_rel() -> i64 {
 fn now_rel() -> i64 {
     let s = &SESSION;
     if s.use_tsc.load(Ordering::Relaxed) {
-        tsc_rel()
+        tsc_rel(
+            s.base_tsc.load(Ordering::Relaxed),
+            s.mult.load(Ordering::Relaxed) as i64,
+        )
     } else {
         nanotime() - s.start_ns.load(Ordering::Relaxed)
     }
@@ -190,6 +194,10 @@ struct Inner {
     /// start (0 before the first).
     last_ts: i64,
     events: u64,
+    /// The session's TSC base and scale (`Session`), copied for the fast
+    /// path (plain loads, next to `pos`) when it is enabled.
+    base_tsc: u64,
+    mult: i64,
 }
 
 static ALL: Mutex<Vec<&'static TraceBuf>> = Mutex::new(Vec::new());
@@ -300,6 +308,8 @@ fn claim() -> Option<&'static TraceBuf> {
                     limit: ptr::null_mut(),
                     last_ts: 0,
                     events: 0,
+                    base_tsc: 0,
+                    mult: 0,
                 }),
             }));
             lock(&ALL).push(tb);
@@ -366,7 +376,7 @@ pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
     // Const thread-local without a destructor: a plain load.
     let tb = FAST.with(|c| c.get());
     if tb.is_null() {
-        return emit_slow(ty, args, bytes);
+        return slow(ty, args, bytes);
     }
     // SAFETY: FAST only holds leaked, never-freed buffers.
     let tb = unsafe { &*tb };
@@ -376,19 +386,41 @@ pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
     // visible). After the raise: see the module note. `fast_gen` is only
     // written by this thread.
     if ON.load(Ordering::Acquire) != tb.fast_gen.load(Ordering::Relaxed) {
-        return emit_slow(ty, args, bytes);
+        return slow(ty, args, bytes);
     }
     // SAFETY: we own the buffer, `busy` is up and `ON` set (`fast_gen` is
     // never 0).
     let inner = unsafe { tb.inner() };
     if inner.pos.addr() + bytes.len() >= inner.limit.addr() {
-        return emit_slow(ty, args, bytes);
+        return slow(ty, args, bytes);
     }
-    // `fast_gen` matched: the session's clock is the TSC.
-    let ts = tsc_rel().max(inner.last_ts);
+    // `fast_gen` matched: the session's clock is the TSC, its base and
+    // scale copied into the buffer.
+    let ts = tsc_rel(inner.base_tsc, inner.mult).max(inner.last_ts);
     // SAFETY: room checked just above.
     unsafe { inner.write(ty, ts, args, bytes) };
     tb.lower();
+}
+
+/// `emit_slow` for `emit`: events without name bytes pass their fields by
+/// value, in registers, so that the fast path's way out is a tail call
+/// (no frame, no spilled fields).
+#[inline(always)]
+fn slow(ty: u8, args: &[u64], bytes: &[u8]) {
+    if bytes.is_empty() {
+        let a = |i: usize| args.get(i).copied().unwrap_or(0);
+        emit_slow_fields(ty, args.len(), a(0), a(1), a(2), a(3));
+    } else {
+        emit_slow(ty, args, bytes);
+    }
+}
+
+/// `emit_slow` for up to four fields (`n` of them), by value.
+#[cold]
+#[inline(never)]
+fn emit_slow_fields(ty: u8, n: usize, a0: u64, a1: u64, a2: u64, a3: u64) {
+    let args = [a0, a1, a2, a3];
+    emit_slow(ty, &args[..n.min(4)], &[]);
 }
 
 /// Every case of `emit`, out of line: finds (or claims) the buffer, raises
@@ -398,6 +430,7 @@ pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
 #[cold]
 #[inline(never)]
 fn emit_slow(ty: u8, args: &[u64], bytes: &[u8]) {
+    assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
     let Some(tb) = local() else { return };
     tb.raise();
     // Acquire: as in `emit`.
@@ -410,6 +443,10 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8]) {
             inner.discard();
         }
         let fast = SESSION.use_tsc.load(Ordering::Relaxed);
+        if fast {
+            inner.base_tsc = SESSION.base_tsc.load(Ordering::Relaxed);
+            inner.mult = SESSION.mult.load(Ordering::Relaxed) as i64;
+        }
         tb.fast_gen
             .store(if fast { gen } else { NO_GEN }, Ordering::Relaxed);
         if inner.pos.addr() + bytes.len() >= inner.limit.addr() {
@@ -430,14 +467,18 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8]) {
 unsafe fn put_uvarint(mut p: *mut u8, mut v: u64) -> *mut u8 {
     // SAFETY: at most 10 bytes are written (64 bits, 7 per byte), within
     // the room the caller guarantees.
+    // The shift's zero test ends the loop (no compare, no copy of `v`).
     unsafe {
-        while v >= 0x80 {
-            p.write((v as u8) | 0x80);
-            p = p.add(1);
+        loop {
+            let b = v as u8;
             v >>= 7;
+            if v == 0 {
+                p.write(b);
+                return p.add(1);
+            }
+            p.write(b | 0x80);
+            p = p.add(1);
         }
-        p.write(v as u8);
-        p.add(1)
     }
 }
 
