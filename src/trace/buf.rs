@@ -8,10 +8,10 @@
 //! thread's exit and a thread claiming a freed buffer initialise or flush
 //! it. The last two hold `CONTROL` (the start/stop mutex), so they never
 //! overlap `stop`. Between an event and `stop` the protocol is Dekker's:
-//! - the owner raises `busy`, *then* loads `ON`; if it is clear (0) it
-//!   writes nothing. `stop` clears `ON`, *then* waits until `busy` is down
+//! - the owner raises `busy`, *then* loads `LIVE`; if it is clear (0) it
+//!   writes nothing. `stop` clears `LIVE`, *then* waits until `busy` is down
 //!   before it reads the buffer. Both orders are store-then-load, so either
-//!   the owner sees `ON` clear, or `stop` sees `busy` up and waits for the
+//!   the owner sees `LIVE` clear, or `stop` sees `busy` up and waits for the
 //!   event to complete; never both miss.
 //! - The StoreLoad barrier is asymmetric where the kernel allows
 //!   (`membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, Linux >= 4.14): the
@@ -21,10 +21,14 @@
 //!   owner's store and load cannot be seen reordered across it. Without
 //!   membarrier, the owner's store is a SeqCst swap (a locked instruction)
 //!   and `stop`'s loads are SeqCst.
-//! - `ON` holds the session's generation (0: off). `start` writes the
-//!   session (generation, clock) and then stores the generation in `ON`
-//!   with Release; the owner's Acquire load of `ON` sees the session. A
+//! - `LIVE` holds the session's generation (0: off). `start` writes the
+//!   session (generation, clock) and then stores the generation in `LIVE`
+//!   with Release; the owner's Acquire load of `LIVE` sees the session. A
 //!   buffer last used by an older generation is reset first.
+//! - The event sites test `mod.rs`'s `ON` first, only a hint: `start` sets
+//!   it after `LIVE`, `stop` clears it before `LIVE`. (Two words, so that
+//!   `LIVE`, read by the buffers only, is addressed directly, not through
+//!   the GOT as a static read all over the crate is.)
 //!
 //! # The fast path (one event, no call besides the event function's)
 //! Each event first tries `emit`'s fast path, which tests exactly three
@@ -33,11 +37,11 @@
 //! - `FAST`, a const thread-local, holds this thread's buffer only once
 //!   it is claimed *and* the barrier is asymmetric (the plain-store raise
 //!   above); else it is null.
-//! - The buffer's `fast_gen` equals the value loaded from `ON` (after the
+//! - The buffer's `fast_gen` equals the value loaded from `LIVE` (after the
 //!   raise, as above) only when the buffer's batch belongs to that
 //!   generation *and* the session's clock is the TSC. It is set by the
 //!   owner only (in `emit_slow`), so the owner reads it without a race; it
-//!   is `NO_GEN` (never a generation, never 0) otherwise, so an `ON` of 0
+//!   is `NO_GEN` (never a generation, never 0) otherwise, so a `LIVE` of 0
 //!   never matches it.
 //! - `pos` leaves room for the longest event (`MAX_EVENT`, plus a GoName's
 //!   bytes) before `limit`; with no batch begun both are null.
@@ -67,7 +71,6 @@ use std::sync::{Condvar, Mutex, MutexGuard, Once, OnceLock};
 use std::thread::JoinHandle;
 use std::time::SystemTime;
 
-use super::ON;
 use crate::sys::time::{cputicks, nanotime, tsc_usable};
 
 /// Payload bytes per batch (docs/trace-format.md: 64 KiB).
@@ -76,12 +79,15 @@ const BATCH_BYTES: usize = 64 * 1024;
 const HEADER: usize = 9;
 /// Batches the writer may fall behind before new ones are dropped.
 const MAX_QUEUED: usize = 1024;
+/// The generation being traced, 0 when off (module note).
+static LIVE: AtomicU64 = AtomicU64::new(0);
+
 /// A buffer's `gen`/`fast_gen` when it has none: never a generation (they
-/// count up from 1) and never 0 (`ON` when off).
+/// count up from 1) and never 0 (`LIVE` when off).
 const NO_GEN: u64 = u64::MAX;
 
 /// The current session, read by every event (written by `start` before
-/// `ON` is set with Release). One cache line, read-mostly.
+/// `LIVE` is set with Release). One cache line, read-mostly.
 #[repr(align(64))]
 struct Session {
     gen: AtomicU64,
@@ -166,7 +172,7 @@ pub(super) struct TraceBuf {
 }
 
 // SAFETY: `inner` is only touched by its owner while `busy` is up and
-// `ON` set, by `stop` after `ON` is clear and `busy` is down, and by
+// `LIVE` set, by `stop` after `LIVE` is clear and `busy` is down, and by
 // claim/exit under `CONTROL`, which excludes `stop` (module note). Its
 // raw pointers point into its own `data`.
 unsafe impl Sync for TraceBuf {}
@@ -225,13 +231,13 @@ pub(super) fn set_thread_id(id: u32) {
 }
 
 impl TraceBuf {
-    /// The owner raises `busy` before it loads `ON` (module note).
+    /// The owner raises `busy` before it loads `LIVE` (module note).
     #[inline(always)]
     fn raise(&self) {
         if ASYMMETRIC.load(Ordering::Relaxed) {
             self.raise_asymmetric();
         } else {
-            // SeqCst: in one total order with `stop`'s SeqCst store of `ON`
+            // SeqCst: in one total order with `stop`'s SeqCst store of `LIVE`
             // and load of `busy`.
             self.busy.swap(true, Ordering::SeqCst);
         }
@@ -241,7 +247,7 @@ impl TraceBuf {
     #[inline(always)]
     fn raise_asymmetric(&self) {
         self.busy.store(true, Ordering::Relaxed);
-        // The CPU may still order the load of `ON` before this store;
+        // The CPU may still order the load of `LIVE` before this store;
         // `stop`'s membarrier rules that out where it matters.
         std::sync::atomic::compiler_fence(Ordering::SeqCst);
     }
@@ -324,7 +330,7 @@ fn claim() -> Option<&'static TraceBuf> {
     tb.fast_gen.store(NO_GEN, Ordering::Relaxed);
     LOCAL.try_with(|c| c.set(tb)).ok()?;
     // The fast path's plain-store raise is only enough with the membarrier.
-    // `start` set ASYMMETRIC before `ON`; a stale false (Relaxed) only
+    // `start` set ASYMMETRIC before `LIVE`; a stale false (Relaxed) only
     // keeps this thread on the slow path, which is always correct.
     if ASYMMETRIC.load(Ordering::Relaxed) {
         let _ = FAST.try_with(|c| c.set(tb));
@@ -385,10 +391,10 @@ pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
     // Acquire: pairs with `start`'s Release store (the session is
     // visible). After the raise: see the module note. `fast_gen` is only
     // written by this thread.
-    if ON.load(Ordering::Acquire) != tb.fast_gen.load(Ordering::Relaxed) {
+    if LIVE.load(Ordering::Acquire) != tb.fast_gen.load(Ordering::Relaxed) {
         return slow(ty, args, bytes);
     }
-    // SAFETY: we own the buffer, `busy` is up and `ON` set (`fast_gen` is
+    // SAFETY: we own the buffer, `busy` is up and `LIVE` set (`fast_gen` is
     // never 0).
     let inner = unsafe { tb.inner() };
     if inner.pos.addr() + bytes.len() >= inner.limit.addr() {
@@ -434,9 +440,9 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8]) {
     let Some(tb) = local() else { return };
     tb.raise();
     // Acquire: as in `emit`.
-    let gen = ON.load(Ordering::Acquire);
+    let gen = LIVE.load(Ordering::Acquire);
     if gen != 0 {
-        // SAFETY: we own the buffer, `busy` is up and `ON` set.
+        // SAFETY: we own the buffer, `busy` is up and `LIVE` set.
         let inner = unsafe { tb.inner() };
         if inner.gen != gen {
             inner.gen = gen;
@@ -674,9 +680,10 @@ pub(super) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
     // A runtime thread for checkdead while it lives (until `stop` joins it).
     crate::runtime::checkdead::internal_thread_started();
     *control = Some(writer);
-    // Release: the session above is visible to whoever sees `ON` (Acquire
+    // Release: the session above is visible to whoever sees `LIVE` (Acquire
     // in `emit`).
-    ON.store(gen, Ordering::Release);
+    LIVE.store(gen, Ordering::Release);
+    super::ON.store(true, Ordering::Relaxed);
     drop(control);
 
     static ATEXIT: Once = Once::new();
@@ -701,7 +708,8 @@ pub(super) fn stop() -> io::Result<()> {
         return Ok(());
     };
     // SeqCst: ordered before the loads of `busy` below (module note).
-    ON.store(0, Ordering::SeqCst);
+    super::ON.store(false, Ordering::Relaxed);
+    LIVE.store(0, Ordering::SeqCst);
     if ASYMMETRIC.load(Ordering::Relaxed) && !crate::sys::membarrier() {
         // Registered at start, so this cannot fail; if it did, the owners'
         // stores might not be visible yet: give them a moment.
@@ -711,7 +719,7 @@ pub(super) fn stop() -> io::Result<()> {
     let all = lock(&ALL).clone();
     for tb in all {
         tb.wait_idle();
-        // SAFETY: `ON` is clear and `busy` down: the owner writes nothing
+        // SAFETY: `LIVE` is clear and `busy` down: the owner writes nothing
         // more; claim/exit are excluded by `CONTROL` (module note).
         let inner = unsafe { tb.inner() };
         if inner.gen == gen && !inner.pos.is_null() {

@@ -52,17 +52,17 @@ mod buf;
 
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Tracing is on: the one flag every event site tests. It holds the
-/// session's generation (0: off; see `buf.rs`).
-static ON: AtomicU64 = AtomicU64::new(0);
+/// Tracing is on: the one flag every event site tests (a hint: the
+/// buffers' protocol has its own word, `buf.rs`).
+static ON: AtomicBool = AtomicBool::new(false);
 
 /// Is a trace being written? Every event site tests this first:
 /// `if trace::on() { trace::event(..) }`.
 #[inline(always)]
 pub(crate) fn on() -> bool {
-    ON.load(Ordering::Relaxed) != 0
+    ON.load(Ordering::Relaxed)
 }
 
 /// Starts writing an execution trace to `path` (created or truncated).
