@@ -489,8 +489,11 @@ isolated_test! {
             let t = decode(&bytes).unwrap();
             check_common(&t);
             let mut created = HashSet::new();
+            let mut started = HashSet::new();
             let mut ended = HashSet::new();
             let mut from_outside = 0;
+            // In file order, which is not time order across Ms: the checks
+            // that relate events come after the loop.
             for e in &t.events {
                 match e.ev {
                     Ev::GoCreate { g, parent, .. } => {
@@ -500,7 +503,7 @@ isolated_test! {
                         }
                     }
                     Ev::GoStart { g, .. } => {
-                        assert!(created.contains(&g), "g{g} of another run started");
+                        started.insert(g);
                     }
                     Ev::GoEnd { g, .. } => {
                         assert!(ended.insert(g), "g{g} ended twice");
@@ -508,6 +511,8 @@ isolated_test! {
                     _ => {}
                 }
             }
+            // Every goroutine that ran in this session was created in it.
+            assert_eq!(started, created, "round {round}");
             // run's goroutine, and those spawned inside and outside.
             assert_eq!(created.len() as u64, 1 + n, "round {round}");
             assert_eq!(from_outside, 1 + outside, "round {round}");
