@@ -31,18 +31,23 @@
 //!   the GOT as a static read all over the crate is.)
 //!
 //! # The fast path (one event, no call besides the event function's)
-//! Each event first tries `emit`'s fast path, which tests exactly three
-//! things, each a load and a compare, and otherwise falls to the general,
+//! Each event first tries `emit`'s fast path: one thread-local load, then
+//! two tests, each a load and a compare; otherwise it falls to the general,
 //! out-of-line `emit_slow` (which handles every case on its own):
-//! - `FAST`, a const thread-local, holds this thread's buffer only once
-//!   it is claimed *and* the barrier is asymmetric (the plain-store raise
-//!   above); else it is null.
+//! - `FAST`, a const thread-local, points to this thread's buffer once it
+//!   is claimed, else to `NO_BUF`, a static buffer whose `fast_gen` never
+//!   matches (so the pointer needs no null test). The fast path raises
+//!   `busy` with a plain store (the asymmetric barrier's raise): where the
+//!   barrier is not asymmetric (`fast_ok` false), `fast_gen` never matches
+//!   either, and `emit_slow` raises again with the SeqCst swap before its
+//!   own load of `LIVE`, the load the protocol relies on there. (`NO_BUF`'s
+//!   `busy` is written by each thread's first event and never read.)
 //! - The buffer's `fast_gen` equals the value loaded from `LIVE` (after the
 //!   raise, as above) only when the buffer's batch belongs to that
-//!   generation *and* the session's clock is the TSC. It is set by the
-//!   owner only (in `emit_slow`), so the owner reads it without a race; it
-//!   is `NO_GEN` (never a generation, never 0) otherwise, so a `LIVE` of 0
-//!   never matches it.
+//!   generation, the session's clock is the TSC *and* the barrier is
+//!   asymmetric. It is set by the owner only (in `emit_slow`), so the owner
+//!   reads it without a race; it is `NO_GEN` (never a generation, never 0)
+//!   otherwise, so a `LIVE` of 0 never matches it.
 //! - `pos` leaves room for the longest event (`MAX_EVENT`, plus a GoName's
 //!   bytes) before `limit`; with no batch begun both are null.
 //!
@@ -204,7 +209,14 @@ struct Inner {
     /// path (plain loads, next to `pos`) when it is enabled.
     base_tsc: u64,
     mult: i64,
+    /// The barrier is asymmetric: the fast path's raise is enough (module
+    /// note). Read at claim.
+    fast_ok: bool,
 }
+
+/// `FAST` of a thread without a buffer: the fast path never matches it
+/// (module note).
+static NO_BUF: TraceBuf = TraceBuf::new();
 
 static ALL: Mutex<Vec<&'static TraceBuf>> = Mutex::new(Vec::new());
 static FREE: Mutex<Vec<&'static TraceBuf>> = Mutex::new(Vec::new());
@@ -214,9 +226,8 @@ static NEXT_EXT_ID: AtomicU32 = AtomicU32::new(u32::MAX - 1);
 thread_local! {
     /// This thread's buffer (null: none claimed).
     static LOCAL: Cell<*const TraceBuf> = const { Cell::new(ptr::null()) };
-    /// This thread's buffer where the fast path may use it (claimed, and
-    /// the barrier is asymmetric), else null (module note).
-    static FAST: Cell<*const TraceBuf> = const { Cell::new(ptr::null()) };
+    /// This thread's buffer once claimed, else `NO_BUF` (module note).
+    static FAST: Cell<*const TraceBuf> = const { Cell::new(&NO_BUF) };
     /// A batch id chosen for this thread (sysmon), 0 if none.
     static THREAD_ID: Cell<u32> = const { Cell::new(0) };
     static EXIT: ExitGuard = const { ExitGuard };
@@ -231,6 +242,25 @@ pub(super) fn set_thread_id(id: u32) {
 }
 
 impl TraceBuf {
+    const fn new() -> TraceBuf {
+        TraceBuf {
+            busy: AtomicBool::new(false),
+            fast_gen: AtomicU64::new(NO_GEN),
+            inner: UnsafeCell::new(Inner {
+                gen: NO_GEN,
+                m_id: 0,
+                data: Vec::new(),
+                pos: ptr::null_mut(),
+                limit: ptr::null_mut(),
+                last_ts: 0,
+                events: 0,
+                base_tsc: 0,
+                mult: 0,
+                fast_ok: false,
+            }),
+        }
+    }
+
     /// The owner raises `busy` before it loads `LIVE` (module note).
     #[inline(always)]
     fn raise(&self) {
@@ -303,21 +333,7 @@ fn claim() -> Option<&'static TraceBuf> {
     let tb: &'static TraceBuf = match lock(&FREE).pop() {
         Some(tb) => tb,
         None => {
-            let tb: &'static TraceBuf = Box::leak(Box::new(TraceBuf {
-                busy: AtomicBool::new(false),
-                fast_gen: AtomicU64::new(NO_GEN),
-                inner: UnsafeCell::new(Inner {
-                    gen: NO_GEN,
-                    m_id: 0,
-                    data: Vec::new(),
-                    pos: ptr::null_mut(),
-                    limit: ptr::null_mut(),
-                    last_ts: 0,
-                    events: 0,
-                    base_tsc: 0,
-                    mult: 0,
-                }),
-            }));
+            let tb: &'static TraceBuf = Box::leak(Box::new(TraceBuf::new()));
             lock(&ALL).push(tb);
             tb
         }
@@ -328,13 +344,12 @@ fn claim() -> Option<&'static TraceBuf> {
     inner.gen = NO_GEN;
     inner.discard();
     tb.fast_gen.store(NO_GEN, Ordering::Relaxed);
-    LOCAL.try_with(|c| c.set(tb)).ok()?;
     // The fast path's plain-store raise is only enough with the membarrier.
     // `start` set ASYMMETRIC before `LIVE`; a stale false (Relaxed) only
     // keeps this thread on the slow path, which is always correct.
-    if ASYMMETRIC.load(Ordering::Relaxed) {
-        let _ = FAST.try_with(|c| c.set(tb));
-    }
+    inner.fast_ok = ASYMMETRIC.load(Ordering::Relaxed);
+    LOCAL.try_with(|c| c.set(tb)).ok()?;
+    let _ = FAST.try_with(|c| c.set(tb));
     // Plain threads exit, and so does an M whose goroutine exits locked to
     // it: give the buffer back then (registers the destructor; fails only
     // during thread exit).
@@ -347,7 +362,7 @@ struct ExitGuard;
 
 impl Drop for ExitGuard {
     fn drop(&mut self) {
-        let _ = FAST.try_with(|c| c.set(ptr::null()));
+        let _ = FAST.try_with(|c| c.set(&NO_BUF));
         let Ok(p) = LOCAL.try_with(|c| c.replace(ptr::null())) else {
             return;
         };
@@ -373,7 +388,7 @@ impl Drop for ExitGuard {
 ///
 /// Inlined into each (cold, out-of-line) event function of `mod.rs`, so
 /// that the field loop is unrolled for its constant count and the event
-/// costs one call. The fast path is three tests (module note); anything
+/// costs one call. The fast path is two tests (module note); anything
 /// else (no buffer yet, no membarrier, tracing off, a new session, a full
 /// batch, no TSC) goes to `emit_slow`.
 #[inline(always)]
@@ -381,12 +396,10 @@ pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
     assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
     // Const thread-local without a destructor: a plain load.
     let tb = FAST.with(|c| c.get());
-    if tb.is_null() {
-        return slow(ty, args, bytes);
-    }
-    // SAFETY: FAST only holds leaked, never-freed buffers.
+    // SAFETY: FAST only holds `NO_BUF` or leaked, never-freed buffers.
     let tb = unsafe { &*tb };
-    // FAST is set only in asymmetric mode (module note).
+    // Enough where `fast_gen` can match below; elsewhere `emit_slow`
+    // raises again (module note).
     tb.raise_asymmetric();
     // Acquire: pairs with `start`'s Release store (the session is
     // visible). After the raise: see the module note. `fast_gen` is only
@@ -448,7 +461,7 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8]) {
             inner.gen = gen;
             inner.discard();
         }
-        let fast = SESSION.use_tsc.load(Ordering::Relaxed);
+        let fast = inner.fast_ok && SESSION.use_tsc.load(Ordering::Relaxed);
         if fast {
             inner.base_tsc = SESSION.base_tsc.load(Ordering::Relaxed);
             inner.mult = SESSION.mult.load(Ordering::Relaxed) as i64;

@@ -28,8 +28,8 @@
 //! thread. Measured on skynet (6.7M events per 1M-leaf round, about 8
 //! bytes each), where a TSC read alone costs 12-14 ns on a 2-vCPU VM.
 //! Each event function is one call with the buffer write inlined: its
-//! fast path tests three words (this thread's buffer, the session's
-//! generation against the buffer's, the room left), reads the TSC, and
+//! fast path tests two words (the session's generation against the
+//! buffer's, the room left), reads the TSC, and
 //! writes the varints through a raw pointer into the batch's reserved
 //! room; everything else (first event, new session, full batch, no TSC or
 //! no membarrier) is one tail call to an out-of-line path. Full batches
