@@ -179,7 +179,10 @@ pub(super) struct TraceBuf {
 // SAFETY: `inner` is only touched by its owner while `busy` is up and
 // `LIVE` set, by `stop` after `LIVE` is clear and `busy` is down, and by
 // claim/exit under `CONTROL`, which excludes `stop` (module note). Its
-// raw pointers point into its own `data`.
+// raw pointers point into its own `data`. `NO_BUF`, shared by threads
+// without a buffer, has its `inner` never touched (its `fast_gen` never
+// matches and it is never in `LOCAL` or `ALL`); only its atomic `busy` is
+// written.
 unsafe impl Sync for TraceBuf {}
 
 /// The owner's side of the StoreLoad barrier is a compiler fence only
