@@ -447,3 +447,78 @@ isolated_test! {
         assert!(info.syscall >= 10_000_000, "{info:?}");
     }
 }
+
+// Two traces one after the other in one process. The buffers keep the
+// first session's state (its generation, a half-filled batch) when it
+// stops; the second session must start each of them afresh: its file holds
+// exactly the second run's goroutines, each trace valid on its own. Plain
+// threads (outside the runtime) spawn some of them, from their own buffers.
+isolated_test! {
+    fn second_trace_starts_afresh() ["GOMAXPROCS" = "2"] {
+        let mut seen: Vec<HashSet<u64>> = Vec::new();
+        for round in 0..2u64 {
+            let path = trace_path(&format!("session{round}"));
+            goroutine::trace::start(&path).unwrap();
+            let inside = 300 + 200 * round;
+            let outside = 5 + round;
+            let sum = goroutine::run(move || {
+                let (tx, rx) = chan::<u64>(0);
+                for i in 0..inside {
+                    let tx = tx.clone();
+                    go(move || tx.send(i).unwrap());
+                }
+                let tx2 = tx.clone();
+                std::thread::spawn(move || {
+                    for i in 0..outside {
+                        let tx = tx2.clone();
+                        go(move || tx.send(inside + i).unwrap());
+                    }
+                })
+                .join()
+                .unwrap();
+                drop(tx);
+                (0..inside + outside).map(|_| rx.recv().unwrap()).sum::<u64>()
+            });
+            let n = inside + outside;
+            assert_eq!(sum, n * (n - 1) / 2);
+            wait_for_goroutines(0);
+            goroutine::trace::stop().unwrap();
+
+            let bytes = std::fs::read(&path).unwrap();
+            let _ = std::fs::remove_file(&path);
+            let t = decode(&bytes).unwrap();
+            check_common(&t);
+            let mut created = HashSet::new();
+            let mut started = HashSet::new();
+            let mut ended = HashSet::new();
+            let mut from_outside = 0;
+            // In file order, which is not time order across Ms: the checks
+            // that relate events come after the loop.
+            for e in &t.events {
+                match e.ev {
+                    Ev::GoCreate { g, parent, .. } => {
+                        assert!(created.insert(g), "g{g} created twice");
+                        if parent == 0 {
+                            from_outside += 1;
+                        }
+                    }
+                    Ev::GoStart { g, .. } => {
+                        started.insert(g);
+                    }
+                    Ev::GoEnd { g, .. } => {
+                        assert!(ended.insert(g), "g{g} ended twice");
+                    }
+                    _ => {}
+                }
+            }
+            // Every goroutine that ran in this session was created in it.
+            assert_eq!(started, created, "round {round}");
+            // run's goroutine, and those spawned inside and outside.
+            assert_eq!(created.len() as u64, 1 + n, "round {round}");
+            assert_eq!(from_outside, 1 + outside, "round {round}");
+            assert_eq!(created, ended, "round {round}");
+            seen.push(created);
+        }
+        assert!(seen[0].is_disjoint(&seen[1]));
+    }
+}

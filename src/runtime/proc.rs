@@ -69,17 +69,24 @@ pub(crate) fn newproc(
 
 /// The rare parts of spawning: a named goroutine's name is registered for
 /// dumps, and the GoCreate (and GoName) trace events.
+/// An unnamed goroutine (the traced case) is a tail call to the GoCreate
+/// event, without the named case's frame.
 #[cold]
 #[inline(never)]
 fn named_or_traced(id: u64, parent: u64, p: u32, name: &Option<Arc<str>>) {
-    if let Some(name) = name {
-        crate::g::register_name(id, name.clone());
+    match name {
+        None => trace::go_create(id, parent, p),
+        Some(name) => named(id, parent, p, name),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn named(id: u64, parent: u64, p: u32, name: &Arc<str>) {
+    crate::g::register_name(id, name.clone());
     if trace::on() {
         trace::go_create(id, parent, p);
-        if let Some(name) = name {
-            trace::go_name(id, name);
-        }
+        trace::go_name(id, name);
     }
 }
 

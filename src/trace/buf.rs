@@ -8,11 +8,11 @@
 //! thread's exit and a thread claiming a freed buffer initialise or flush
 //! it. The last two hold `CONTROL` (the start/stop mutex), so they never
 //! overlap `stop`. Between an event and `stop` the protocol is Dekker's:
-//! - the owner raises `busy`, *then* loads `ON`; if it is clear it writes
-//!   nothing. `stop` clears `ON`, *then* waits until `busy` is down before
-//!   it reads the buffer. Both orders are store-then-load, so either the
-//!   owner sees `ON` clear, or `stop` sees `busy` up and waits for the event
-//!   to complete; never both miss.
+//! - the owner raises `busy`, *then* loads `LIVE`; if it is clear (0) it
+//!   writes nothing. `stop` clears `LIVE`, *then* waits until `busy` is down
+//!   before it reads the buffer. Both orders are store-then-load, so either
+//!   the owner sees `LIVE` clear, or `stop` sees `busy` up and waits for the
+//!   event to complete; never both miss.
 //! - The StoreLoad barrier is asymmetric where the kernel allows
 //!   (`membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, Linux >= 4.14): the
 //!   owner's side is a plain store and a compiler fence (no locked
@@ -21,9 +21,39 @@
 //!   owner's store and load cannot be seen reordered across it. Without
 //!   membarrier, the owner's store is a SeqCst swap (a locked instruction)
 //!   and `stop`'s loads are SeqCst.
-//! - `start` writes the session (generation, clock) and then sets `ON` with
-//!   Release; the owner's Acquire load of `ON` sees them. A buffer last
-//!   used by an older generation is reset first.
+//! - `LIVE` holds the session's generation (0: off). `start` writes the
+//!   session (generation, clock) and then stores the generation in `LIVE`
+//!   with Release; the owner's Acquire load of `LIVE` sees the session. A
+//!   buffer last used by an older generation is reset first.
+//! - The event sites test `mod.rs`'s `ON` first, only a hint: `start` sets
+//!   it after `LIVE`, `stop` clears it before `LIVE`. (Two words, so that
+//!   `LIVE`, read by the buffers only, is addressed directly, not through
+//!   the GOT as a static read all over the crate is.)
+//!
+//! # The fast path (one event, no call besides the event function's)
+//! Each event first tries `emit`'s fast path: one thread-local load, then
+//! two tests, each a load and a compare; otherwise it falls to the general,
+//! out-of-line `emit_slow` (which handles every case on its own):
+//! - `FAST`, a const thread-local, points to this thread's buffer once it
+//!   is claimed, else to `NO_BUF`, a static buffer whose `fast_gen` never
+//!   matches (so the pointer needs no null test). The fast path raises
+//!   `busy` with a plain store (the asymmetric barrier's raise): where the
+//!   barrier is not asymmetric (`fast_ok` false), `fast_gen` never matches
+//!   either, and `emit_slow` raises again with the SeqCst swap before its
+//!   own load of `LIVE`, the load the protocol relies on there. (`NO_BUF`'s
+//!   `busy` is written by each thread's first event and never read.)
+//! - The buffer's `fast_gen` equals the value loaded from `LIVE` (after the
+//!   raise, as above) only when the buffer's batch belongs to that
+//!   generation, the session's clock is the TSC *and* the barrier is
+//!   asymmetric. It is set by the owner only (in `emit_slow`), so the owner
+//!   reads it without a race; it is `NO_GEN` (never a generation, never 0)
+//!   otherwise, so a `LIVE` of 0 never matches it.
+//! - `pos` leaves room for the longest event (`MAX_EVENT`, plus a GoName's
+//!   bytes) before `limit`; with no batch begun both are null.
+//!
+//! Timestamps are kept relative to the session's start (`start_ns`), so the
+//! first event of a batch has the previous timestamp 0, and the TSC's
+//! reading converts to it with one multiply.
 //!
 //! Buffers are leaked and registered in `ALL` (so `stop` finds them); a
 //! thread that exits (a plain thread, or an M whose goroutine exited locked
@@ -46,7 +76,6 @@ use std::sync::{Condvar, Mutex, MutexGuard, Once, OnceLock};
 use std::thread::JoinHandle;
 use std::time::SystemTime;
 
-use super::ON;
 use crate::sys::time::{cputicks, nanotime, tsc_usable};
 
 /// Payload bytes per batch (docs/trace-format.md: 64 KiB).
@@ -55,16 +84,23 @@ const BATCH_BYTES: usize = 64 * 1024;
 const HEADER: usize = 9;
 /// Batches the writer may fall behind before new ones are dropped.
 const MAX_QUEUED: usize = 1024;
+/// The generation being traced, 0 when off (module note).
+static LIVE: AtomicU64 = AtomicU64::new(0);
+
+/// A buffer's `gen`/`fast_gen` when it has none: never a generation (they
+/// count up from 1) and never 0 (`LIVE` when off).
+const NO_GEN: u64 = u64::MAX;
 
 /// The current session, read by every event (written by `start` before
-/// `ON` is set with Release). One cache line, read-mostly.
+/// `LIVE` is set with Release). One cache line, read-mostly.
 #[repr(align(64))]
 struct Session {
     gen: AtomicU64,
+    /// nanotime at the start: timestamps in buffers count from it.
     start_ns: AtomicI64,
     use_tsc: AtomicBool,
+    /// The TSC read just before `start_ns`.
     base_tsc: AtomicU64,
-    base_ns: AtomicI64,
     /// Nanoseconds per TSC tick, 32.32 fixed point.
     mult: AtomicU64,
 }
@@ -74,21 +110,39 @@ static SESSION: Session = Session {
     start_ns: AtomicI64::new(0),
     use_tsc: AtomicBool::new(false),
     base_tsc: AtomicU64::new(0),
-    base_ns: AtomicI64::new(0),
     mult: AtomicU64::new(0),
 };
 
-/// The session's clock: nanotime, from the TSC where usable.
+/// Nanoseconds since the session's start, from the TSC: `base_tsc` read
+/// at the start, `mult` nanoseconds per tick (32.32).
+#[inline(always)]
+fn tsc_rel(base_tsc: u64, mult: i64) -> i64 {
+    // Signed: a TSC a little behind `base_tsc` (another CPU's) is a small
+    // negative time, which the caller's clamp absorbs, not a huge one.
+    // One signed 64x64->128 multiply (`mult` < 2^63: under 2^31 ns per
+    // tick).
+    let ticks = cputicks().wrapping_sub(base_tsc) as i64;
+    ((ticks as i128 * mult as i128) >> 32) as i64
+}
+
+/// Nanoseconds since the session's start: from the TSC where usable, else
+/// nanotime.
 #[inline]
-fn now() -> i64 {
+fn now_rel() -> i64 {
     let s = &SESSION;
     if s.use_tsc.load(Ordering::Relaxed) {
-        let ticks = cputicks().wrapping_sub(s.base_tsc.load(Ordering::Relaxed));
-        let ns = (ticks as u128 * s.mult.load(Ordering::Relaxed) as u128) >> 32;
-        s.base_ns.load(Ordering::Relaxed) + ns as i64
+        tsc_rel(
+            s.base_tsc.load(Ordering::Relaxed),
+            s.mult.load(Ordering::Relaxed) as i64,
+        )
     } else {
-        nanotime()
+        nanotime() - s.start_ns.load(Ordering::Relaxed)
     }
+}
+
+/// The session's clock: nanotime, from the TSC where usable.
+fn now() -> i64 {
+    SESSION.start_ns.load(Ordering::Relaxed) + now_rel()
 }
 
 /// Nanoseconds per TSC tick (32.32), measured once against nanotime over
@@ -115,12 +169,20 @@ fn tsc_mult() -> Option<u64> {
 pub(super) struct TraceBuf {
     /// The owner is writing an event (module note).
     busy: AtomicBool,
+    /// The generation the fast path may write for, else `NO_GEN` (module
+    /// note). Written by the owner (in `emit_slow`), and by claim/exit
+    /// under `CONTROL` when it has none.
+    fast_gen: AtomicU64,
     inner: UnsafeCell<Inner>,
 }
 
 // SAFETY: `inner` is only touched by its owner while `busy` is up and
-// `ON` set, by `stop` after `ON` is clear and `busy` is down, and by
-// claim/exit under `CONTROL`, which excludes `stop` (module note).
+// `LIVE` set, by `stop` after `LIVE` is clear and `busy` is down, and by
+// claim/exit under `CONTROL`, which excludes `stop` (module note). Its
+// raw pointers point into its own `data`. `NO_BUF`, shared by threads
+// without a buffer, has its `inner` never touched (its `fast_gen` never
+// matches and it is never in `LOCAL` or `ALL`); only its atomic `busy` is
+// written.
 unsafe impl Sync for TraceBuf {}
 
 /// The owner's side of the StoreLoad barrier is a compiler fence only
@@ -128,15 +190,36 @@ unsafe impl Sync for TraceBuf {}
 static ASYMMETRIC: AtomicBool = AtomicBool::new(false);
 
 struct Inner {
-    /// The session the batch in `data` belongs to.
+    /// The session the batch in `data` belongs to (`NO_GEN`: none).
     gen: u64,
     m_id: u32,
-    /// The batch being filled: header and events (empty: none begun).
+    /// The batch's storage (capacity `HEADER + BATCH_BYTES`): the header,
+    /// then the events, written through `pos`. Its length covers the
+    /// header while the batch fills and is set to `pos` by `flush`.
     data: Vec<u8>,
-    /// Timestamp of the batch's last event (its base: `start_ns`).
+    /// Where the next event goes, in `data`'s allocation (null: no batch
+    /// begun).
+    pos: *mut u8,
+    /// The first `pos` without room for `MAX_EVENT` bytes before the
+    /// batch's end (null: no batch begun). An event with `n` name bytes
+    /// fits if `pos + n < limit`.
+    limit: *mut u8,
+    /// Timestamp of the batch's last event, relative to the session's
+    /// start (0 before the first).
     last_ts: i64,
     events: u64,
+    /// The session's TSC base and scale (`Session`), copied for the fast
+    /// path (plain loads, next to `pos`) when it is enabled.
+    base_tsc: u64,
+    mult: i64,
+    /// The barrier is asymmetric: the fast path's raise is enough (module
+    /// note). Read at claim.
+    fast_ok: bool,
 }
+
+/// `FAST` of a thread without a buffer: the fast path never matches it
+/// (module note).
+static NO_BUF: TraceBuf = TraceBuf::new();
 
 static ALL: Mutex<Vec<&'static TraceBuf>> = Mutex::new(Vec::new());
 static FREE: Mutex<Vec<&'static TraceBuf>> = Mutex::new(Vec::new());
@@ -144,7 +227,10 @@ static FREE: Mutex<Vec<&'static TraceBuf>> = Mutex::new(Vec::new());
 static NEXT_EXT_ID: AtomicU32 = AtomicU32::new(u32::MAX - 1);
 
 thread_local! {
+    /// This thread's buffer (null: none claimed).
     static LOCAL: Cell<*const TraceBuf> = const { Cell::new(ptr::null()) };
+    /// This thread's buffer once claimed, else `NO_BUF` (module note).
+    static FAST: Cell<*const TraceBuf> = const { Cell::new(&NO_BUF) };
     /// A batch id chosen for this thread (sysmon), 0 if none.
     static THREAD_ID: Cell<u32> = const { Cell::new(0) };
     static EXIT: ExitGuard = const { ExitGuard };
@@ -159,19 +245,44 @@ pub(super) fn set_thread_id(id: u32) {
 }
 
 impl TraceBuf {
-    /// The owner raises `busy` before it loads `ON` (module note).
+    const fn new() -> TraceBuf {
+        TraceBuf {
+            busy: AtomicBool::new(false),
+            fast_gen: AtomicU64::new(NO_GEN),
+            inner: UnsafeCell::new(Inner {
+                gen: NO_GEN,
+                m_id: 0,
+                data: Vec::new(),
+                pos: ptr::null_mut(),
+                limit: ptr::null_mut(),
+                last_ts: 0,
+                events: 0,
+                base_tsc: 0,
+                mult: 0,
+                fast_ok: false,
+            }),
+        }
+    }
+
+    /// The owner raises `busy` before it loads `LIVE` (module note).
     #[inline(always)]
     fn raise(&self) {
         if ASYMMETRIC.load(Ordering::Relaxed) {
-            self.busy.store(true, Ordering::Relaxed);
-            // The CPU may still order the load of `ON` before this store;
-            // `stop`'s membarrier rules that out where it matters.
-            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+            self.raise_asymmetric();
         } else {
-            // SeqCst: in one total order with `stop`'s SeqCst store of `ON`
+            // SeqCst: in one total order with `stop`'s SeqCst store of `LIVE`
             // and load of `busy`.
             self.busy.swap(true, Ordering::SeqCst);
         }
+    }
+
+    /// `raise` where `stop` issues a membarrier.
+    #[inline(always)]
+    fn raise_asymmetric(&self) {
+        self.busy.store(true, Ordering::Relaxed);
+        // The CPU may still order the load of `LIVE` before this store;
+        // `stop`'s membarrier rules that out where it matters.
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
     }
 
     #[inline(always)]
@@ -193,7 +304,7 @@ impl TraceBuf {
     /// The caller may touch the buffer (module note), and no other
     /// reference from `inner` is live.
     #[allow(clippy::mut_from_ref)]
-    #[inline]
+    #[inline(always)]
     unsafe fn inner(&self) -> &mut Inner {
         // SAFETY: exclusive by the protocol (caller's contract).
         unsafe { &mut *self.inner.get() }
@@ -225,16 +336,7 @@ fn claim() -> Option<&'static TraceBuf> {
     let tb: &'static TraceBuf = match lock(&FREE).pop() {
         Some(tb) => tb,
         None => {
-            let tb: &'static TraceBuf = Box::leak(Box::new(TraceBuf {
-                busy: AtomicBool::new(false),
-                inner: UnsafeCell::new(Inner {
-                    gen: 0,
-                    m_id: 0,
-                    data: Vec::new(),
-                    last_ts: 0,
-                    events: 0,
-                }),
-            }));
+            let tb: &'static TraceBuf = Box::leak(Box::new(TraceBuf::new()));
             lock(&ALL).push(tb);
             tb
         }
@@ -242,9 +344,15 @@ fn claim() -> Option<&'static TraceBuf> {
     // SAFETY: no owner yet, and `CONTROL` excludes `stop`.
     let inner = unsafe { tb.inner() };
     inner.m_id = id;
-    inner.gen = 0;
-    inner.data.clear();
+    inner.gen = NO_GEN;
+    inner.discard();
+    tb.fast_gen.store(NO_GEN, Ordering::Relaxed);
+    // The fast path's plain-store raise is only enough with the membarrier.
+    // `start` set ASYMMETRIC before `LIVE`; a stale false (Relaxed) only
+    // keeps this thread on the slow path, which is always correct.
+    inner.fast_ok = ASYMMETRIC.load(Ordering::Relaxed);
     LOCAL.try_with(|c| c.set(tb)).ok()?;
+    let _ = FAST.try_with(|c| c.set(tb));
     // Plain threads exit, and so does an M whose goroutine exits locked to
     // it: give the buffer back then (registers the destructor; fails only
     // during thread exit).
@@ -257,6 +365,7 @@ struct ExitGuard;
 
 impl Drop for ExitGuard {
     fn drop(&mut self) {
+        let _ = FAST.try_with(|c| c.set(&NO_BUF));
         let Ok(p) = LOCAL.try_with(|c| c.replace(ptr::null())) else {
             return;
         };
@@ -269,10 +378,11 @@ impl Drop for ExitGuard {
         // SAFETY: we are the owner, between events, and `CONTROL` excludes
         // `stop`.
         let inner = unsafe { tb.inner() };
-        if !inner.data.is_empty() {
+        if !inner.pos.is_null() {
             inner.flush();
         }
-        inner.gen = 0;
+        inner.gen = NO_GEN;
+        tb.fast_gen.store(NO_GEN, Ordering::Relaxed);
         lock(&FREE).push(tb);
     }
 }
@@ -281,22 +391,92 @@ impl Drop for ExitGuard {
 ///
 /// Inlined into each (cold, out-of-line) event function of `mod.rs`, so
 /// that the field loop is unrolled for its constant count and the event
-/// costs one call.
+/// costs one call. The fast path is two tests (module note); anything
+/// else (no buffer yet, no membarrier, tracing off, a new session, a full
+/// batch, no TSC) goes to `emit_slow`.
 #[inline(always)]
 pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
+    assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
+    // Const thread-local without a destructor: a plain load.
+    let tb = FAST.with(|c| c.get());
+    // SAFETY: FAST only holds `NO_BUF` or leaked, never-freed buffers.
+    let tb = unsafe { &*tb };
+    // Enough where `fast_gen` can match below; elsewhere `emit_slow`
+    // raises again (module note).
+    tb.raise_asymmetric();
+    // Acquire: pairs with `start`'s Release store (the session is
+    // visible). After the raise: see the module note. `fast_gen` is only
+    // written by this thread.
+    if LIVE.load(Ordering::Acquire) != tb.fast_gen.load(Ordering::Relaxed) {
+        return slow(ty, args, bytes);
+    }
+    // SAFETY: we own the buffer, `busy` is up and `LIVE` set (`fast_gen` is
+    // never 0).
+    let inner = unsafe { tb.inner() };
+    if inner.pos.addr() + bytes.len() >= inner.limit.addr() {
+        return slow(ty, args, bytes);
+    }
+    // `fast_gen` matched: the session's clock is the TSC, its base and
+    // scale copied into the buffer.
+    let ts = tsc_rel(inner.base_tsc, inner.mult).max(inner.last_ts);
+    // SAFETY: room checked just above.
+    unsafe { inner.write(ty, ts, args, bytes) };
+    tb.lower();
+}
+
+/// `emit_slow` for `emit`: events without name bytes pass their fields by
+/// value, in registers, so that the fast path's way out is a tail call
+/// (no frame, no spilled fields).
+#[inline(always)]
+fn slow(ty: u8, args: &[u64], bytes: &[u8]) {
+    if bytes.is_empty() {
+        let a = |i: usize| args.get(i).copied().unwrap_or(0);
+        emit_slow_fields(ty, args.len(), a(0), a(1), a(2), a(3));
+    } else {
+        emit_slow(ty, args, bytes);
+    }
+}
+
+/// `emit_slow` for up to four fields (`n` of them), by value.
+#[cold]
+#[inline(never)]
+fn emit_slow_fields(ty: u8, n: usize, a0: u64, a1: u64, a2: u64, a3: u64) {
+    let args = [a0, a1, a2, a3];
+    emit_slow(ty, &args[..n.min(4)], &[]);
+}
+
+/// Every case of `emit`, out of line: finds (or claims) the buffer, raises
+/// `busy` as the barrier's mode wants, resets the buffer for a new session,
+/// begins a batch and reads whichever clock the session uses. May follow a
+/// raise by the fast path (raising twice is harmless).
+#[cold]
+#[inline(never)]
+fn emit_slow(ty: u8, args: &[u64], bytes: &[u8]) {
+    assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
     let Some(tb) = local() else { return };
     tb.raise();
-    // Acquire: pairs with `start`'s Release store (the session is
-    // visible). After `raise`: see the module note.
-    if ON.load(Ordering::Acquire) {
-        // SAFETY: we own the buffer, `busy` is up and `ON` set.
+    // Acquire: as in `emit`.
+    let gen = LIVE.load(Ordering::Acquire);
+    if gen != 0 {
+        // SAFETY: we own the buffer, `busy` is up and `LIVE` set.
         let inner = unsafe { tb.inner() };
-        let gen = SESSION.gen.load(Ordering::Relaxed);
         if inner.gen != gen {
             inner.gen = gen;
-            inner.data.clear();
+            inner.discard();
         }
-        inner.event(ty, args, bytes);
+        let fast = inner.fast_ok && SESSION.use_tsc.load(Ordering::Relaxed);
+        if fast {
+            inner.base_tsc = SESSION.base_tsc.load(Ordering::Relaxed);
+            inner.mult = SESSION.mult.load(Ordering::Relaxed) as i64;
+        }
+        tb.fast_gen
+            .store(if fast { gen } else { NO_GEN }, Ordering::Relaxed);
+        if inner.pos.addr() + bytes.len() >= inner.limit.addr() {
+            inner.make_room(bytes.len());
+        }
+        let ts = now_rel().max(inner.last_ts);
+        // SAFETY: `make_room` made room (it asserts it).
+        unsafe { inner.write(ty, ts, args, bytes) };
     }
     tb.lower();
 }
@@ -309,14 +489,18 @@ pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
 unsafe fn put_uvarint(mut p: *mut u8, mut v: u64) -> *mut u8 {
     // SAFETY: at most 10 bytes are written (64 bits, 7 per byte), within
     // the room the caller guarantees.
+    // The shift's zero test ends the loop (no compare, no copy of `v`).
     unsafe {
-        while v >= 0x80 {
-            p.write((v as u8) | 0x80);
-            p = p.add(1);
+        loop {
+            let b = v as u8;
             v >>= 7;
+            if v == 0 {
+                p.write(b);
+                return p.add(1);
+            }
+            p.write(b | 0x80);
+            p = p.add(1);
         }
-        p.write(v as u8);
-        p.add(1)
     }
 }
 
@@ -324,68 +508,86 @@ unsafe fn put_uvarint(mut p: *mut u8, mut v: u64) -> *mut u8 {
 const MAX_EVENT: usize = 1 + 10 * 5;
 
 impl Inner {
+    /// Drops the batch being filled, if any (no batch begun after).
+    fn discard(&mut self) {
+        self.data.clear();
+        self.pos = ptr::null_mut();
+        self.limit = ptr::null_mut();
+    }
+
     fn begin_batch(&mut self) {
         if self.data.capacity() < HEADER + BATCH_BYTES {
             self.data = take_vec();
         }
+        self.data.clear();
         self.data.push(0xB7);
         self.data.extend_from_slice(&self.m_id.to_le_bytes());
         self.data.extend_from_slice(&[0; 4]);
-        self.last_ts = SESSION.start_ns.load(Ordering::Relaxed);
+        let base = self.data.as_mut_ptr();
+        // SAFETY: both within the allocation (capacity HEADER + BATCH_BYTES,
+        // checked above; MAX_EVENT <= BATCH_BYTES).
+        unsafe {
+            self.pos = base.add(HEADER);
+            self.limit = base.add(HEADER + BATCH_BYTES - MAX_EVENT + 1);
+        }
+        self.last_ts = 0;
         self.events = 0;
     }
 
-    /// Makes room for an event of up to `need` bytes: completes the full
+    /// Makes room for an event with `extra` name bytes: completes the full
     /// batch, begins a new one (out of line: once per 64 KiB).
     #[cold]
     #[inline(never)]
-    fn make_room(&mut self, need: usize) {
-        if !self.data.is_empty() && self.data.len() + need > HEADER + BATCH_BYTES {
+    fn make_room(&mut self, extra: usize) {
+        if !self.pos.is_null() {
             self.flush();
         }
-        if self.data.is_empty() {
-            self.begin_batch();
-        }
+        self.begin_batch();
+        // A fresh batch holds the longest event (MAX_NAME < BATCH_BYTES);
+        // `write`'s unsafe stores rely on it.
+        assert!(self.pos.addr() + extra < self.limit.addr());
     }
 
+    /// Writes one event at `pos` with timestamp `ts` (relative, not before
+    /// `last_ts`).
+    ///
+    /// # Safety
+    /// `pos + bytes.len() < limit` (a batch is begun and the event fits),
+    /// and `args.len() <= 4`.
     #[inline(always)]
-    fn event(&mut self, ty: u8, args: &[u64], bytes: &[u8]) {
-        assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
-        let need = MAX_EVENT + bytes.len();
-        // An empty `data` (no batch begun) has length 0 < HEADER.
-        if self.data.len() < HEADER || self.data.len() + need > HEADER + BATCH_BYTES {
-            self.make_room(need);
-        }
-        let ts = now().max(self.last_ts);
+    unsafe fn write(&mut self, ty: u8, ts: i64, args: &[u64], bytes: &[u8]) {
         let delta = (ts - self.last_ts) as u64;
         self.last_ts = ts;
-        let len = self.data.len();
-        // A batch begun by `begin_batch` has capacity HEADER + BATCH_BYTES,
-        // so `need` bytes fit after `len` (checked above); the unsafe writes
-        // below rely on it, so it is checked (one predictable branch).
-        assert!(self.data.capacity() - len >= need);
-        // SAFETY: written in place, without growth or bounds checks: the
-        // event takes at most 1 + 10 * (1 + args.len()) + bytes.len() <=
-        // `need` bytes (args.len() <= 4, asserted above), and the spare
-        // capacity after `len` holds `need` (asserted above). The bytes are
-        // initialised before `set_len` covers them.
+        // SAFETY: written in place, without bounds checks: the event takes
+        // at most 1 + 10 * (1 + args.len()) + bytes.len() <= MAX_EVENT +
+        // bytes.len() bytes, and `pos + bytes.len() < limit` leaves that
+        // much before the batch's end (caller's contract), inside `data`'s
+        // allocation. `flush` covers the written bytes with `set_len`.
         unsafe {
-            let start = self.data.as_mut_ptr().add(len);
+            let start = self.pos;
             start.write(ty);
             let mut p = put_uvarint(start.add(1), delta);
             for &a in args {
                 p = put_uvarint(p, a);
             }
             ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len());
-            p = p.add(bytes.len());
-            self.data.set_len(len + p.offset_from(start) as usize);
+            self.pos = p.add(bytes.len());
         }
         self.events += 1;
     }
 
-    /// Completes the batch in `data` and hands it to the writer.
+    /// Completes the batch being filled (one is begun) and hands it to the
+    /// writer.
     fn flush(&mut self) {
-        let len = (self.data.len() - HEADER) as u32;
+        // SAFETY: a begun batch's `pos` lies in `data`'s allocation, at or
+        // after its header.
+        let used = unsafe { self.pos.offset_from(self.data.as_ptr()) } as usize;
+        // SAFETY: the header (pushed) and the events (written by `write`)
+        // initialise every byte before `pos`, within the capacity.
+        unsafe { self.data.set_len(used) };
+        self.pos = ptr::null_mut();
+        self.limit = ptr::null_mut();
+        let len = (used - HEADER) as u32;
         self.data[5..9].copy_from_slice(&len.to_le_bytes());
         let batch = std::mem::take(&mut self.data);
         let mut q = lock(&QUEUE);
@@ -464,7 +666,6 @@ pub(super) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
     s.mult.store(mult.unwrap_or(0), Ordering::Relaxed);
     s.base_tsc.store(cputicks(), Ordering::Relaxed);
     let start_ns = nanotime();
-    s.base_ns.store(start_ns, Ordering::Relaxed);
     s.start_ns.store(start_ns, Ordering::Relaxed);
     s.gen.store(gen, Ordering::Relaxed);
     let unix_ns = SystemTime::now()
@@ -495,9 +696,10 @@ pub(super) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
     // A runtime thread for checkdead while it lives (until `stop` joins it).
     crate::runtime::checkdead::internal_thread_started();
     *control = Some(writer);
-    // Release: the session above is visible to whoever sees `ON` (Acquire
+    // Release: the session above is visible to whoever sees `LIVE` (Acquire
     // in `emit`).
-    ON.store(true, Ordering::Release);
+    LIVE.store(gen, Ordering::Release);
+    super::ON.store(true, Ordering::Relaxed);
     drop(control);
 
     static ATEXIT: Once = Once::new();
@@ -522,7 +724,8 @@ pub(super) fn stop() -> io::Result<()> {
         return Ok(());
     };
     // SeqCst: ordered before the loads of `busy` below (module note).
-    ON.store(false, Ordering::SeqCst);
+    super::ON.store(false, Ordering::Relaxed);
+    LIVE.store(0, Ordering::SeqCst);
     if ASYMMETRIC.load(Ordering::Relaxed) && !crate::sys::membarrier() {
         // Registered at start, so this cannot fail; if it did, the owners'
         // stores might not be visible yet: give them a moment.
@@ -532,10 +735,10 @@ pub(super) fn stop() -> io::Result<()> {
     let all = lock(&ALL).clone();
     for tb in all {
         tb.wait_idle();
-        // SAFETY: `ON` is clear and `busy` down: the owner writes nothing
+        // SAFETY: `LIVE` is clear and `busy` down: the owner writes nothing
         // more; claim/exit are excluded by `CONTROL` (module note).
         let inner = unsafe { tb.inner() };
-        if inner.gen == gen && !inner.data.is_empty() {
+        if inner.gen == gen && !inner.pos.is_null() {
             inner.flush();
         }
     }
