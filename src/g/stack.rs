@@ -384,6 +384,7 @@ fn release_coalesced(tops: &[NonZeroUsize], usable: usize) {
     let stride = usable + mem::page_size();
     let mut sorted: Vec<usize> = tops.iter().map(|t| t.get()).collect();
     sorted.sort_unstable();
+    let mut ranges: Vec<(usize, usize)> = Vec::with_capacity(sorted.len());
     let mut i = 0;
     while i < sorted.len() {
         let start = sorted[i] - usable;
@@ -393,9 +394,17 @@ fn release_coalesced(tops: &[NonZeroUsize], usable: usize) {
             end = sorted[j];
             j += 1;
         }
-        release_range(start, end - start);
+        if end > start {
+            ranges.push((start, end - start));
+        }
         i = j;
     }
+    // SAFETY: each range is the page-aligned usable part of one or more
+    // adjacent stacks that the caller owns exclusively and that nothing
+    // runs on (their contents are dead), inside slabs from mem::reserve.
+    // One call per up to 64 ranges: one TLB shootdown each, not one per
+    // range (`mem::release_ranges`).
+    unsafe { mem::release_ranges(&ranges) };
 }
 
 fn release_range(addr: usize, len: usize) {

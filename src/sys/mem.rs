@@ -7,7 +7,7 @@
 
 use std::io;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// `madvise(2)` advice that turns the pages of a range into guard pages
 /// (accessing them raises `SIGSEGV`) without changing the VMA, so without
@@ -213,6 +213,56 @@ pub(crate) unsafe fn release(addr: NonNull<u8>, len: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Set once a batched release failed for a reason that will not change
+/// (a kernel without `process_madvise` on `PIDFD_SELF`, or one that refuses
+/// `MADV_DONTNEED` through it): later calls go straight to `madvise`.
+static NO_RELEASE_BATCH: AtomicBool = AtomicBool::new(false);
+
+/// [`release`] for many ranges: `process_madvise(MADV_DONTNEED)` over up to
+/// [`BATCH_MAX`] ranges per call, falling back to one `madvise` per range
+/// where the kernel does not take it (Linux < 6.13). Errors are ignored, as
+/// callers of `release` do: a range left resident only costs memory.
+///
+/// Why: each `madvise(MADV_DONTNEED)` on a multi-threaded process ends with
+/// a TLB shootdown, an interrupt to every other CPU running one of our
+/// threads, and waits for them. A recent kernel (6.18 here) flushes once
+/// per `process_madvise` call instead of once per range. Measured on the
+/// 2-core VM, 64 separate 256 KiB ranges with one touched page each and a
+/// second thread running: 64 `madvise` calls took 980 us, one batched call
+/// 64 us.
+///
+/// # Safety
+/// As for [`release`], for every range.
+pub(crate) unsafe fn release_ranges(ranges: &[(usize, usize)]) {
+    let mut rest = ranges;
+    while !rest.is_empty() && !NO_RELEASE_BATCH.load(Ordering::Relaxed) {
+        let chunk = &rest[..rest.len().min(BATCH_MAX)];
+        // SAFETY: the caller's contract, range by range.
+        match unsafe { madvise_batch(chunk, libc::MADV_DONTNEED) } {
+            Ok(n) if n > 0 => rest = &rest[n..],
+            // The first range of the chunk failed (or the call did): let
+            // the per-range path below handle what is left, and stop
+            // batching if the call itself is unsupported.
+            Ok(_) => break,
+            Err(e) => {
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EBADF | libc::EINVAL | libc::ENOSYS | libc::EPERM)
+                ) {
+                    NO_RELEASE_BATCH.store(true, Ordering::Relaxed);
+                }
+                break;
+            }
+        }
+    }
+    for &(addr, len) in rest {
+        if let Some(p) = NonNull::new(addr as *mut u8) {
+            // SAFETY: the caller's contract for this range.
+            let _ = unsafe { release(p, len) };
+        }
+    }
+}
+
 /// The kernel's per-process limit on memory mappings (`vm.max_map_count`,
 /// 65530 by default), or `None` if it cannot be read.
 pub(crate) fn max_map_count() -> Option<u64> {
@@ -270,6 +320,40 @@ mod tests {
         assert_eq!(resident_pages(a, len).unwrap(), 0);
         // SAFETY: still mapped read-write; released pages read as zero.
         assert_eq!(unsafe { p.as_ptr().read() }, 0);
+        // SAFETY: our mapping, no longer used.
+        unsafe { unmap(p, len).unwrap() };
+    }
+
+    /// More ranges than one batch holds, every other page: all released,
+    /// the pages between them kept (batched where the kernel allows, per
+    /// range otherwise).
+    #[test]
+    fn release_ranges_releases_exactly_the_ranges() {
+        let page = page_size();
+        let n = 2 * BATCH_MAX + 5;
+        let len = 2 * n * page;
+        let p = reserve(len).unwrap();
+        let a = p.as_ptr() as usize;
+        for i in 0..2 * n {
+            // SAFETY: inside the fresh read-write mapping.
+            unsafe { p.as_ptr().add(i * page).write(0xAA) };
+        }
+        assert_eq!(resident_pages(a, len).unwrap(), 2 * n);
+        let ranges: Vec<(usize, usize)> = (0..n).map(|i| (a + 2 * i * page, page)).collect();
+        // SAFETY: our mapping; the bytes of the released pages are dead.
+        unsafe { release_ranges(&ranges) };
+        for i in 0..2 * n {
+            let want = if i % 2 == 0 { 0 } else { 1 };
+            assert_eq!(
+                resident_pages(a + i * page, page).unwrap(),
+                want,
+                "page {i}"
+            );
+        }
+        // SAFETY: still mapped read-write; released pages read as zero.
+        assert_eq!(unsafe { p.as_ptr().read() }, 0);
+        // SAFETY: as above, a kept page.
+        assert_eq!(unsafe { p.as_ptr().add(page).read() }, 0xAA);
         // SAFETY: our mapping, no longer used.
         unsafe { unmap(p, len).unwrap() };
     }
