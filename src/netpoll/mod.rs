@@ -84,7 +84,8 @@ struct PollState {
     /// timeout is in whole milliseconds, rounded up); `None` where the OS
     /// has none. Registered edge-triggered under `TIMER_TOKEN`.
     timer: Option<TimerFd>,
-    /// When the timer is set to fire (nanotime), 0 if disarmed or fired.
+    /// When the timer was last set to fire (nanotime), 0 if disarmed; a
+    /// value in the past means it has fired.
     timer_at: i64,
 }
 
@@ -147,6 +148,21 @@ pub(crate) fn netpoll_break() {
     }
 }
 
+/// A non-blocking poll took the event of a pending break. mio registers
+/// the waker's eventfd edge-triggered, so that event is gone: no blocking
+/// poll will see it and clear `WAKE_SIG`, and while it stays set every
+/// later `netpoll_break` would do nothing (Go's break fd is level-triggered:
+/// its non-blocking polls leave the event to the next blocking one). So
+/// clear it here, and break again if an M is elected to block in the poller
+/// (`lastpoll == 0`): the break may have been meant for it.
+#[cold]
+fn retake_break() {
+    WAKE_SIG.store(false, Ordering::Release);
+    if crate::runtime::sched().lastpoll.load(Ordering::SeqCst) == 0 {
+        netpoll_break();
+    }
+}
+
 /// Polls for ready descriptors and returns the goroutines they ready, each
 /// already `Runnable` (Go's netpoll). `delay_ns < 0` blocks until an event
 /// or a break, `0` does not block, `> 0` blocks at most that long.
@@ -196,6 +212,7 @@ fn poll_for(delay_ns: i64, until: i64) -> Vec<&'static G> {
         st.set_timer(delay_ns, until);
     }
     let (poll, events) = (&mut st.poll, &mut st.events);
+    let mut took_break = false;
     loop {
         match poll.poll(events, timeout) {
             Ok(()) => break,
@@ -213,6 +230,8 @@ fn poll_for(delay_ns: i64, until: i64) -> Vec<&'static G> {
         if token == WAKER_TOKEN {
             if delay_ns != 0 {
                 WAKE_SIG.store(false, Ordering::Release);
+            } else {
+                took_break = true;
             }
             continue;
         }
@@ -241,6 +260,10 @@ fn poll_for(delay_ns: i64, until: i64) -> Vec<&'static G> {
                 out.push(g);
             }
         }
+    }
+    if took_break {
+        drop(guard);
+        retake_break();
     }
     for g in &out {
         g.cas_waiting_to_runnable();
@@ -537,4 +560,29 @@ impl Drop for PollFd {
 
 fn timed_out() -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, "i/o timeout")
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A break whose event a non-blocking poll takes must not leave
+    /// `WAKE_SIG` set, or every later break would be dropped (the waker is
+    /// edge-triggered: see `retake_break`).
+    #[test]
+    fn a_break_taken_by_a_non_blocking_poll_does_not_stick() {
+        init().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        netpoll_break();
+        // Another test's runtime may poll too (the poller is per process):
+        // whoever takes the event, the flag must come down.
+        while WAKE_SIG.load(Ordering::Acquire) {
+            assert!(
+                Instant::now() < deadline,
+                "WAKE_SIG still set: later breaks would be lost"
+            );
+            let _ = netpoll(0);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 }
