@@ -4,9 +4,11 @@
 //! step by a random number coprime with GOMAXPROCS, so every P is visited
 //! once per round), 4 rounds. From each victim it takes half of the ring
 //! (`RunQueue::steal_into`). Only on the last round may it take the victim's
-//! `runnext`, and only after a ~3 us grace while the victim runs: a G in
-//! runnext was usually just readied by the running G and is about to run
-//! there, so taking it would only move it away from its cache. The last
+//! `runnext`, and only after a grace while the victim runs (a 3 us sleep,
+//! about 55 us with the kernel's timer slack, as in Go; `p/runq.rs` says
+//! why it must be a sleep): a G in runnext was usually just readied by the
+//! running G and is about to run there, so taking it would only move it
+//! away from its cache. The last
 //! round also runs the victims' due timers (Go's stealTimersOrRunNextG).
 //! An M that may not spin runs the other Ps' due timers all the same
 //! (`run_due_timers`): they are work known to be there, not a search.
