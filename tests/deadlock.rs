@@ -99,6 +99,30 @@ fn scenario(name: &str) {
             let (_tx2, rx2) = chan::<i32>(0);
             let _ = rx2.recv();
         }),
+        // The last thing alive is a plain thread, which exits: nothing in
+        // the runtime sees it go (sysmon's back-off finds it).
+        "thread_exits_last" => run(|| {
+            let (tx, rx) = chan::<i32>(0);
+            let held = tx.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                drop(held);
+            });
+            let _keep = tx;
+            let _ = rx.recv();
+        }),
+        // The last thing alive is a plain thread, which then blocks in a
+        // runtime wait nobody can end.
+        "thread_blocks_last" => run(|| {
+            let (tx, rx) = chan::<i32>(0);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                let _keep = tx;
+                let (_tx2, rx2) = chan::<i32>(0);
+                let _ = rx2.recv();
+            });
+            let _ = rx.recv();
+        }),
         // No false positive: a goroutine blocked in the kernel outside the
         // runtime still counts as running.
         "goroutine_in_kernel_sleep" => run(|| {
@@ -211,6 +235,17 @@ fn main() {
     );
     expect_deadlock_within(
         "recv_timeout_answered_then_block",
+        &["goroutine 1 [chan receive]:"],
+        Some(Duration::from_secs(10)),
+    );
+    // Before: 60 s (sysmon deep-slept, and a thread's exit wakes nobody).
+    expect_deadlock_within(
+        "thread_exits_last",
+        &["goroutine 1 [chan receive]:"],
+        Some(Duration::from_secs(10)),
+    );
+    expect_deadlock_within(
+        "thread_blocks_last",
         &["goroutine 1 [chan receive]:"],
         Some(Duration::from_secs(10)),
     );

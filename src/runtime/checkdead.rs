@@ -41,7 +41,16 @@
 //! reading `sysmonwait`, so one of the two sees the other. A deadlock is
 //! thus reported about 50-60 ms after the last M parks, whatever timers
 //! came before: stopped and fired timers leave their heap at once
-//! (`p/timerheap.rs`), so they never count as pending.
+//! (`p/timerheap.rs`), so they never count as pending. A plain thread that
+//! starts waiting in the runtime ([`thread_blocked`]) asks too, after its
+//! count moved: it may be the last thing a check saw alive.
+//!
+//! Threads outside the runtime can end, or block in the kernel, without
+//! telling it. While a check finds the runtime all asleep and only such
+//! threads alive (`Verdict::OutsideThreads`), sysmon's deep sleep is a
+//! back-off (20 ms, doubling up to the usual 60 s) instead of 60 s, so a
+//! deadlock left behind by an exiting thread is reported in about the time
+//! the thread took, not a minute later.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -125,7 +134,11 @@ pub(crate) fn internal_thread_exited() {
 /// guard drops.
 pub(crate) fn thread_blocked() -> ThreadBlocked {
     THREADS_BLOCKED.fetch_add(1, Ordering::SeqCst);
-    super::sysmon::wake_if_waiting();
+    // This thread may be the last one that was keeping the process alive:
+    // a check that ran just before this count moved saw one thread too
+    // many, so ask for another (a plain wake would be lost if sysmon is
+    // between that check and its deep sleep).
+    request_check();
     ThreadBlocked
 }
 
@@ -146,47 +159,72 @@ fn process_threads() -> Option<usize> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Why [`looks_dead`] said no.
+enum Alive {
+    /// Something inside the runtime can still run or be woken.
+    Runtime,
+    /// The runtime is all asleep, but the process has threads that are
+    /// neither the runtime's nor blocked in one of its waits.
+    OutsideThreads,
+}
+
+/// What sysmon learns from a [`check`] that did not report.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Verdict {
+    /// Not dead: something in the runtime may run again, and it will ask
+    /// for a check when its M parks.
+    Alive,
+    /// The runtime is all asleep and only threads outside it keep the
+    /// process alive. Nothing tells the runtime when such a thread exits,
+    /// so sysmon checks again after a back-off instead of sleeping long.
+    OutsideThreads,
+}
+
 /// Does the runtime look dead right now? Returns the progress counter seen.
-fn looks_dead() -> Option<u64> {
+fn looks_dead() -> Result<u64, Alive> {
     let s = sched();
     let seen = PROGRESS.load(Ordering::SeqCst);
     if s.stw_waiting.load(Ordering::SeqCst) {
-        return None;
+        return Err(Alive::Runtime);
     }
     let n = s.gomaxprocs();
     if s.spin.npidle() != n || s.spin.nmspinning() != 0 {
-        return None;
+        return Err(Alive::Runtime);
     }
     if s.runqsize.load(Ordering::SeqCst) != 0 {
-        return None;
+        return Err(Alive::Runtime);
     }
     for id in 0..n as usize {
-        let p = s.allp(id)?;
+        let Some(p) = s.allp(id) else {
+            return Err(Alive::Runtime);
+        };
         if p.status() != PStatus::Idle || !p.runq.is_empty() {
-            return None;
+            return Err(Alive::Runtime);
         }
     }
     // Timer heaps hold pending timers only (no stopped or fired entries).
     if timers::next_when() != 0 || crate::netpoll::any_waiters() {
-        return None;
+        return Err(Alive::Runtime);
     }
     if s.lastpoll.load(Ordering::SeqCst) == 0 {
         // An M is blocked in the netpoller, though nobody waits for I/O and
         // no timer is pending: it blocked for a timer since stopped. Wake it
         // so that it parks (and asks for the check again).
         crate::netpoll::netpoll_break();
-        return None;
+        return Err(Alive::Runtime);
     }
     if s.num_goroutine() == 0 {
-        return None;
+        return Err(Alive::Runtime);
     }
     let live_ms = {
-        let all = s.allm.lock().ok()?;
+        let Ok(all) = s.allm.lock() else {
+            return Err(Alive::Runtime);
+        };
         all.iter().filter(|m| !m.is_dead()).count()
     };
     let idle_ms = s.lock().midle.len() + IDLE_LOCKED_MS.load(Ordering::SeqCst);
     if idle_ms < live_ms {
-        return None;
+        return Err(Alive::Runtime);
     }
     let accounted =
         live_ms + INTERNAL_THREADS.load(Ordering::SeqCst) + THREADS_BLOCKED.load(Ordering::SeqCst);
@@ -194,19 +232,25 @@ fn looks_dead() -> Option<u64> {
     // the process creates its first thread (sysmon's, at the latest).
     #[cfg(goroutine_sanitize = "thread")]
     let accounted = accounted + 1;
-    if process_threads()? != accounted {
-        return None;
+    match process_threads() {
+        Some(n) if n == accounted => Ok(seen),
+        Some(_) => Err(Alive::OutsideThreads),
+        None => Err(Alive::Runtime),
     }
-    Some(seen)
 }
 
 /// sysmon's check (see the module note); reports and exits if dead.
-pub(crate) fn check() {
-    let Some(seen) = looks_dead() else { return };
+pub(crate) fn check() -> Verdict {
+    let seen = match looks_dead() {
+        Ok(seen) => seen,
+        Err(Alive::Runtime) => return Verdict::Alive,
+        Err(Alive::OutsideThreads) => return Verdict::OutsideThreads,
+    };
     std::thread::sleep(std::time::Duration::from_millis(50));
     match looks_dead() {
-        Some(again) if again == seen && PROGRESS.load(Ordering::SeqCst) == seen => report(),
-        _ => {}
+        Ok(again) if again == seen && PROGRESS.load(Ordering::SeqCst) == seen => report(),
+        Ok(_) | Err(Alive::Runtime) => Verdict::Alive,
+        Err(Alive::OutsideThreads) => Verdict::OutsideThreads,
     }
 }
 

@@ -27,7 +27,9 @@
 //!
 //! Sleep: 20 us per cycle; after 50 cycles with nothing to do the sleep
 //! doubles each cycle up to 10 ms. When every P is idle (or the world is
-//! stopped) sysmon sleeps on its note until the next timer (at most 60 s);
+//! stopped) sysmon sleeps on its note until the next timer (at most 60 s,
+//! or a back-off from 20 ms while only threads outside the runtime keep the
+//! process alive: `checkdead::Verdict`);
 //! system-call entry/exit wake it and reset its back-off (`wake_for_syscall`,
 //! as Go); `startm` on an idle runtime wakes it without a reset
 //! (`wake_if_waiting`), so a server that idles between requests does not
@@ -41,6 +43,14 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use super::{env, idle, sched, stats, syscall, timers};
 use crate::p::PStatus;
 use crate::sys::time::nanotime;
+
+/// The longest deep sleep (every P idle, no timer pending).
+const DEEP_SLEEP_MAX_NS: i64 = 60_000_000_000;
+
+/// The first deep sleep while only threads outside the runtime keep the
+/// process alive (`checkdead::Verdict::OutsideThreads`); it doubles up to
+/// `DEEP_SLEEP_MAX_NS` while that lasts.
+const OUTSIDE_BACKOFF_MIN_NS: i64 = 20_000_000;
 
 /// A goroutine may run this long before sysmon asks it to yield (Go's
 /// forcePreemptNS).
@@ -138,6 +148,9 @@ fn sysmon() {
     let schedtrace_ns = env::godebug().schedtrace_ms.saturating_mul(1_000_000);
     let mut last_schedtrace = nanotime();
     let mut last_sample = 0i64;
+    // The deep sleep's bound while only threads outside the runtime keep
+    // the process alive (0: not in that state). See `checkdead::Verdict`.
+    let mut outside_backoff_ns = 0i64;
     // At most one slice between looks at the Ps (10 ms, Go's cap).
     let max_delay_us = (force_preempt_ns() as u64 / 1_000).min(10_000);
     loop {
@@ -160,7 +173,7 @@ fn sysmon() {
                 drop(l);
                 // Every P is idle: maybe nothing can ever run again.
                 let epoch = super::checkdead::recheck_epoch();
-                super::checkdead::check();
+                let verdict = super::checkdead::check();
                 now = stats::refresh_coarse_now();
                 let l = s.lock();
                 // Deep sleep, unless schedtrace or the tracer want their
@@ -184,9 +197,23 @@ fn sysmon() {
                 }
                 if deep {
                     drop(l);
-                    let mut sleep = 60_000_000_000i64;
+                    let mut sleep = DEEP_SLEEP_MAX_NS;
                     if next != 0 {
                         sleep = sleep.min(next - now);
+                    }
+                    // Nothing tells the runtime when a thread outside it
+                    // exits or blocks outside its waits, which may leave the
+                    // process dead: look again after 20 ms, doubling to the
+                    // cap while that state lasts.
+                    if verdict == super::checkdead::Verdict::OutsideThreads {
+                        outside_backoff_ns = if outside_backoff_ns == 0 {
+                            OUTSIDE_BACKOFF_MIN_NS
+                        } else {
+                            (outside_backoff_ns * 2).min(DEEP_SLEEP_MAX_NS)
+                        };
+                        sleep = sleep.min(outside_backoff_ns);
+                    } else {
+                        outside_backoff_ns = 0;
                     }
                     let woken = s.sysmonnote.sleep_timeout(sleep);
                     let _l = s.lock();
