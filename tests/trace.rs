@@ -111,6 +111,49 @@ fn check_common(t: &Trace) {
     }
 }
 
+/// The goroutines of a trace by lifecycle event: each one's parent (its
+/// GoCreate), and those that started and that ended. Built in file order,
+/// which is not time order across Ms, so it relates no two events; a
+/// goroutine created or ended twice fails the test.
+struct Lifecycle {
+    parents: HashMap<u64, u64>,
+    started: HashSet<u64>,
+    ended: HashSet<u64>,
+}
+
+impl Lifecycle {
+    fn of(t: &Trace) -> Lifecycle {
+        let mut life = Lifecycle {
+            parents: HashMap::new(),
+            started: HashSet::new(),
+            ended: HashSet::new(),
+        };
+        for e in &t.events {
+            match e.ev {
+                Ev::GoCreate { g, parent, .. } => {
+                    assert!(
+                        life.parents.insert(g, parent).is_none(),
+                        "g{g} created twice"
+                    );
+                }
+                Ev::GoStart { g, .. } => {
+                    life.started.insert(g);
+                }
+                Ev::GoEnd { g, .. } => {
+                    assert!(life.ended.insert(g), "g{g} ended twice");
+                }
+                _ => {}
+            }
+        }
+        life
+    }
+
+    /// Goroutines created from outside the runtime (parent 0).
+    fn created_outside(&self) -> usize {
+        self.parents.values().filter(|&&p| p == 0).count()
+    }
+}
+
 fn trace_path(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("goroutine-{}-{name}.trace", std::process::id()))
 }
@@ -176,39 +219,26 @@ isolated_test! {
         assert_eq!(t.gomaxprocs, 2);
         assert!(t.batches >= 1);
 
-        let mut created: HashMap<u64, u64> = HashMap::new();
-        let mut started = HashSet::new();
-        let mut ended = HashSet::new();
+        let life = Lifecycle::of(&t);
         let mut blocks = 0;
         for e in &t.events {
-            match e.ev {
-                Ev::GoCreate { g, parent, .. } => {
-                    assert!(created.insert(g, parent).is_none(), "g{g} created twice");
-                }
-                Ev::GoStart { g, .. } => {
-                    started.insert(g);
-                }
-                Ev::GoEnd { g, .. } => {
-                    assert!(ended.insert(g), "g{g} ended twice");
-                }
-                Ev::GoBlock {
-                    wait_reason: reason,
-                    ..
-                } => {
-                    blocks += 1;
-                    // Skynet blocks on channels, run's goroutine on nothing
-                    // else; joins are not used.
-                    assert!(reason == 2 || reason == 3, "reason {reason}");
-                }
-                _ => {}
+            if let Ev::GoBlock {
+                wait_reason: reason,
+                ..
+            } = e.ev
+            {
+                blocks += 1;
+                // Skynet blocks on channels, run's goroutine on nothing
+                // else; joins are not used.
+                assert!(reason == 2 || reason == 3, "reason {reason}");
             }
         }
         // run's goroutine (parent 0) and the tree: 1 + 10 + ... + 10,000.
-        assert_eq!(created.len(), 1 + 11_111, "goroutines created");
-        assert_eq!(created.values().filter(|&&p| p == 0).count(), 1);
-        for g in created.keys() {
-            assert!(started.contains(g), "g{g} never started");
-            assert!(ended.contains(g), "g{g} never ended");
+        assert_eq!(life.parents.len(), 1 + 11_111, "goroutines created");
+        assert_eq!(life.created_outside(), 1);
+        for g in life.parents.keys() {
+            assert!(life.started.contains(g), "g{g} never started");
+            assert!(life.ended.contains(g), "g{g} never ended");
         }
         assert!(blocks > 0);
         // Per goroutine, the events are in causal order once sorted by time
@@ -488,35 +518,14 @@ isolated_test! {
             let _ = std::fs::remove_file(&path);
             let t = decode(&bytes).unwrap();
             check_common(&t);
-            let mut created = HashSet::new();
-            let mut started = HashSet::new();
-            let mut ended = HashSet::new();
-            let mut from_outside = 0;
-            // In file order, which is not time order across Ms: the checks
-            // that relate events come after the loop.
-            for e in &t.events {
-                match e.ev {
-                    Ev::GoCreate { g, parent, .. } => {
-                        assert!(created.insert(g), "g{g} created twice");
-                        if parent == 0 {
-                            from_outside += 1;
-                        }
-                    }
-                    Ev::GoStart { g, .. } => {
-                        started.insert(g);
-                    }
-                    Ev::GoEnd { g, .. } => {
-                        assert!(ended.insert(g), "g{g} ended twice");
-                    }
-                    _ => {}
-                }
-            }
+            let life = Lifecycle::of(&t);
+            let created: HashSet<u64> = life.parents.keys().copied().collect();
             // Every goroutine that ran in this session was created in it.
-            assert_eq!(started, created, "round {round}");
+            assert_eq!(life.started, created, "round {round}");
             // run's goroutine, and those spawned inside and outside.
             assert_eq!(created.len() as u64, 1 + n, "round {round}");
-            assert_eq!(from_outside, 1 + outside, "round {round}");
-            assert_eq!(created, ended, "round {round}");
+            assert_eq!(life.created_outside() as u64, 1 + outside, "round {round}");
+            assert_eq!(created, life.ended, "round {round}");
             seen.push(created);
         }
         assert!(seen[0].is_disjoint(&seen[1]));
