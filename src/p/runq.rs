@@ -585,13 +585,12 @@ const RUNNEXT_GRACE: std::time::Duration = std::time::Duration::from_micros(3);
 /// - it still counts as spinning, so the submitters' `wakep`s meanwhile
 ///   wake no more Ms (each one a futex wake on the submitter's own path).
 ///
-/// A 3 us spin on the clock (what this was before) took the G first about
-/// every other time. On a 16-core machine it cost fanout64 (1 producer, 64
-/// workers) 2.5x at GOMAXPROCS 8: 0.73 steals, 0.09 M parks and 0.09 M
-/// wake-ups per item, against 0.035 / 0.002 / 0.002 with the sleep; and
-/// pingpong 1.4x at every GOMAXPROCS from 2 to 16. A 50 us spin that polled
-/// the victim's queue was worse still (BENCHMARKS.md, 2026-11-27 third
-/// stop).
+/// This was a 3 us spin on the clock before. On a 16-core machine that cost
+/// fanout64 (1 producer, 64 workers) 2.5x at GOMAXPROCS 8: 0.73 steals,
+/// 0.09 M parks and 0.09 M wake-ups per item, against 0.035 / 0.002 / 0.002
+/// with the sleep; and pingpong 1.4x at every GOMAXPROCS from 2 to 16. A
+/// 50 us spin that polled the victim's queue was worse still
+/// (BENCHMARKS.md, 2026-11-27 third stop).
 #[cfg(not(loom))]
 fn runnext_grace_period() {
     std::thread::sleep(RUNNEXT_GRACE);
