@@ -159,16 +159,8 @@ fn process_threads() -> Option<usize> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// Why [`looks_dead`] said no.
-enum Alive {
-    /// Something inside the runtime can still run or be woken.
-    Runtime,
-    /// The runtime is all asleep, but the process has threads that are
-    /// neither the runtime's nor blocked in one of its waits.
-    OutsideThreads,
-}
-
-/// What sysmon learns from a [`check`] that did not report.
+/// Why the process is not dead: what [`looks_dead`] and a [`check`] that
+/// did not report say.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Verdict {
     /// Not dead: something in the runtime may run again, and it will ask
@@ -181,50 +173,50 @@ pub(crate) enum Verdict {
 }
 
 /// Does the runtime look dead right now? Returns the progress counter seen.
-fn looks_dead() -> Result<u64, Alive> {
+fn looks_dead() -> Result<u64, Verdict> {
     let s = sched();
     let seen = PROGRESS.load(Ordering::SeqCst);
     if s.stw_waiting.load(Ordering::SeqCst) {
-        return Err(Alive::Runtime);
+        return Err(Verdict::Alive);
     }
     let n = s.gomaxprocs();
     if s.spin.npidle() != n || s.spin.nmspinning() != 0 {
-        return Err(Alive::Runtime);
+        return Err(Verdict::Alive);
     }
     if s.runqsize.load(Ordering::SeqCst) != 0 {
-        return Err(Alive::Runtime);
+        return Err(Verdict::Alive);
     }
     for id in 0..n as usize {
         let Some(p) = s.allp(id) else {
-            return Err(Alive::Runtime);
+            return Err(Verdict::Alive);
         };
         if p.status() != PStatus::Idle || !p.runq.is_empty() {
-            return Err(Alive::Runtime);
+            return Err(Verdict::Alive);
         }
     }
     // Timer heaps hold pending timers only (no stopped or fired entries).
     if timers::next_when() != 0 || crate::netpoll::any_waiters() {
-        return Err(Alive::Runtime);
+        return Err(Verdict::Alive);
     }
     if s.lastpoll.load(Ordering::SeqCst) == 0 {
         // An M is blocked in the netpoller, though nobody waits for I/O and
         // no timer is pending: it blocked for a timer since stopped. Wake it
         // so that it parks (and asks for the check again).
         crate::netpoll::netpoll_break();
-        return Err(Alive::Runtime);
+        return Err(Verdict::Alive);
     }
     if s.num_goroutine() == 0 {
-        return Err(Alive::Runtime);
+        return Err(Verdict::Alive);
     }
     let live_ms = {
         let Ok(all) = s.allm.lock() else {
-            return Err(Alive::Runtime);
+            return Err(Verdict::Alive);
         };
         all.iter().filter(|m| !m.is_dead()).count()
     };
     let idle_ms = s.lock().midle.len() + IDLE_LOCKED_MS.load(Ordering::SeqCst);
     if idle_ms < live_ms {
-        return Err(Alive::Runtime);
+        return Err(Verdict::Alive);
     }
     let accounted =
         live_ms + INTERNAL_THREADS.load(Ordering::SeqCst) + THREADS_BLOCKED.load(Ordering::SeqCst);
@@ -234,8 +226,8 @@ fn looks_dead() -> Result<u64, Alive> {
     let accounted = accounted + 1;
     match process_threads() {
         Some(n) if n == accounted => Ok(seen),
-        Some(_) => Err(Alive::OutsideThreads),
-        None => Err(Alive::Runtime),
+        Some(_) => Err(Verdict::OutsideThreads),
+        None => Err(Verdict::Alive),
     }
 }
 
@@ -243,14 +235,13 @@ fn looks_dead() -> Result<u64, Alive> {
 pub(crate) fn check() -> Verdict {
     let seen = match looks_dead() {
         Ok(seen) => seen,
-        Err(Alive::Runtime) => return Verdict::Alive,
-        Err(Alive::OutsideThreads) => return Verdict::OutsideThreads,
+        Err(why) => return why,
     };
     std::thread::sleep(std::time::Duration::from_millis(50));
     match looks_dead() {
         Ok(again) if again == seen && PROGRESS.load(Ordering::SeqCst) == seen => report(),
-        Ok(_) | Err(Alive::Runtime) => Verdict::Alive,
-        Err(Alive::OutsideThreads) => Verdict::OutsideThreads,
+        Ok(_) => Verdict::Alive,
+        Err(why) => why,
     }
 }
 
