@@ -111,6 +111,22 @@ fn scenario(name: &str) {
             let _keep = tx;
             let _ = rx.recv();
         }),
+        // As thread_exits_last, after a long idle spell that the thread
+        // ends by waking the main goroutine: sysmon's back-off must start
+        // afresh then, not go on doubling from the spell before.
+        "thread_exits_after_waking" => run(|| {
+            let (tx, rx) = chan::<i32>(0);
+            let held = tx.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs(4));
+                held.send(1).unwrap();
+                std::thread::sleep(Duration::from_millis(300));
+                drop(held);
+            });
+            let _keep = tx;
+            assert_eq!(rx.recv().unwrap(), 1);
+            let _ = rx.recv();
+        }),
         // The last thing alive is a plain thread, which then blocks in a
         // runtime wait nobody can end.
         "thread_blocks_last" => run(|| {
@@ -240,6 +256,13 @@ fn main() {
             Some(Duration::from_secs(10)),
         );
     }
+    // The thread exits at 4.3 s. With a back-off that kept doubling from
+    // the first idle spell, the report came at 9.2 s; now at 4.4 s.
+    expect_deadlock_within(
+        "thread_exits_after_waking",
+        &["goroutine 1 [chan receive]:"],
+        Some(Duration::from_secs(8)),
+    );
     expect_success("goroutine_in_kernel_sleep");
     expect_success("timer_pending");
     expect_success("accept_pending");

@@ -149,7 +149,8 @@ fn sysmon() {
     let mut last_schedtrace = nanotime();
     let mut last_sample = 0i64;
     // The deep sleep's bound while only threads outside the runtime keep
-    // the process alive (0: not in that state). See `checkdead::Verdict`.
+    // the process alive (0: not in that state, or something woke sysmon
+    // since). See `checkdead::Verdict`.
     let mut outside_backoff_ns = 0i64;
     // At most one slice between looks at the Ps (10 ms, Go's cap).
     let max_delay_us = (force_preempt_ns() as u64 / 1_000).min(10_000);
@@ -216,6 +217,11 @@ fn sysmon() {
                         outside_backoff_ns = 0;
                     }
                     let woken = s.sysmonnote.sleep_timeout(sleep);
+                    if woken {
+                        // Something ran (a wakeup, a park): the back-off is
+                        // for an idle spell that lasts, so it starts afresh.
+                        outside_backoff_ns = 0;
+                    }
                     let _l = s.lock();
                     // Under the lock; pairs with `wake_if_waiting`'s loads.
                     s.sysmonwait.store(false, Ordering::SeqCst);
