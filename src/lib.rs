@@ -187,11 +187,12 @@ pub mod __private {
     };
 }
 
-/// Lets every other runnable goroutine run first (Go's `Gosched`). Go puts
-/// the yielder at the global queue's tail; we do that when the global queue
-/// has goroutines, and otherwise use the P's local tail, which gives the
-/// same order without a lock per yield. Outside the runtime, yields the OS
-/// thread.
+/// Lets the other runnable goroutines run first (Go's `Gosched`): those on
+/// this processor's queue, and a share of the global queue. The yielder
+/// stays on its processor while its queue has room (Go sends it through
+/// the global queue, to whichever processor looks next); beyond 256
+/// runnable goroutines per processor it goes to the global queue's tail.
+/// Outside the runtime, yields the OS thread.
 #[cfg(not(loom))]
 pub fn yield_now() {
     runtime::entry::call_here(move |here| {

@@ -472,6 +472,49 @@ isolated_test! {
     }
 }
 
+// Yielders stay on their P while its ring has room; with more of them than
+// a ring holds, the rest wait on the global queue. Those must still get
+// turns (the 1-in-61 check and ring drains), and so must a goroutine readied
+// from outside the runtime behind them.
+isolated_test! {
+    fn yielders_beyond_the_ring_all_get_turns() ["GOMAXPROCS" = "1"] {
+        const G: usize = 600;
+        run(|| {
+            let reached = Arc::new(AtomicUsize::new(0));
+            let stop = Arc::new(AtomicBool::new(false));
+            let hs: Vec<_> = (0..G)
+                .map(|_| {
+                    let (reached, stop) = (reached.clone(), stop.clone());
+                    go(move || {
+                        let mut n = 0;
+                        while !stop.load(Ordering::Relaxed) {
+                            yield_now();
+                            n += 1;
+                            if n == 3 {
+                                reached.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let outside = Arc::new(AtomicBool::new(false));
+            let o = outside.clone();
+            std::thread::spawn(move || go(move || o.store(true, Ordering::SeqCst)))
+                .join()
+                .unwrap();
+            // Every yielder has yielded 3 times and the outside goroutine ran,
+            // or this loop never ends (the test times out).
+            while reached.load(Ordering::Relaxed) < G || !outside.load(Ordering::SeqCst) {
+                yield_now();
+            }
+            stop.store(true, Ordering::Relaxed);
+            for h in hs {
+                h.join().unwrap();
+            }
+        });
+    }
+}
+
 // Many more yielders than a ring holds (some live on the global queue and
 // in the per-P yield buffers): every one of them finishes all its yields.
 #[test]

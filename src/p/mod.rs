@@ -251,6 +251,13 @@ impl PHandle {
         unsafe { self.0.runq.put(NonNull::from(g), next) }
     }
 
+    /// Free slots in this P's ring (`runnext` not counted).
+    #[inline]
+    pub(crate) fn runq_room(&self) -> usize {
+        // SAFETY: we own the P (as in `runq_get`).
+        unsafe { self.0.runq.room() }
+    }
+
     /// Appends goroutines to the ring's tail while it has room (Go's
     /// runqputbatch); returns how many it took from `items`.
     #[inline]

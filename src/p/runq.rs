@@ -501,6 +501,19 @@ impl<T> RunQueue<T> {
         ring + usize::from(!self.runnext.load(Ordering::Relaxed).is_null())
     }
 
+    /// Free slots in the ring (`runnext` not counted). Exact for the owner
+    /// but for thieves, who only shrink the ring, so never too large.
+    ///
+    /// # Safety
+    /// Owner only, as for [`put`](Self::put).
+    pub(crate) unsafe fn room(&self) -> usize {
+        // Acquire: pairs with consumers' Release head CAS, as in `put`.
+        let h = self.head.load(Ordering::Acquire);
+        // Relaxed: only the owner (us) writes `tail`.
+        let t = self.tail.load(Ordering::Relaxed);
+        RUNQ_SIZE.saturating_sub(t.wrapping_sub(h) as usize)
+    }
+
     /// Takes everything off the queue, `runnext` first, then the ring oldest
     /// first, calling `f` on each item (Go's `runqdrain`; for moving a
     /// destroyed P's work to the global queue). Thieves may still take items

@@ -379,13 +379,11 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
                 return true;
             }
             Switch::Action(Action::Yield) => {
-                // Go's Gosched puts the G at the global queue's tail: every
-                // runnable G, local or global, goes before it. When the
-                // global queue is empty the local tail gives the same order
-                // without taking the lock; when it is not, the local tail
-                // would let a lone yielder shut the global queue out (it
-                // would be served only every 61st tick), so the G goes to the
-                // global tail through the P's yield buffer (globrunq's note).
+                // Go's Gosched order: the runnable goroutines go first.
+                // With the global queue empty the local tail gives it
+                // without a lock; otherwise `put_yield` lets a share of the
+                // global queue go first and keeps the G on this P while
+                // the ring has room (globrunq's note, "Yields").
                 g.set_status(Status::Runnable);
                 if trace::on() {
                     trace::go_stop(g.id(), pp.id, trace::STOP_YIELD);
@@ -395,7 +393,7 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
                 #[cfg(not(goroutine_randomize))]
                 let to_global = false;
                 if to_global || sched().runqsize.load(Ordering::Relaxed) != 0 {
-                    globrunq::put_yield(pp, g);
+                    globrunq::put_yield(pp, g, to_global);
                 } else {
                     globrunq::runqput(pp, g, false);
                 }
