@@ -182,6 +182,53 @@ fn timer_stop_and_reset() {
     });
 }
 
+// A reset to a later time leaves the heap entry at the old time (Go's
+// timerModifiedLater): reaching it must re-queue the timer, not fire it.
+// Each timer is reset later several times, from this goroutine and from
+// others (on other Ps), and then delivers exactly once, at the last time.
+#[test]
+fn timer_reset_later_fires_once_at_the_new_time() {
+    within(30, || {
+        let ts: Vec<_> = (0..20)
+            .map(|_| Arc::new(Timer::new(Duration::from_millis(30))))
+            .collect();
+        let t0 = Instant::now();
+        for step in 1..=4u64 {
+            let hs: Vec<_> = ts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let t = t.clone();
+                    let reset = move || assert!(t.reset(Duration::from_millis(40 + 40 * step)));
+                    if i % 2 == 0 {
+                        reset();
+                        None
+                    } else {
+                        Some(go(reset))
+                    }
+                })
+                .collect();
+            for h in hs.into_iter().flatten() {
+                h.join().unwrap();
+            }
+            // Past the previous time: nothing may have fired yet.
+            goroutine::time::sleep(Duration::from_millis(10));
+            for t in &ts {
+                assert!(
+                    t.c().try_recv().is_err(),
+                    "fired at a time it was reset from"
+                );
+            }
+        }
+        for t in &ts {
+            let at = t.c().recv().unwrap();
+            assert!(at.duration_since(t0) >= Duration::from_millis(200));
+            assert!(!t.stop(), "delivered, so no longer pending");
+            assert!(t.c().recv_timeout(Duration::from_millis(20)).is_err());
+        }
+    });
+}
+
 // Many goroutines start, stop and reset timers at random: a timer whose
 // stop() returned true never delivers; every other one delivers exactly
 // once.

@@ -18,14 +18,24 @@
 //!   `seq`. So a heap holds only pending timers: no zombies, and a heap's
 //!   earliest `when` (`timer0`) is that of a pending timer, or 0 when the
 //!   P has none (the deadlock check relies on this).
-//! - Stopping or resetting bumps `seq` and removes the entry from its heap
-//!   at once (O(log n)); a reset then pushes a new one.
+//! - Stopping, or resetting to a time earlier than the entry's, bumps
+//!   `seq` and removes (or moves) the entry at once (O(log n)).
+//! - Resetting a pending timer to a time no earlier than its entry's
+//!   (`queued_when`) only records the new `when` under the timer's lock:
+//!   the entry stays, with its old `when` and the current `seq` (Go's
+//!   `timerModifiedLater`). Whoever pops it finds the timer's `when` still
+//!   in the future and re-queues it there instead of firing. So an entry's
+//!   `when` is at most its timer's, `timer0` may be early (a poller or
+//!   sysmon then wakes once to find nothing due), and a later reset, the
+//!   common case (deadlines pushed back on every read, `Timer::reset` of a
+//!   pending timeout), takes no heap lock and moves no entry.
 //! - Running a heap pops the due entry (its `idx` becomes `NOT_QUEUED`),
 //!   releases the heap lock, then takes the timer's lock: the entry fires
 //!   only if its `seq` is still current. A stop or reset that came between
 //!   found no entry to remove (`idx` is `NOT_QUEUED`), bumped `seq`, and so
 //!   won: the popped entry is dropped unrun. So the entry whose `seq`
-//!   matches fires exactly once, and `stop` returns true iff it prevented
+//!   matches fires exactly once (or is re-queued, if its timer was reset
+//!   to a later time meanwhile), and `stop` returns true iff it prevented
 //!   that firing.
 //! - Moving a heap's timers to another (a P removed by `set_max_procs`)
 //!   takes every entry out, then re-queues each one still current.
@@ -61,15 +71,22 @@ pub(crate) enum TimerFn {
     /// Ready a goroutine parked in `sleep`.
     #[cfg(not(loom))]
     Ready(&'static crate::g::G),
-    /// Call a function: `after_func`, I/O deadlines, and the channel timers
-    /// (`after`, `Timer`, `Ticker`), which send the time (`time::send_time`;
-    /// the heap knows no channels).
+    /// Send the current time without blocking (the channel timers: `after`,
+    /// `Timer`, `Ticker`; Go's sendTime: a full channel drops the tick). A
+    /// variant of its own, not a `Call`: that would be one more allocation
+    /// per timer.
+    #[cfg(not(loom))]
+    SendTime(crate::chan::Sender<std::time::Instant>),
+    /// Call a function: `after_func` and I/O deadlines.
     Call(Box<dyn Fn() + Send + Sync>),
 }
 
 struct State {
     /// When it fires next (nanotime); meaningful while queued.
     when: i64,
+    /// The `when` of the live heap entry, meaningful while queued: at most
+    /// `when` (a reset to later leaves the entry as it is: module note).
+    queued_when: i64,
     /// Re-arm period in ns (tickers), 0 for one-shot.
     period: i64,
     /// Generation: a heap entry is live only while its seq equals this.
@@ -116,6 +133,7 @@ impl Timer {
         Arc::new(Timer {
             state: Mutex::new(State {
                 when: 0,
+                queued_when: 0,
                 period: 0,
                 seq: 0,
                 queued_on: None,
@@ -137,10 +155,17 @@ impl Timer {
     ) -> (bool, bool) {
         let when = when.max(1);
         let mut st = lock(&this.state);
-        let was = st.queued_on.take();
-        st.seq += 1;
         st.when = when;
         st.period = period;
+        if st.queued_on.is_some() && when >= st.queued_when {
+            // Pending, and not earlier than its entry: the entry stays, and
+            // whoever pops it re-queues it at `when` (module note). No heap
+            // lock, no sift.
+            return (true, false);
+        }
+        let was = st.queued_on.take();
+        st.seq += 1;
+        st.queued_when = when;
         st.queued_on = Some(target);
         let seq = st.seq;
         let mut emptied = false;
@@ -185,6 +210,10 @@ impl Timer {
         match &self.func {
             #[cfg(not(loom))]
             TimerFn::Ready(g) => H::ready(g),
+            #[cfg(not(loom))]
+            TimerFn::SendTime(tx) => {
+                let _ = tx.try_send(std::time::Instant::now());
+            }
             TimerFn::Call(f) => f(),
         }
     }
@@ -302,11 +331,24 @@ impl Timers {
                 // Stopped or reset after the pop: that call won.
                 continue;
             }
+            if st.when > now {
+                // Reset to a later time while queued: queue it at that time
+                // (on this heap: the entry was the live one, so the timer
+                // is queued here).
+                st.queued_when = st.when;
+                self.push(Entry {
+                    when: st.when,
+                    seq: e.seq,
+                    timer: e.timer.clone(),
+                });
+                continue;
+            }
             match st.queued_on {
                 Some(heap) if st.period > 0 => {
                     // Catch up without firing once per missed period.
                     let missed = (now - st.when) / st.period;
                     st.when += st.period * (missed + 1);
+                    st.queued_when = st.when;
                     heap.push(Entry {
                         when: st.when,
                         seq: e.seq,
@@ -540,6 +582,39 @@ mod tests {
     }
 
     #[test]
+    fn a_later_reset_leaves_the_entry_and_fires_once_at_the_new_time() {
+        let heap: &'static Timers = Box::leak(Box::new(Timers::new()));
+        let fired = Arc::new(AtomicUsize::new(0));
+        let f = fired.clone();
+        let t = Timer::new(TimerFn::Call(Box::new(move || {
+            f.fetch_add(1, Ordering::SeqCst);
+        })));
+        assert_eq!(Timer::start_on::<Quiet>(&t, heap, 10, 0), (false, true));
+        // Later: pending, not earlier; the entry keeps its time.
+        assert_eq!(Timer::start_on::<Quiet>(&t, heap, 50, 0), (true, false));
+        assert_eq!((heap.len(), heap.next()), (1, 10));
+        // Its old time: re-queued at the new one, not fired.
+        assert_eq!(heap.run_due::<Quiet>(20), 0);
+        assert_eq!((heap.len(), heap.next()), (1, 50));
+        check_heap(heap);
+        // Earlier again: the entry moves at once.
+        assert_eq!(Timer::start_on::<Quiet>(&t, heap, 30, 0), (true, true));
+        assert_eq!(heap.next(), 30);
+        assert_eq!(Timer::start_on::<Quiet>(&t, heap, 40, 0), (true, false));
+        assert_eq!(heap.run_due::<Quiet>(35), 0);
+        assert_eq!(heap.run_due::<Quiet>(40), 1);
+        assert_eq!(fired.load(Ordering::SeqCst), 1);
+        assert_eq!((heap.len(), heap.next()), (0, 0));
+        // A stop after a later reset removes the entry, which never fires.
+        Timer::start_on::<Quiet>(&t, heap, 10, 0);
+        Timer::start_on::<Quiet>(&t, heap, 60, 0);
+        assert!(t.stop_with::<Quiet>());
+        assert_eq!((heap.len(), heap.next()), (0, 0));
+        assert_eq!(heap.run_due::<Quiet>(100), 0);
+        assert_eq!(fired.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
     fn move_all_keeps_pending_timers_only() {
         let (a, b): (&'static Timers, &'static Timers) = (
             Box::leak(Box::new(Timers::new())),
@@ -627,6 +702,28 @@ mod loom_models {
             let after = fired.load(Ordering::SeqCst);
             assert_eq!(after - before, 1, "the reset arm fires exactly once");
             assert_eq!(h.next(), 0);
+        });
+    }
+
+    /// A reset to a later time racing a run at which both times are due:
+    /// the timer fires exactly once, whichever came first, and the heap
+    /// ends empty.
+    #[test]
+    fn later_reset_races_fire_due_both() {
+        loom::model(|| {
+            let h = heap();
+            let (t, fired) = counting_timer();
+            Timer::start_on::<Quiet>(&t, h, 5, 0);
+            let t2 = t.clone();
+            let resetter = thread::spawn(move || Timer::start_on::<Quiet>(&t2, h, 7, 0).0);
+            h.run_due::<Quiet>(10);
+            let was_pending = resetter.join().unwrap();
+            h.run_due::<Quiet>(10);
+            let n = fired.load(Ordering::SeqCst);
+            // Pending when reset: one arm (the reset's); fired before it:
+            // the first arm and the reset's.
+            assert_eq!(n, if was_pending { 1 } else { 2 }, "fired {n} times");
+            assert_eq!((h.len(), h.next()), (0, 0));
         });
     }
 

@@ -2,28 +2,64 @@
 //! first call, never 0 (0 means "no time" in timer and poll fields).
 //!
 //! It counts on the same clock as `std::time::Instant` (CLOCK_MONOTONIC
-//! through the vDSO), so deadlines given as `Instant`s convert exactly.
+//! through the vDSO), read directly: `Instant::now()` and a subtraction
+//! from a base `Instant` cost about a tenth more than the read itself. A
+//! deadline given as an `Instant` converts through a fresh reading of both,
+//! so it lands at most one clock read late, never early.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-static BASE: OnceLock<Instant> = OnceLock::new();
+/// CLOCK_MONOTONIC at the first call, in ns (0 until then).
+static BASE: AtomicI64 = AtomicI64::new(0);
 
+/// CLOCK_MONOTONIC in ns.
 #[inline]
-fn base() -> Instant {
-    *BASE.get_or_init(Instant::now)
+fn monotonic_ns() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as i64) * 1_000_000_000 + ts.tv_nsec as i64
+}
+
+#[cold]
+fn init_base(now: i64) -> i64 {
+    // Relaxed: any thread's first reading will do as the base, as long as
+    // every thread uses the same one (the CAS picks it).
+    match BASE.compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => now,
+        Err(b) => b,
+    }
 }
 
 /// Monotonic nanoseconds, >= 1.
 #[inline]
 pub(crate) fn nanotime() -> i64 {
-    to_nanotime(Instant::now())
+    let now = monotonic_ns();
+    // Relaxed: the base is written once (`init_base`).
+    let base = match BASE.load(Ordering::Relaxed) {
+        0 => init_base(now),
+        b => b,
+    };
+    // A reading taken before another thread set the base is 1.
+    (now - base).max(0) + 1
 }
 
-/// The nanotime of `t` (1 for any instant before the clock's base).
+/// The nanotime of `t` (1 for any instant before the clock's base): `t`
+/// relative to a fresh `Instant` read just before a fresh `nanotime`, so
+/// the result is late by at most the time between the two reads.
 pub(crate) fn to_nanotime(t: Instant) -> i64 {
-    let d = t.saturating_duration_since(base());
-    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX / 2) + 1
+    let then = Instant::now();
+    let now = nanotime();
+    let ns = |d: Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX / 4);
+    if t >= then {
+        now.saturating_add(ns(t - then)).min(i64::MAX / 2)
+    } else {
+        (now - ns(then - t)).max(1)
+    }
 }
 
 /// `now + d` in nanotime, saturating far in the future.

@@ -61,9 +61,7 @@ pub fn sleep_until(deadline: Instant) {
 /// What a channel timer does when it fires: sends the time without
 /// blocking (Go's sendTime: a full channel drops the tick).
 fn send_time(tx: Sender<Instant>) -> TimerFn {
-    TimerFn::Call(Box::new(move || {
-        let _ = tx.try_send(Instant::now());
-    }))
+    TimerFn::SendTime(tx)
 }
 
 /// A channel that receives the current time once `d` has passed (Go's
