@@ -323,7 +323,10 @@ pub mod __test {
 /// `entersyscall`/`exitsyscall`. Entering is cheap (the P is only marked);
 /// if `f` takes more than ~20 us, sysmon hands the P to another thread so the
 /// other goroutines keep running; on return the goroutine takes its P back,
-/// or another idle one, or waits on the global queue.
+/// or another idle one, or waits on the global queue. A goroutine whose last
+/// two calls each blocked long (2^17 TSC ticks: 26-130 us) hands its P off
+/// as the next one begins if other goroutines wait for it, rather than
+/// leave it idle until sysmon looks (which Go does).
 ///
 /// `f` runs without a P; if it blocks on a goroutine primitive (a channel,
 /// a mutex, a join), the goroutine leaves the system call state while it is

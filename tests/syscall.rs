@@ -47,6 +47,43 @@ isolated_test! {
     }
 }
 
+// A goroutine whose system calls keep blocking long hands its P off as the
+// next one begins, when another goroutine waits for that P, instead of
+// leaving the P idle until sysmon takes it (up to two of its naps, 10 ms
+// each once it has backed off). Its first two calls teach the runtime; the
+// rest must each be handed off at entry. Its calls made while nothing
+// waited (the spinner parked below) must not be.
+isolated_test! {
+    fn blocking_syscalls_hand_off_at_entry() ["GOMAXPROCS" = "1"] {
+        within(60, || {
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = stop.clone();
+            // Runnable throughout: it waits for the P whenever the caller
+            // holds it.
+            let spinner = go(move || {
+                while !s.load(Ordering::Relaxed) {
+                    spin(Duration::from_micros(50));
+                    goroutine::preempt_point();
+                }
+            });
+            let before = goroutine::stats().syscall_entry_handoffs;
+            for _ in 0..10 {
+                goroutine::syscall(|| std::thread::sleep(Duration::from_millis(2)));
+            }
+            let handed = goroutine::stats().syscall_entry_handoffs - before;
+            stop.store(true, Ordering::Relaxed);
+            spinner.join().unwrap();
+            assert!(handed >= 7, "{handed} of the last 8 calls handed off at entry");
+            // Alone now: long calls, but nobody waits, so the P stays put.
+            let before = goroutine::stats().syscall_entry_handoffs;
+            for _ in 0..5 {
+                goroutine::syscall(|| std::thread::sleep(Duration::from_millis(2)));
+            }
+            assert_eq!(goroutine::stats().syscall_entry_handoffs, before);
+        });
+    }
+}
+
 // Goroutines looping on short system calls do not starve a CPU-bound one
 // at GOMAXPROCS=1. Each exit re-takes the P left in system-call state by
 // whichever looper entered last, so the P's system-call tick changes

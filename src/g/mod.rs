@@ -182,6 +182,10 @@ pub(crate) struct G {
     /// padding after `wait_reason`: the record stays two cache lines.
     region_depth: AtomicU8,
     in_runtime: AtomicU8,
+    /// How many of the G's last system calls in a row blocked long
+    /// (saturating; `runtime::syscall`'s note, "Hand-off at entry"). Written
+    /// only by the G itself; it fills the last byte of that padding.
+    syscall_long: AtomicU8,
     /// The corosensei yielder of the running coroutine: the way back to the
     /// M's scheduler context (Go's g0). Written by the G itself on first run.
     yielder: AtomicPtr<()>,
@@ -272,6 +276,7 @@ impl G {
             wait_reason: AtomicU8::new(0),
             region_depth: AtomicU8::new(0),
             in_runtime: AtomicU8::new(0),
+            syscall_long: AtomicU8::new(0),
             yielder: AtomicPtr::new(ptr::null_mut()),
             id: AtomicU64::new(0),
             guard_lo: AtomicUsize::new(0),
@@ -488,10 +493,24 @@ impl G {
         G::unbump(&self.in_runtime)
     }
 
-    /// Resets both counters of a G being recycled (owner only).
+    /// Resets both counters, and the system-call history, of a G being
+    /// recycled (owner only).
     pub(crate) fn reset_preempt_counters(&self) {
         self.region_depth.store(0, Ordering::Relaxed);
         self.in_runtime.store(0, Ordering::Relaxed);
+        self.syscall_long.store(0, Ordering::Relaxed);
+    }
+
+    /// Long system calls in a row (see the field).
+    #[inline]
+    pub(crate) fn syscall_long(&self) -> u8 {
+        self.syscall_long.load(Ordering::Relaxed)
+    }
+
+    /// Records the G's latest system call (running G only).
+    #[inline]
+    pub(crate) fn set_syscall_long(&self, n: u8) {
+        self.syscall_long.store(n, Ordering::Relaxed)
     }
 
     /// The usable stack, `[lo, hi)`, if the G has one. Async-signal-safe.

@@ -59,6 +59,9 @@ pub(crate) struct M {
     tid: AtomicI32,
     /// The P this M left in `Syscall` state (own thread only).
     oldp: Cell<Option<&'static crate::p::P>>,
+    /// The time-stamp counter when the running system call began (own
+    /// thread only; `runtime::syscall`).
+    syscall_tsc: Cell<u64>,
     /// Id of the P held (`NO_P` if none): a mirror of `p` that other threads
     /// may read (schedtrace, sysmon's preemption event). Own thread writes.
     p_id: AtomicU32,
@@ -273,6 +276,7 @@ impl M {
             rand: Cell::new(0x9E37_79B9_7F4A_7C15 ^ id.wrapping_mul(0xA24B_AED4_963E_E407)),
             tid: AtomicI32::new(0),
             oldp: Cell::new(None),
+            syscall_tsc: Cell::new(0),
             p_id: AtomicU32::new(NO_P),
             parks: AtomicU64::new(0),
             wakes: AtomicU64::new(0),
@@ -443,6 +447,18 @@ impl M {
     /// Takes the P left behind by a system call (own thread only).
     pub(crate) fn take_oldp(&self) -> Option<&'static crate::p::P> {
         self.oldp.take()
+    }
+
+    /// Notes when a system call begins (own thread only).
+    #[inline]
+    pub(crate) fn set_syscall_tsc(&self, t: u64) {
+        self.syscall_tsc.set(t)
+    }
+
+    /// When the running system call began (own thread only).
+    #[inline]
+    pub(crate) fn syscall_tsc(&self) -> u64 {
+        self.syscall_tsc.get()
     }
 
     /// A per-M xorshift random number (steal order, randomized scheduling).

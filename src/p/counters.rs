@@ -22,7 +22,8 @@ pub(crate) struct PCounters {
     pub(crate) runnext_hits: AtomicU64,
     /// Times an M holding this P became spinning.
     pub(crate) spins: AtomicU64,
-    /// `syscall_blocking` calls that gave this P a P handoff at once.
+    /// System calls that handed this P off as they began
+    /// (`syscall_blocking`, and calls predicted to block: `runtime::syscall`).
     pub(crate) blocking_handoffs: AtomicU64,
     /// Goroutines that yielded because sysmon asked them to.
     pub(crate) preempt_yields: AtomicU64,

@@ -153,9 +153,13 @@ pub struct Stats {
     /// OS threads created for Ms (including those that ended with a
     /// goroutine locked to them).
     pub threads_created: u64,
-    /// P handoffs because the P's M was in a system call: sysmon retakes
-    /// plus `syscall_blocking` calls.
+    /// P handoffs because the P's M was in a system call: sysmon retakes,
+    /// `syscall_blocking` calls, and calls handed off at entry because the
+    /// goroutine's last calls blocked long while others waited to run.
     pub syscall_handoffs: u64,
+    /// Of those, the handoffs made as the call began (the last two kinds),
+    /// with no wait for sysmon.
+    pub syscall_entry_handoffs: u64,
     /// Ps taken from threads whose goroutine blocked in the kernel outside
     /// the runtime (a plain `std` or C call, not `goroutine::syscall`): P
     /// revocations, each followed by a P handoff (see the README's "Blocking calls outside the
@@ -227,6 +231,7 @@ pub(crate) fn stats() -> Stats {
         st.runnext_hits += get(&c.runnext_hits);
         st.spins += get(&c.spins);
         st.syscall_handoffs += get(&c.blocking_handoffs);
+        st.syscall_entry_handoffs += get(&c.blocking_handoffs);
         st.preempt_yields += get(&c.preempt_yields);
         st.timers_fired += get(&c.timers_fired);
         if id < st.gomaxprocs {

@@ -15,6 +15,28 @@
 //!   which puts the G on the global queue and parks the M (`stopm`).
 //! - `syscall_blocking` (Go's entersyscallblock) hands the P off at once.
 //!
+//! # Hand-off at entry (beyond Go)
+//! A P left in `Syscall` state runs nothing until sysmon takes it, and
+//! sysmon looks twice, a tick apart, before it does: at least 20 us, and up
+//! to 10 ms once it has backed off, which it does whenever it found nothing
+//! to take for a while (as Go's sysmon does). Goroutines queued on that P
+//! wait all that time, and a goroutine that makes blocking calls in a loop
+//! (a sleep, a slow read) keeps finding its P still there on exit, so it
+//! holds the P for the whole call, every call. With 100 such goroutines
+//! beside 2 busy ones at GOMAXPROCS=1, the process was idle 56% of the time
+//! (the `syscalls` row: 5-7x slowdown, Go's too).
+//!
+//! So each call is timed with the time-stamp counter (two `rdtsc`s; none
+//! where there is no TSC, which leaves Go's behaviour), and a goroutine
+//! whose last `LONG_STREAK` calls each lasted `LONG_SYSCALL_TICKS` or more
+//! hands its P off when it enters the next one, as `syscall_blocking`
+//! does, but only if other goroutines are waiting to run (its P's queue or
+//! the global queue): with nothing waiting the P has nothing to do, and
+//! handing it off would only cost a thread wake-up. A prediction that turns
+//! out wrong (a short call after long ones) costs what sysmon's retake
+//! would have cost: the call's exit finds its P gone and takes an idle one
+//! or queues the goroutine. One short call resets the streak.
+//!
 //! The exactly-one-owner rule of `PHandle` holds throughout: the only ways
 //! out of `Syscall` state are CASes, and each winner gets the one handle.
 //! Code inside the closure runs without a P. If it blocks on a runtime
@@ -30,6 +52,7 @@ use crate::g::context::{self, Action};
 use crate::g::Status;
 use crate::m::{self, M};
 use crate::p::{PHandle, PStatus};
+use crate::sys::time::cputicks;
 use crate::trace;
 
 /// Runs `f` as a blocking system call (see `crate::syscall`).
@@ -60,6 +83,14 @@ pub(crate) fn syscall<R>(block: bool, f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// A system call that lasted this many time-stamp-counter ticks counts as
+/// long (2^17: 26-130 us at 5-1 GHz, past sysmon's first tick).
+const LONG_SYSCALL_TICKS: u64 = 1 << 17;
+
+/// Long calls in a row after which the next call hands its P off at entry
+/// if goroutines are waiting (module note).
+const LONG_STREAK: u8 = 2;
+
 fn entersyscall(m: &'static M, block: bool) {
     let s = sched();
     let g = m.curg().expect("entersyscall outside a goroutine");
@@ -70,7 +101,11 @@ fn entersyscall(m: &'static M, block: bool) {
     if trace::on() {
         trace::syscall_enter(g.id(), pp.id);
     }
-    if block {
+    // Predicted to block, and goroutines wait for this P (module note).
+    let handoff = block
+        || (g.syscall_long() >= LONG_STREAK && (!pp.runq.is_empty() || globrunq::has_work(&pp)));
+    m.set_syscall_tsc(cputicks());
+    if handoff {
         m.set_oldp(Some(pp.get()));
         stats::bump(&pp.counters.blocking_handoffs, 1);
         if trace::on() {
@@ -122,6 +157,13 @@ pub(crate) fn reentersyscall() {
 pub(crate) fn exitsyscall() {
     let m = m::current().expect("exitsyscall off an M");
     let g = m.curg().expect("exitsyscall outside a goroutine");
+    // The call's length feeds the hand-off at entry (module note).
+    let long = cputicks().wrapping_sub(m.syscall_tsc()) >= LONG_SYSCALL_TICKS;
+    g.set_syscall_long(if long {
+        (g.syscall_long() + 1).min(LONG_STREAK)
+    } else {
+        0
+    });
     let oldp = m.take_oldp();
     if let Some(p) = oldp {
         if let Some(pp) = p.cas_from_syscall(PStatus::Running) {

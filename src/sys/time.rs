@@ -22,7 +22,10 @@ fn monotonic_ns() -> i64 {
     };
     // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as i64) * 1_000_000_000 + ts.tv_nsec as i64
+    // `time_t` and `c_long` are i64 here, i32 on 32-bit targets.
+    #[allow(clippy::useless_conversion)]
+    let (sec, nsec) = (i64::from(ts.tv_sec), i64::from(ts.tv_nsec));
+    sec * 1_000_000_000 + nsec
 }
 
 #[cold]
