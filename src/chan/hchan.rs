@@ -439,20 +439,25 @@ impl<T> Chan<T> {
             return Err(CloseError);
         }
         self.ready.set_closed();
-        let mut list = ClaimedList::new();
+        // In an array, not linked through the sudogs: completing them then
+        // loads each one's records ahead (`complete_all`).
+        let mut claims = Vec::new();
         // SAFETY: locked; every claim is completed below.
         while let Some(c) = unsafe { self.raw.recvq.dequeue() } {
-            c.push_to(&mut list);
+            claims.push(c);
         }
         // Blocked senders fail; detached ones (values given back by async
         // receives, already sent) stay queued for the receivers.
         // SAFETY: as above.
         while let Some(c) = unsafe { self.raw.sendq.dequeue_attached() } {
-            c.push_to(&mut list);
+            claims.push(c);
         }
         // SAFETY: locked.
         unsafe { self.unlock() };
-        while let Some(c) = list.pop() {
+        #[cfg(not(loom))]
+        super::wait::complete_all(claims, false, crate::m::Here::lookup());
+        #[cfg(loom)]
+        for c in claims {
             c.complete(false);
         }
         Ok(())
