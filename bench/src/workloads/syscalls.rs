@@ -13,7 +13,9 @@
 //! slept at least once.
 //!
 //! The wrappers: ours `goroutine::syscall` (Go's entersyscall: sysmon
-//! hands the P off after ~20 us); Go `syscall.Nanosleep` (a
+//! hands the P off after ~20 us, and a goroutine whose last calls blocked
+//! long hands it off as the next one begins when others wait for it); Go
+//! `syscall.Nanosleep` (a
 //! `syscall.Syscall`, so entersyscall/exitsyscall; Go's `time.Sleep` is no
 //! system call); tokio `spawn_blocking` (its blocking pool) awaited by 100
 //! tasks; OS threads: 100 threads calling nanosleep, the process pinned to
