@@ -84,6 +84,30 @@ isolated_test! {
     }
 }
 
+// GODEBUG=syscallhandoff=0: the same calls are left to sysmon, as in Go.
+isolated_test! {
+    fn syscall_handoff_off() ["GOMAXPROCS" = "1", "GODEBUG" = "syscallhandoff=0"] {
+        within(60, || {
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = stop.clone();
+            let spinner = go(move || {
+                while !s.load(Ordering::Relaxed) {
+                    spin(Duration::from_micros(50));
+                    goroutine::preempt_point();
+                }
+            });
+            let before = goroutine::stats().syscall_entry_handoffs;
+            for _ in 0..10 {
+                goroutine::syscall(|| std::thread::sleep(Duration::from_millis(2)));
+            }
+            let handed = goroutine::stats().syscall_entry_handoffs - before;
+            stop.store(true, Ordering::Relaxed);
+            spinner.join().unwrap();
+            assert_eq!(handed, 0);
+        });
+    }
+}
+
 // Goroutines looping on short system calls do not starve a CPU-bound one
 // at GOMAXPROCS=1. Each exit re-takes the P left in system-call state by
 // whichever looper entered last, so the P's system-call tick changes

@@ -83,6 +83,10 @@ pub(crate) struct GoDebug {
     pub(crate) blockwarn: bool,
     /// `blockrevoke=0`: never take the P of such a goroutine (default on).
     pub(crate) blockrevoke: bool,
+    /// `syscallhandoff=0`: no hand-off at entry of a system call predicted
+    /// to block (`runtime::syscall`), only sysmon's retake, as in Go
+    /// (default on).
+    pub(crate) syscallhandoff: bool,
 }
 
 impl Default for GoDebug {
@@ -92,6 +96,7 @@ impl Default for GoDebug {
             scheddetail: false,
             blockwarn: false,
             blockrevoke: true,
+            syscallhandoff: true,
         }
     }
 }
@@ -123,7 +128,15 @@ pub(crate) fn parse_godebug(value: &str) -> (GoDebug, Vec<String>) {
             continue;
         };
         let key = key.trim();
-        if !["schedtrace", "scheddetail", "blockwarn", "blockrevoke"].contains(&key) {
+        if ![
+            "schedtrace",
+            "scheddetail",
+            "blockwarn",
+            "blockrevoke",
+            "syscallhandoff",
+        ]
+        .contains(&key)
+        {
             continue;
         }
         match val.trim().parse::<i64>() {
@@ -131,7 +144,8 @@ pub(crate) fn parse_godebug(value: &str) -> (GoDebug, Vec<String>) {
                 "schedtrace" => d.schedtrace_ms = n,
                 "scheddetail" => d.scheddetail = n > 0,
                 "blockwarn" => d.blockwarn = n > 0,
-                _ => d.blockrevoke = n > 0,
+                "blockrevoke" => d.blockrevoke = n > 0,
+                _ => d.syscallhandoff = n > 0,
             },
             _ => warnings.push(format!(
                 "goroutine: GODEBUG: {key}={val:?} is not a non-negative integer; ignored"
@@ -170,8 +184,9 @@ mod tests {
         assert_eq!(parse_godebug("nokey,=3,schedtrace"), (d(0, false), vec![]));
         let (b, w) = parse_godebug("blockwarn=1,blockrevoke=0");
         assert!(w.is_empty());
-        assert!(b.blockwarn && !b.blockrevoke);
+        assert!(b.blockwarn && !b.blockrevoke && b.syscallhandoff);
         assert!(GoDebug::default().blockrevoke && !GoDebug::default().blockwarn);
+        assert!(!parse_godebug("syscallhandoff=0").0.syscallhandoff);
     }
 
     #[test]

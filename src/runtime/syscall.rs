@@ -36,6 +36,7 @@
 //! out wrong (a short call after long ones) costs what sysmon's retake
 //! would have cost: the call's exit finds its P gone and takes an idle one
 //! or queues the goroutine. One short call resets the streak.
+//! `GODEBUG=syscallhandoff=0` turns it off.
 //!
 //! The exactly-one-owner rule of `PHandle` holds throughout: the only ways
 //! out of `Syscall` state are CASes, and each winner gets the one handle.
@@ -103,7 +104,9 @@ fn entersyscall(m: &'static M, block: bool) {
     }
     // Predicted to block, and goroutines wait for this P (module note).
     let handoff = block
-        || (g.syscall_long() >= LONG_STREAK && (!pp.runq.is_empty() || globrunq::has_work(&pp)));
+        || (g.syscall_long() >= LONG_STREAK
+            && (!pp.runq.is_empty() || globrunq::has_work(&pp))
+            && super::env::godebug().syscallhandoff);
     m.set_syscall_tsc(cputicks());
     if handoff {
         m.set_oldp(Some(pp.get()));
