@@ -47,39 +47,45 @@ isolated_test! {
     }
 }
 
+/// Makes `calls` blocking system calls of 2 ms each, beside a spinning
+/// goroutine if `beside` (runnable throughout: it waits for the P whenever
+/// the caller holds it); returns how many were handed off at entry.
+fn entry_handoffs(calls: usize, beside: bool) -> u64 {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let spinner = beside.then(|| {
+        go(move || {
+            while !s.load(Ordering::Relaxed) {
+                spin(Duration::from_micros(50));
+                goroutine::preempt_point();
+            }
+        })
+    });
+    let before = goroutine::stats().syscall_entry_handoffs;
+    for _ in 0..calls {
+        goroutine::syscall(|| std::thread::sleep(Duration::from_millis(2)));
+    }
+    let handed = goroutine::stats().syscall_entry_handoffs - before;
+    stop.store(true, Ordering::Relaxed);
+    if let Some(h) = spinner {
+        h.join().unwrap();
+    }
+    handed
+}
+
 // A goroutine whose system calls keep blocking long hands its P off as the
 // next one begins, when another goroutine waits for that P, instead of
 // leaving the P idle until sysmon takes it (up to two of its naps, 10 ms
 // each once it has backed off). Its first two calls teach the runtime; the
 // rest must each be handed off at entry. Its calls made while nothing
-// waited (the spinner parked below) must not be.
+// waits must not be.
 isolated_test! {
     fn blocking_syscalls_hand_off_at_entry() ["GOMAXPROCS" = "1"] {
         within(60, || {
-            let stop = Arc::new(AtomicBool::new(false));
-            let s = stop.clone();
-            // Runnable throughout: it waits for the P whenever the caller
-            // holds it.
-            let spinner = go(move || {
-                while !s.load(Ordering::Relaxed) {
-                    spin(Duration::from_micros(50));
-                    goroutine::preempt_point();
-                }
-            });
-            let before = goroutine::stats().syscall_entry_handoffs;
-            for _ in 0..10 {
-                goroutine::syscall(|| std::thread::sleep(Duration::from_millis(2)));
-            }
-            let handed = goroutine::stats().syscall_entry_handoffs - before;
-            stop.store(true, Ordering::Relaxed);
-            spinner.join().unwrap();
+            let handed = entry_handoffs(10, true);
             assert!(handed >= 7, "{handed} of the last 8 calls handed off at entry");
             // Alone now: long calls, but nobody waits, so the P stays put.
-            let before = goroutine::stats().syscall_entry_handoffs;
-            for _ in 0..5 {
-                goroutine::syscall(|| std::thread::sleep(Duration::from_millis(2)));
-            }
-            assert_eq!(goroutine::stats().syscall_entry_handoffs, before);
+            assert_eq!(entry_handoffs(5, false), 0);
         });
     }
 }
@@ -87,24 +93,7 @@ isolated_test! {
 // GODEBUG=syscallhandoff=0: the same calls are left to sysmon, as in Go.
 isolated_test! {
     fn syscall_handoff_off() ["GOMAXPROCS" = "1", "GODEBUG" = "syscallhandoff=0"] {
-        within(60, || {
-            let stop = Arc::new(AtomicBool::new(false));
-            let s = stop.clone();
-            let spinner = go(move || {
-                while !s.load(Ordering::Relaxed) {
-                    spin(Duration::from_micros(50));
-                    goroutine::preempt_point();
-                }
-            });
-            let before = goroutine::stats().syscall_entry_handoffs;
-            for _ in 0..10 {
-                goroutine::syscall(|| std::thread::sleep(Duration::from_millis(2)));
-            }
-            let handed = goroutine::stats().syscall_entry_handoffs - before;
-            stop.store(true, Ordering::Relaxed);
-            spinner.join().unwrap();
-            assert_eq!(handed, 0);
-        });
+        within(60, || assert_eq!(entry_handoffs(10, true), 0));
     }
 }
 

@@ -680,50 +680,47 @@ mod loom_models {
         });
     }
 
-    /// A reset racing the firing: the old arm fires at most once, and the
-    /// new arm fires exactly once when the heap runs again.
+    /// Arms a timer at 5 and races a reset to 7 (later: the entry stays)
+    /// against a run of the heap at `run_at`, then runs it at 10. Returns
+    /// whether the reset found the timer pending, and the firings after the
+    /// racing run and in all; the heap must end empty.
+    fn reset_racing_a_run(run_at: i64) -> (bool, usize, usize) {
+        let h = heap();
+        let (t, fired) = counting_timer();
+        Timer::start_on::<Quiet>(&t, h, 5, 0);
+        let t2 = t.clone();
+        let resetter = thread::spawn(move || Timer::start_on::<Quiet>(&t2, h, 7, 0).0);
+        h.run_due::<Quiet>(run_at);
+        let was_pending = resetter.join().unwrap();
+        let before = fired.load(Ordering::SeqCst);
+        h.run_due::<Quiet>(10);
+        assert_eq!((h.len(), h.next()), (0, 0));
+        (was_pending, before, fired.load(Ordering::SeqCst))
+    }
+
+    /// A reset racing the firing, at a time only the first arm is due: the
+    /// old arm fires at most once, and not at all if the reset found it
+    /// pending; the new arm fires exactly once when the heap runs again.
     #[test]
     fn reset_races_fire() {
         loom::model(|| {
-            let h = heap();
-            let (t, fired) = counting_timer();
-            Timer::start_on::<Quiet>(&t, h, 5, 0);
-            let t2 = t.clone();
-            let resetter = thread::spawn(move || Timer::start_on::<Quiet>(&t2, h, 7, 0).0);
-            h.run_due::<Quiet>(6);
-            let was_pending = resetter.join().unwrap();
-            let before = fired.load(Ordering::SeqCst);
+            let (was_pending, before, after) = reset_racing_a_run(6);
             assert!(before <= 1);
-            // If the reset found the first arm pending, that arm did not fire.
             if was_pending {
                 assert_eq!(before, 0);
             }
-            h.run_due::<Quiet>(10);
-            let after = fired.load(Ordering::SeqCst);
             assert_eq!(after - before, 1, "the reset arm fires exactly once");
-            assert_eq!(h.next(), 0);
         });
     }
 
-    /// A reset to a later time racing a run at which both times are due:
-    /// the timer fires exactly once, whichever came first, and the heap
-    /// ends empty.
+    /// The same race at a time both arms are due: one firing if the reset
+    /// found the timer pending (the reset's arm), two if the first arm had
+    /// fired before it.
     #[test]
     fn later_reset_races_fire_due_both() {
         loom::model(|| {
-            let h = heap();
-            let (t, fired) = counting_timer();
-            Timer::start_on::<Quiet>(&t, h, 5, 0);
-            let t2 = t.clone();
-            let resetter = thread::spawn(move || Timer::start_on::<Quiet>(&t2, h, 7, 0).0);
-            h.run_due::<Quiet>(10);
-            let was_pending = resetter.join().unwrap();
-            h.run_due::<Quiet>(10);
-            let n = fired.load(Ordering::SeqCst);
-            // Pending when reset: one arm (the reset's); fired before it:
-            // the first arm and the reset's.
+            let (was_pending, _, n) = reset_racing_a_run(10);
             assert_eq!(n, if was_pending { 1 } else { 2 }, "fired {n} times");
-            assert_eq!((h.len(), h.next()), (0, 0));
         });
     }
 
