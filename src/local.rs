@@ -6,7 +6,7 @@
 //! code (`docs/soundness.md`). A [`LocalKey`] instead finds its value in a
 //! [`LocalMap`] owned by the *running goroutine*: the map sits in place in
 //! the runtime's reserved line at the top of the goroutine's stack
-//! (`stack::TOP_RESERVED`; the G record's two cache lines are full), so it
+//! (`stack::TOP_RESERVED`; the G record's first two cache lines are full), so it
 //! travels with the goroutine like the rest of its stack. All-zero bytes
 //! are an empty map, which is what a fresh stack holds. Outside a
 //! goroutine (a plain thread) the map is a per-thread one, so the same key

@@ -300,11 +300,17 @@ impl<T> Chan<T> {
         let g = here.g();
         let mut slot = MaybeUninit::new(v);
         let state = WaitState::new(wait::waiter_for(g), false);
-        let sg = Sudog::new(&state, slot.as_mut_ptr().cast(), 0);
-        // SAFETY: locked. `sg`, `state` and `slot` live in this frame, which
-        // does not return before the wait is completed, and the completer of
-        // this unshared wait is the one that dequeued `sg`.
-        unsafe { self.raw.sendq.enqueue(&sg) };
+        let mut stack = MaybeUninit::uninit();
+        let sg = wait::place_sudog(
+            g,
+            &mut stack,
+            Sudog::new(&state, slot.as_mut_ptr().cast(), 0),
+        );
+        // SAFETY: locked. `state` and `slot` live in this frame, which does
+        // not return before the wait is completed, and `sg` lives as long
+        // (`place_sudog`); the completer of this unshared wait is the one
+        // that dequeued `sg`.
+        unsafe { self.raw.sendq.enqueue(sg) };
         wait::block_here(&state, g, here, WaitReason::ChanSend, || {
             // SAFETY: we hold the lock until this runs, once.
             unsafe { self.unlock() }
@@ -371,9 +377,14 @@ impl<T> Chan<T> {
         let g = here.g();
         let mut slot = MaybeUninit::<T>::uninit();
         let state = WaitState::new(wait::waiter_for(g), false);
-        let sg = Sudog::new(&state, slot.as_mut_ptr().cast(), 0);
+        let mut stack = MaybeUninit::uninit();
+        let sg = wait::place_sudog(
+            g,
+            &mut stack,
+            Sudog::new(&state, slot.as_mut_ptr().cast(), 0),
+        );
         // SAFETY: as in `send_block`.
-        unsafe { self.raw.recvq.enqueue(&sg) };
+        unsafe { self.raw.recvq.enqueue(sg) };
         wait::block_here(&state, g, here, WaitReason::ChanReceive, || {
             // SAFETY: we hold the lock until this runs, once.
             unsafe { self.unlock() }

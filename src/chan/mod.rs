@@ -37,7 +37,7 @@ mod future;
 mod hchan;
 mod lock;
 pub(crate) mod select;
-mod wait;
+pub(crate) mod wait;
 
 use std::fmt;
 use std::sync::Arc;

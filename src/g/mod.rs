@@ -163,10 +163,11 @@ pub(crate) struct Inner {
     pub(crate) lockedm: Option<&'static crate::m::M>,
 }
 
-/// The G record. Two cache lines: the first holds everything a context
+/// The G record. Three cache lines: the first holds everything a context
 /// switch touches (the coroutine, the status, the yielder), so switching to
 /// a cold G costs one miss on its record; the second what spawn and exit
-/// touch. Gs are allocated in chunks (`alloc`), never one by one.
+/// touch; the third the goroutine's own sudog, which only its plain channel
+/// waits touch. Gs are allocated in chunks (`alloc`), never one by one.
 #[repr(C, align(64))]
 pub(crate) struct G {
     /// The execution context; `None` until the G first runs (lazy stacks).
@@ -179,7 +180,7 @@ pub(crate) struct G {
     /// calls in progress (`InRuntime` guards). Written only by the G itself
     /// while it runs; read by the SIGURG handler on the same thread and, as
     /// a hint, by sysmon (`runtime::asyncpreempt`'s note). They fill the
-    /// padding after `wait_reason`: the record stays two cache lines.
+    /// padding after `wait_reason`: these fields stay in two cache lines.
     region_depth: AtomicU8,
     in_runtime: AtomicU8,
     /// How many of the G's last system calls in a row blocked long
@@ -198,10 +199,14 @@ pub(crate) struct G {
     /// When the G last parked, in ms since runtime start plus one
     /// (`runtime::stats::coarse_ms`, sysmon's coarse clock; 0: never), for
     /// the goroutine dump's "N minutes". Written by the G itself in `park`,
-    /// read by anyone. 32 bits keep the record at two cache lines; they
+    /// read by anyone. 32 bits keep these fields in two cache lines; they
     /// wrap after 49 days, and readers subtract with wrapping.
     waitsince: AtomicU32,
     inner: UnsafeCell<Inner>,
+    /// The third cache line: the goroutine's own sudog, used by its plain
+    /// (one-channel) blocking sends and receives in turn (`chan::wait`'s
+    /// note, "Where records live"). Off every queue whenever the G runs.
+    chan_sudog: UnsafeCell<crate::chan::wait::Sudog>,
 }
 
 /// Who to wake: a parked goroutine, a blocked OS thread or an async task.
@@ -289,7 +294,16 @@ impl G {
                 locked: 0,
                 lockedm: None,
             }),
+            chan_sudog: UnsafeCell::new(crate::chan::wait::Sudog::unused()),
         }
+    }
+
+    /// The goroutine's own sudog (see the field). Only the G itself writes
+    /// it while it runs, and only while it is on no queue; while queued it
+    /// belongs to the channel lock, as any sudog (`chan::wait`'s note).
+    #[inline]
+    pub(crate) fn chan_sudog(&self) -> *mut crate::chan::wait::Sudog {
+        self.chan_sudog.get()
     }
 
     /// A fresh G record (never freed), carved from a leaked chunk.
@@ -321,7 +335,7 @@ impl G {
     /// Where the running goroutine keeps its goroutine-local map
     /// (`crate::local`): in place, at the start of the runtime's reserved
     /// line at the top of its stack (`stack::TOP_RESERVED`; the G record
-    /// itself has no room left in its two cache lines). `None` without a
+    /// itself has no room left in its first two cache lines). `None` without a
     /// stack.
     #[inline]
     /// The slot is `stack::TOP_RESERVED` bytes, 64-aligned (`local` checks
@@ -577,8 +591,8 @@ mod tests {
         ignore = "a sanitizer build's context is bigger (ASan: corosensei keeps the parent stack's \
                   bounds; TSan: the fiber)"
     )]
-    fn g_is_two_cache_lines_with_the_switch_fields_in_the_first() {
-        assert_eq!(std::mem::size_of::<G>(), 128);
+    fn g_is_three_cache_lines_with_the_switch_fields_in_the_first() {
+        assert_eq!(std::mem::size_of::<G>(), 192);
         assert_eq!(std::mem::align_of::<G>(), 64);
         assert!(std::mem::offset_of!(G, yielder) + 8 <= 64);
         assert!(std::mem::offset_of!(G, status) + 4 <= 64);
