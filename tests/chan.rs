@@ -788,6 +788,29 @@ fn buffered_values_are_dropped_exactly_once() {
     assert!(!rx.is_empty());
     drop((tx, rx));
     assert_eq!(live.load(Ordering::SeqCst), 0);
+    // A capacity-1 channel keeps its slot inline: the same, with the
+    // last receiver and with the channel.
+    for last_receiver_first in [true, false] {
+        let (tx, rx) = chan::<Tracked>(1);
+        for _ in 0..3 {
+            tx.send(Tracked::new(&live)).unwrap();
+            drop(rx.recv().unwrap());
+        }
+        tx.send(Tracked::new(&live)).unwrap();
+        assert!(matches!(
+            tx.try_send(Tracked::new(&live)),
+            Err(TrySendError::Full(_))
+        ));
+        assert_eq!((live.load(Ordering::SeqCst), tx.capacity()), (1, 1));
+        if last_receiver_first {
+            drop(rx);
+            assert_eq!(live.load(Ordering::SeqCst), 0);
+            drop(tx);
+        } else {
+            drop((tx, rx));
+        }
+        assert_eq!(live.load(Ordering::SeqCst), 0);
+    }
     // A value whose Drop uses the same channel: no deadlock (nothing is
     // dropped under the channel lock).
     struct Reentrant(Sender<u8>);

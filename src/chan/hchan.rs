@@ -4,7 +4,8 @@
 //! A [`Chan<T>`] is a [`RawChan`] (the lock and the two wait queues: all
 //! that the untyped parts of `select` touch), the state under the lock (the
 //! ring buffer's indexes and count, `closed`, `rx_gone`), the ring buffer
-//! (allocated once, at creation; empty when unbuffered) and the counts of
+//! (allocated once, at creation; empty when unbuffered; inline, in the
+//! channel's own allocation, for capacity 1: [`Ring`]) and the counts of
 //! `Sender` and `Receiver` handles.
 //!
 //! # Protocol (every step under `raw.lock` unless it says otherwise)
@@ -79,7 +80,7 @@ pub(crate) struct Chan<T> {
     /// the lock, readable without it (`fast.rs`).
     ready: Readiness,
     state: UnsafeCell<State>,
-    buf: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    buf: Ring<T>,
     pub(crate) senders: AtomicUsize,
     pub(crate) receivers: AtomicUsize,
 }
@@ -90,6 +91,54 @@ pub(crate) struct Chan<T> {
 unsafe impl<T: Send> Send for Chan<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send> Sync for Chan<T> {}
+
+/// A ring slot.
+type Cell<T> = UnsafeCell<MaybeUninit<T>>;
+
+/// The ring buffer. A capacity-1 channel (a timer's or a ticker's, a
+/// one-shot reply) keeps its slot inline, in the channel's own allocation,
+/// as Go allocates `hchan` and its buffer together: one allocation per
+/// channel instead of two. Other capacities allocate the ring once, at
+/// creation (an unbuffered channel's empty ring allocates nothing).
+enum Ring<T> {
+    One(Cell<T>),
+    Heap(Box<[Cell<T>]>),
+}
+
+impl<T> Ring<T> {
+    fn new(cap: usize) -> Ring<T> {
+        if cap == 1 {
+            Ring::One(UnsafeCell::new(MaybeUninit::uninit()))
+        } else {
+            Ring::Heap(
+                (0..cap)
+                    .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+                    .collect(),
+            )
+        }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        match self {
+            Ring::One(_) => 1,
+            Ring::Heap(b) => b.len(),
+        }
+    }
+
+    /// Slot `i`, unchecked.
+    ///
+    /// # Safety
+    /// `i < self.len()`.
+    #[inline]
+    unsafe fn cell(&self, i: usize) -> &Cell<T> {
+        match self {
+            Ring::One(c) => c,
+            // SAFETY: in bounds (contract).
+            Ring::Heap(b) => unsafe { b.get_unchecked(i) },
+        }
+    }
+}
 
 /// The outcome of a send attempted under the lock.
 pub(crate) enum SendLocked<T> {
@@ -119,9 +168,7 @@ impl<T> Chan<T> {
             },
             ready: Readiness::new(),
             state: UnsafeCell::new(State { sendx: 0, recvx: 0 }),
-            buf: (0..cap)
-                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
-                .collect(),
+            buf: Ring::new(cap),
             senders: AtomicUsize::new(1),
             receivers: AtomicUsize::new(1),
         }
@@ -164,7 +211,7 @@ impl<T> Chan<T> {
     #[inline]
     unsafe fn slot(&self, i: usize) -> &mut MaybeUninit<T> {
         // SAFETY: in bounds and exclusive (contract).
-        unsafe { &mut *self.buf.get_unchecked(i).get() }
+        unsafe { &mut *self.buf.cell(i).get() }
     }
 
     /// Sends without blocking (Go's chansend up to the point of blocking).
@@ -560,9 +607,9 @@ impl<T> Drop for Chan<T> {
         let (head, n) = (self.state.get_mut().recvx, self.ready.qcount());
         for k in 0..n {
             let i = (head + k) % self.buf.len();
-            // SAFETY: the buffered range is initialised; `&mut self` is
-            // exclusive, and nothing else drops these.
-            unsafe { self.buf[i].get_mut().assume_init_drop() };
+            // SAFETY: in bounds; the buffered range is initialised; `&mut
+            // self` is exclusive, and nothing else drops these.
+            unsafe { (*self.buf.cell(i).get()).assume_init_drop() };
         }
     }
 }
