@@ -437,6 +437,57 @@ fn test_select_fairness() {
     });
 }
 
+// A select whose arms are ready in every way at once (a buffered value, a
+// closed channel, room in a buffer, a blocked receiver to hand a value to)
+// picks each of them about equally often, and never an arm that is not
+// ready; every value sent reaches its receiver. The arms are tried one at
+// a time, each under its own lock, before the all-locks pass.
+#[test]
+fn select_chooses_evenly_among_arms_ready_in_every_way() {
+    const TRIALS: usize = 8_000;
+    run(|| {
+        let (full_tx, full) = chan::<u32>(TRIALS);
+        for _ in 0..TRIALS {
+            full_tx.send(1).unwrap();
+        }
+        let (closed_tx, closed) = chan::<u32>(0);
+        closed_tx.close().unwrap();
+        let (room, room_rx) = chan::<u32>(TRIALS);
+        let (peer, peer_rx) = chan::<u32>(0);
+        let (_idle_tx, idle) = chan::<u32>(0);
+        let received = go(move || peer_rx.iter().count());
+        let mut counts = [0usize; 4];
+        for _ in 0..TRIALS {
+            // Keep the receiver blocked on `peer` before each select, so
+            // that arm is ready too (best effort: it may not be, at times).
+            for _ in 0..4 {
+                yield_now();
+            }
+            let k = select! {
+                recv(full) -> v => { assert_eq!(v, Ok(1)); 0 },
+                recv(closed) -> v => { assert_eq!(v, Err(RecvError)); 1 },
+                send(room, 3) -> r => { r.unwrap(); 2 },
+                send(peer, 4) -> r => { r.unwrap(); 3 },
+                recv(idle) -> _ => unreachable!("an arm that was never ready fired"),
+            };
+            counts[k] += 1;
+        }
+        drop(peer);
+        assert_eq!(received.join().unwrap(), counts[3]);
+        assert_eq!(room_rx.len(), counts[2]);
+        assert_eq!(full.len(), TRIALS - counts[0]);
+        // Four ready arms: each about a quarter (the peer arm a little less
+        // when the receiver was late); a loose bound that a broken order
+        // (always the first arm, or never one kind) cannot meet.
+        for (k, &c) in counts.iter().enumerate() {
+            assert!(
+                c > TRIALS / 10,
+                "arm {k} fired {c} times of {TRIALS}: {counts:?}"
+            );
+        }
+    });
+}
+
 // Go's TestPseudoRandomSend: a select with two send arms on one channel
 // sends both values, not always the first.
 #[test]

@@ -12,6 +12,11 @@
 //!    `fast.rs` and returns `default` at once on a channel that is not
 //!    ready (Go's `selectnbrecv`/`selectnbsend`); with more arms it does
 //!    not, since separate looks at separate channels are not one instant.
+//!    **1a. Each arm alone** (not in Go). With more than one arm, try the
+//!    arms in pollorder, each under its own channel's lock only, skipping
+//!    those the lock-free check rules out; the first that completes is the
+//!    choice ([`poll_each_alone`] says why that is still Go's semantics).
+//!    Only when none completes do passes 1-3 run, lockorder included.
 //! 1. **Poll.** Lock every channel (in lockorder), then try the arms in
 //!    pollorder; the first that can complete now (a buffered value or room,
 //!    a blocked peer, a closed channel) completes: values move, a blocked
@@ -419,10 +424,6 @@ fn selectgo(
         n += 1;
     }
     let pollorder = &pollorder[..n];
-    let lockorder = &mut lockorder[..n];
-    lockorder.copy_from_slice(pollorder);
-    lockorder.sort_unstable_by_key(|&i| chan_addr(cases, i));
-    let lockorder = &*lockorder;
 
     if n == 0 {
         if !block {
@@ -445,6 +446,18 @@ fn selectgo(
     if !block && n == 1 && cases[pollorder[0] as usize].0.not_ready() {
         return None;
     }
+
+    // Pass 1a (not in Go): with several arms, try each alone first.
+    if n > 1 {
+        if let Some(i) = poll_each_alone(cases, pollorder) {
+            return Some(i);
+        }
+    }
+
+    let lockorder = &mut lockorder[..n];
+    lockorder.copy_from_slice(pollorder);
+    lockorder.sort_unstable_by_key(|&i| chan_addr(cases, i));
+    let lockorder = &*lockorder;
 
     // Pass 1: look for an arm that can complete now.
     sellock(cases, lockorder);
@@ -506,6 +519,46 @@ fn selectgo(
     // SAFETY: `fired` completed with `success`; every sudog is off its queue.
     unsafe { cases[fired].0.finish(success) };
     Some(fired)
+}
+
+/// Pass 1a: tries the arms in `pollorder`, each under its own channel's
+/// lock alone, skipping the arms that the lock-free check rules out; the
+/// first that completes is the select's choice. No lock order, no second
+/// lock: a select whose arm is ready (a buffered channel with room or a
+/// value, a blocked peer, a closed channel) costs one lock, not one per
+/// arm.
+///
+/// Why this keeps Go's semantics: an arm that completes here completes at
+/// an instant when it could proceed, and it was first in the random poll
+/// order among the arms seen ready, as pass 1 would choose. An arm skipped
+/// as not ready that became ready during the scan was made ready by an
+/// operation that overlaps this select, and such an operation may be
+/// ordered after it. Only the answer "no arm is ready" needs one instant
+/// for all the arms (a `default`, or blocking): that is pass 1's, with
+/// every lock held.
+fn poll_each_alone(cases: &mut [Case<'_>], pollorder: &[u16]) -> Option<usize> {
+    for &i in pollorder {
+        let case = &mut cases[i as usize];
+        if case.0.not_ready() {
+            continue;
+        }
+        let raw: *const RawChan = case.raw().expect("non-nil arm has a channel");
+        // SAFETY: the channel outlives the select (the arm borrows its
+        // handle); the arm's state is ours alone.
+        let claim = unsafe {
+            (*raw).lock.lock();
+            let r = case.0.poll();
+            (*raw).lock.unlock();
+            r
+        };
+        if let Some(claim) = claim {
+            if let Some(c) = claim {
+                c.complete(true);
+            }
+            return Some(i as usize);
+        }
+    }
+    None
 }
 
 #[inline]
