@@ -338,6 +338,43 @@ fn a_recv_future_dropped_after_the_handoff_gives_the_value_back() {
     assert_eq!(rx.recv(), Err(RecvError));
 }
 
+// A value given back by a dropped receive future waits as a detached
+// sender; when every handle is then gone, in either order, it is dropped
+// exactly once, as are the buffered values (the last handle's work is
+// skipped only when nothing is queued).
+#[test]
+fn a_given_back_value_is_dropped_once_when_every_handle_goes() {
+    struct Counted(Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    for sender_first in [true, false] {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = chan::<Counted>(1);
+        let w = Arc::new(CountingWaker::default());
+        let mut f = rx.recv_async();
+        assert!(poll_once(&mut f, &w).is_pending());
+        tx.send(Counted(dropped.clone())).unwrap(); // handed to the future
+        tx.send(Counted(dropped.clone())).unwrap(); // buffered
+        drop(f); // the buffer is full: the value waits as a detached send
+        assert_eq!(dropped.load(Ordering::SeqCst), 0);
+        if sender_first {
+            drop(tx);
+            drop(rx);
+        } else {
+            drop(rx);
+            drop(tx);
+        }
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            2,
+            "sender first: {sender_first}"
+        );
+    }
+}
+
 #[test]
 fn dropped_futures_under_a_race_lose_no_value() {
     // Receivers that give up at random against senders: every value is

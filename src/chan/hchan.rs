@@ -49,7 +49,7 @@
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::ptr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
 
 use super::error::{CloseError, RecvError, SendError, TryRecvError, TrySendError};
 use super::fast::{Fast, Readiness};
@@ -587,9 +587,38 @@ impl<T> Chan<T> {
     #[inline]
     #[must_use]
     pub(crate) fn drop_sender(&self) -> bool {
-        // Relaxed: the decrements are totally ordered among themselves, so
-        // exactly one sees 1; what it then does is ordered by the lock.
-        self.senders.fetch_sub(1, Ordering::Relaxed) == 1
+        // The decrements are totally ordered among themselves, so exactly
+        // one sees 1. Release, and Acquire for the last, as `Arc`'s count:
+        // whoever drops the last handle of either kind sees what the other
+        // handles did before they went (`close_needed`,
+        // `receiver_work_left`).
+        let last = self.senders.fetch_sub(1, Ordering::Release) == 1;
+        if last {
+            fence(Ordering::Acquire);
+        }
+        last
+    }
+
+    /// Whether the last sender must close the channel: some receiver is
+    /// left to see it. Every blocked receive, select arm and future holds
+    /// a `Receiver`, so with none left nothing can observe the close, and
+    /// the channel's own drop frees the buffer. (The count cannot rise
+    /// again from zero: a receiver comes only from another.)
+    #[inline]
+    pub(crate) fn close_needed(&self) -> bool {
+        // Acquire: pairs with the Release decrements (`drop_receiver`).
+        self.receivers.load(Ordering::Acquire) != 0
+    }
+
+    /// Whether the last receiver has work left (`last_receiver_dropped`):
+    /// a sender that may still send or block, or a queued value to fail
+    /// (a detached sender, freed only when completed). With neither, the
+    /// channel's own drop frees the buffer.
+    #[inline]
+    pub(crate) fn receiver_work_left(&self) -> bool {
+        // Acquire: pairs with the Release decrements (`drop_sender`), and
+        // through them with every enqueue made before a handle went.
+        self.senders.load(Ordering::Acquire) != 0 || !self.raw.sendq.looks_empty()
     }
 
     /// Drops a `Receiver`; true if it was the last one (then call
@@ -597,8 +626,12 @@ impl<T> Chan<T> {
     #[inline]
     #[must_use]
     pub(crate) fn drop_receiver(&self) -> bool {
-        // Relaxed: as in `drop_sender`.
-        self.receivers.fetch_sub(1, Ordering::Relaxed) == 1
+        // Release / Acquire: as in `drop_sender`.
+        let last = self.receivers.fetch_sub(1, Ordering::Release) == 1;
+        if last {
+            fence(Ordering::Acquire);
+        }
+        last
     }
 }
 

@@ -273,8 +273,9 @@ impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
         // Giving up one of several senders touches no runtime state; the
         // last one closes the channel and wakes its waiters: runtime work,
-        // behind the entry gate.
-        if self.chan.drop_sender() {
+        // behind the entry gate. Unless no receiver is left to see it (a
+        // timer's channel, dropped whole).
+        if self.chan.drop_sender() && self.chan.close_needed() {
             crate::runtime::asyncpreempt::in_runtime(move || self.chan.last_sender_dropped())
         }
     }
@@ -282,8 +283,9 @@ impl<T> Drop for Sender<T> {
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
-        // As for `Sender`: only the last receiver does runtime work.
-        if self.chan.drop_receiver() {
+        // As for `Sender`: only the last receiver does runtime work, and
+        // only if a sender or a queued value is left.
+        if self.chan.drop_receiver() && self.chan.receiver_work_left() {
             crate::runtime::asyncpreempt::in_runtime(move || self.chan.last_receiver_dropped())
         }
     }
