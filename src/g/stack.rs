@@ -200,31 +200,24 @@ pub(crate) const TRIM_EVERY: u32 = 1024;
 
 /// Warm (unreleased) stacks the pool keeps per size class: between
 /// `WARM_MAX` and `2 * WARM_MAX`, i.e. at most about 16 MiB of kept top
-/// regions for the default size (more while a release by sysmon is
-/// pending, see [`RELEASE_CHUNK`]).
+/// regions for the default size (up to `WARM_HARD_MAX` while a release by
+/// sysmon is pending).
 pub(crate) const WARM_MAX: usize = 512;
 
 /// With a background releaser (the runtime's pool: sysmon, see
 /// [`release_in_background`]), a class past `2 * WARM_MAX` warm stacks only
-/// asks for a release, and sysmon makes it off any P, at most this many
-/// stacks per cycle (about 1-2 ms of `madvise`), skipping its naps until
-/// the excess is gone. The spilling thread never releases.
+/// asks for a release, and sysmon makes it off any P. The spilling thread
+/// releases itself only past this bound (the releaser fell behind).
 ///
-/// Why not on the exit that spilled: releasing 512 stacks (coalesced
-/// `madvise` ranges) held that M's P for 0.7-1.2 ms, every 512 exits; a
-/// timer-heavy program (100K sleepers, 100 wake-ups per ms) saw each such
-/// stall in its p99 oversleep, and a burst of exits (100,000 goroutines
-/// woken by one close) spent a quarter of its time there.
-///
-/// Why no bound on the excess while sysmon catches up: every warm stack
-/// was spilled by a goroutine that has exited, and it holds no more pages
-/// than it did while that goroutine lived (its kept top region, and deep
-/// pages the heuristic missed, which the goroutine held too). Exits only
-/// outnumber spawns while the live count falls, so the excess never takes
-/// the process above the memory it already used at its peak; it only
-/// returns that memory some milliseconds later (Go's scavenger returns
-/// freed memory later still, paced at about 1% of a CPU).
-pub(crate) const RELEASE_CHUNK: usize = 2 * WARM_MAX;
+/// Why: releasing 512 stacks (coalesced `madvise` ranges) on a goroutine's
+/// exit held that M's P for 0.7-1.2 ms, every 512 exits; a timer-heavy
+/// program (100K sleepers, 100 wake-ups per ms) saw each such stall in its
+/// p99 oversleep.
+pub(crate) const WARM_HARD_MAX: usize = 4 * WARM_MAX;
+
+/// Past `WARM_HARD_MAX` (the background releaser fell behind), the
+/// spilling thread releases this many stacks beyond the bound, oldest first.
+const SPILL_RELEASE_MAX: usize = 64;
 
 // ---------------------------------------------------------------------------
 // Sizes and environment
@@ -541,8 +534,8 @@ struct Class {
     /// the same state as cached ones: only their kept top region (and deep
     /// pages the heuristic missed) may be resident. Past `2 * WARM_MAX` the
     /// oldest are released (down to `WARM_MAX`) and move to `free`: by
-    /// sysmon if the pool has a background releaser (`RELEASE_CHUNK`), else
-    /// by the thread that spilled.
+    /// sysmon if the pool has a background releaser, else (or past
+    /// `WARM_HARD_MAX`) by the thread that spilled.
     warm: Vec<NonZeroUsize>,
     /// Guard address of the next slot to carve from the current slab.
     next: usize,
@@ -577,7 +570,7 @@ static GLOBAL: Pool = Pool::new(GuardPolicy::FromEnv);
 
 /// From now on, excess warm stacks of the runtime's pool are released by
 /// whoever calls [`release_excess`] (sysmon, each cycle), not on the
-/// goroutine exit that spilled them (see `RELEASE_CHUNK`).
+/// goroutine exit that spilled them (see `WARM_HARD_MAX`).
 pub(crate) fn release_in_background() {
     GLOBAL.background.store(true, Ordering::Relaxed);
 }
@@ -615,35 +608,25 @@ impl Pool {
     }
 
     /// Releases, in every class, the oldest warm stacks past `WARM_MAX`,
-    /// if some class went past `2 * WARM_MAX` since the last call: at most
-    /// [`RELEASE_CHUNK`] per class and call, leaving the cue set when a
-    /// chunk cut the release short (sysmon then skips its nap, and its deep
-    /// sleep, and comes back). The system calls run without the pool lock.
+    /// if some class went past `2 * WARM_MAX` since the last call. The
+    /// system calls run without the pool lock.
     fn release_excess(&self) {
         if !self.excess.swap(false, Ordering::Relaxed) {
             return;
         }
         let mut inner = self.lock();
-        let mut more = false;
         for ci in 0..inner.classes.len() {
             let class = &mut inner.classes[ci];
             if class.warm.len() <= 2 * WARM_MAX {
                 continue;
             }
-            let n = (class.warm.len() - WARM_MAX).min(RELEASE_CHUNK);
+            let n = class.warm.len() - WARM_MAX;
             let usable = class.usable;
             let old: Vec<NonZeroUsize> = class.warm.drain(..n).collect();
             drop(inner);
             release_coalesced(&old, usable);
             inner = self.lock();
-            let class = &mut inner.classes[ci];
-            class.free.extend(old);
-            // Cut short by the chunk: finish the job (down to `WARM_MAX`).
-            more |= n == RELEASE_CHUNK && class.warm.len() > WARM_MAX;
-        }
-        if more {
-            // SeqCst: as in `give_back` (sysmon's nap reads the cue).
-            self.excess.store(true, Ordering::SeqCst);
+            inner.classes[ci].free.extend(old);
         }
     }
 
@@ -827,10 +810,10 @@ impl Pool {
         if len <= 2 * WARM_MAX {
             return;
         }
-        if self.background.load(Ordering::Relaxed) {
-            // sysmon releases them off any P (`release_in_background`,
-            // `RELEASE_CHUNK`); the first spill past the bound wakes it
-            // from its nap.
+        let background = self.background.load(Ordering::Relaxed);
+        if background && len <= WARM_HARD_MAX {
+            // sysmon releases them off any P (`release_in_background`);
+            // the first spill past the bound wakes it from its nap.
             // SeqCst: the Dekker pairing with sysmon's nap (`wake_from_nap`).
             if !self.excess.swap(true, Ordering::SeqCst) {
                 drop(inner);
@@ -838,8 +821,14 @@ impl Pool {
             }
             return;
         }
-        // No releaser: release here.
-        let n = len - WARM_MAX;
+        // No releaser, or it fell behind: release here. In the second case
+        // only a bounded chunk past the hard bound, so that no single exit
+        // makes more than `SPILL_RELEASE_MAX` stacks' worth of system calls.
+        let n = if background {
+            (len - WARM_HARD_MAX + SPILL_RELEASE_MAX).min(len - WARM_MAX)
+        } else {
+            len - WARM_MAX
+        };
         let old: Vec<NonZeroUsize> = class.warm.drain(..n).collect();
         // The system calls run without the pool lock.
         drop(inner);
@@ -1606,22 +1595,20 @@ mod tests {
     }
 
     /// With a background releaser, a goroutine exit that spills past
-    /// `2 * WARM_MAX` makes no system call, however far past: the excess
-    /// waits for `release_excess` (sysmon), which releases the oldest, at
-    /// most `RELEASE_CHUNK` a call, and keeps its cue set until the class
-    /// is back at `WARM_MAX`.
+    /// `2 * WARM_MAX` makes no system call: the excess waits for
+    /// `release_excess` (sysmon), up to `WARM_HARD_MAX`, past which the
+    /// spilling thread releases after all.
     #[test]
     fn background_releaser_takes_the_excess_release_off_the_spilling_thread() {
         let pool = Pool::leak(GuardPolicy::Auto);
         pool.background.store(true, Ordering::Relaxed);
         let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
-        let n = 2 * WARM_MAX + RELEASE_CHUNK + 2 * CACHE_CAP;
+        let n = 2 * WARM_MAX + 2 * CACHE_CAP;
         let stacks: Vec<Stack> = (0..n)
             .map(|_| pool.get(DEFAULT_STACK_SIZE).unwrap())
             .collect();
         let first: Vec<(usize, usize)> =
             stacks[..8].iter().map(|s| (s.bottom(), s.usable)).collect();
-        let last = (stacks[n - 1].bottom(), stacks[n - 1].usable);
         for s in &stacks {
             poke(s.top.get() - page(), 1);
         }
@@ -1629,31 +1616,41 @@ mod tests {
             c.put(s);
         }
         c.drain();
-        // Every spilled stack is warm: the spilling thread released none.
-        assert_eq!(pool.warm_len(DEFAULT_STACK_SIZE), n);
-        for &(b, len) in first.iter().chain([&last]) {
+        let warm = pool.warm_len(DEFAULT_STACK_SIZE);
+        assert!(
+            warm > 2 * WARM_MAX && warm <= WARM_HARD_MAX,
+            "{warm} warm stacks"
+        );
+        // Not released yet: the oldest still hold their touched top page.
+        for &(b, len) in &first {
             assert!(mem::resident_pages(b, len).unwrap() >= 1);
         }
         assert!(pool.excess.load(Ordering::Relaxed));
         let free0 = pool.free_len(DEFAULT_STACK_SIZE);
-        // One chunk, the oldest first; the cue stays for the rest.
         pool.release_excess();
-        assert_eq!(pool.warm_len(DEFAULT_STACK_SIZE), n - RELEASE_CHUNK);
-        assert_eq!(pool.free_len(DEFAULT_STACK_SIZE), free0 + RELEASE_CHUNK);
+        assert_eq!(pool.warm_len(DEFAULT_STACK_SIZE), WARM_MAX);
+        assert_eq!(pool.free_len(DEFAULT_STACK_SIZE), free0 + warm - WARM_MAX);
         for &(b, len) in &first {
             assert_eq!(mem::resident_pages(b, len).unwrap(), 0);
         }
-        assert!(mem::resident_pages(last.0, last.1).unwrap() >= 1);
-        assert!(pool.excess.load(Ordering::Relaxed));
-        // The rest, down to `WARM_MAX`; the newest stay warm.
-        pool.release_excess();
-        assert_eq!(pool.warm_len(DEFAULT_STACK_SIZE), WARM_MAX);
-        assert_eq!(pool.free_len(DEFAULT_STACK_SIZE), free0 + n - WARM_MAX);
-        assert!(mem::resident_pages(last.0, last.1).unwrap() >= 1);
-        // Nothing left to do: a third call is a flag load.
+        // Nothing left to do: a second call is a flag load.
         assert!(!pool.excess.load(Ordering::Relaxed));
         pool.release_excess();
         assert_eq!(pool.warm_len(DEFAULT_STACK_SIZE), WARM_MAX);
+
+        // Past the hard bound the spilling thread releases itself.
+        let more: Vec<Stack> = (0..WARM_HARD_MAX)
+            .map(|_| pool.get(DEFAULT_STACK_SIZE).unwrap())
+            .collect();
+        for s in more {
+            c.put(s);
+        }
+        c.drain();
+        let warm = pool.warm_len(DEFAULT_STACK_SIZE);
+        assert!(
+            warm <= WARM_HARD_MAX,
+            "{warm} warm stacks past the hard bound"
+        );
     }
 
     #[test]

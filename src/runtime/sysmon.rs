@@ -10,8 +10,7 @@
 //!   (`timer_started`);
 //! - releases the goroutine stacks that the pool keeps warm past its bound
 //!   (`g::stack::release_excess`), so that no goroutine exit holds its P
-//!   through those `madvise` calls: a bounded chunk per cycle, with no nap
-//!   (and no deep sleep) while more waits;
+//!   through those `madvise` calls;
 //! - `retake`s: a P whose goroutine has run for 10 ms without a scheduling
 //!   point gets `preempt` set (cooperative preemption: the goroutine yields
 //!   at its next runtime call or `preempt_point()`, to the global queue),
@@ -184,10 +183,7 @@ fn sysmon() {
                     && !crate::trace::on()
                     && (s.stw_waiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs());
                 let next = timers::next_when();
-                // Not while warm stacks wait for release (`release_excess`
-                // goes in chunks): the naps that finish it come first.
-                let mut deep =
-                    still_idle && (next == 0 || next > now) && !crate::g::stack::release_pending();
+                let mut deep = still_idle && (next == 0 || next > now);
                 if deep {
                     s.sysmonnote.clear();
                     // Under the sched lock; pairs with the loads in
