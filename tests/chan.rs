@@ -458,8 +458,9 @@ fn select_chooses_evenly_among_arms_ready_in_every_way() {
         let received = go(move || peer_rx.iter().count());
         let mut counts = [0usize; 4];
         for _ in 0..TRIALS {
-            // Keep the receiver blocked on `peer` before each select, so
-            // that arm is ready too (best effort: it may not be, at times).
+            // Let the receiver block on `peer` before each select, so that
+            // arm is ready too (best effort: how often it is depends on the
+            // schedule, so its count is only checked against the receiver's).
             for _ in 0..4 {
                 yield_now();
             }
@@ -476,10 +477,11 @@ fn select_chooses_evenly_among_arms_ready_in_every_way() {
         assert_eq!(received.join().unwrap(), counts[3]);
         assert_eq!(room_rx.len(), counts[2]);
         assert_eq!(full.len(), TRIALS - counts[0]);
-        // Four ready arms: each about a quarter (the peer arm a little less
-        // when the receiver was late); a loose bound that a broken order
-        // (always the first arm, or never one kind) cannot meet.
-        for (k, &c) in counts.iter().enumerate() {
+        // The three arms that are always ready: each about a third of what
+        // the peer arm (ready only when the receiver is already blocked,
+        // which depends on the schedule) leaves; a loose bound that a broken
+        // order (always the first arm, or never one kind) cannot meet.
+        for (k, &c) in counts[..3].iter().enumerate() {
             assert!(
                 c > TRIALS / 10,
                 "arm {k} fired {c} times of {TRIALS}: {counts:?}"
