@@ -10,7 +10,14 @@
 //! what one resident page per stack costs, page tables included, with no
 //! runtime at all.
 //!
-//! Usage: cargo run --release --example parked [N] | floor [N] [STRIDE_KIB]
+//! `parked carve [N]` times, per stack, the kernel's part of carving N fresh
+//! stacks at the default 260 KiB stride, the way the stack pool does it (one
+//! `process_madvise` per 16 stacks): the guard (`MADV_GUARD_INSTALL`), the
+//! top page (`MADV_POPULATE_WRITE`), the probe window (`MADV_POPULATE_READ`)
+//! and all three, each on a fresh reservation, beside a plain write fault on
+//! the top page (Linux >= 6.14).
+//!
+//! Usage: cargo run --release --example parked [N] | floor [N] [STRIDE_KIB] | carve [N]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -60,21 +67,7 @@ fn floor() {
     let n = arg(2, 100_000) as usize;
     let stride = arg(3, 260) as usize * 1024;
     let (m0, r0) = (minflt(), rss_pte());
-    let len = n * stride;
-    // SAFETY: a fresh private anonymous mapping; nothing else uses it.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED, "mmap of {len} bytes failed");
-    // SAFETY: same mapping; advice only.
-    unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
+    let p = reserve(n * stride);
     let t = Instant::now();
     for i in 0..n {
         // SAFETY: inside the mapping (the last byte of each stride).
@@ -90,9 +83,101 @@ fn floor() {
     );
 }
 
+/// A fresh private reservation of `len` bytes without huge pages.
+fn reserve(len: usize) -> usize {
+    // SAFETY: a fresh private anonymous mapping; nothing else uses it.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED, "mmap of {len} bytes failed");
+    // SAFETY: same mapping; advice only.
+    unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
+    p as usize
+}
+
+fn carve() {
+    const GUARD_INSTALL: libc::c_int = 102;
+    const PIDFD_SELF: libc::c_int = -10000;
+    const BATCH: usize = 16;
+    let n = arg(2, 100_000) as usize;
+    let (page, stride) = (4096, 260 * 1024);
+    // Offsets below a stack's slot start: the guard is the slot's first
+    // page, the top page its last, the probe window 16 KiB below the top.
+    let steps: [(&str, &[(libc::c_int, usize)]); 5] = [
+        ("write fault on the top page", &[]),
+        ("guard", &[(GUARD_INSTALL, 0)]),
+        (
+            "top page populated",
+            &[(libc::MADV_POPULATE_WRITE, stride - page)],
+        ),
+        (
+            "probe window mapped",
+            &[(libc::MADV_POPULATE_READ, stride - 5 * page)],
+        ),
+        (
+            "all three (the pool's carve)",
+            &[
+                (GUARD_INSTALL, 0),
+                (libc::MADV_POPULATE_WRITE, stride - page),
+                (libc::MADV_POPULATE_READ, stride - 5 * page),
+            ],
+        ),
+    ];
+    for (name, advice) in steps {
+        let base = reserve(n * stride);
+        let t = Instant::now();
+        for first in (0..n).step_by(BATCH) {
+            let k = BATCH.min(n - first);
+            for &(adv, off) in advice {
+                let iov: Vec<libc::iovec> = (first..first + k)
+                    .map(|i| libc::iovec {
+                        iov_base: (base + i * stride + off) as *mut libc::c_void,
+                        iov_len: page,
+                    })
+                    .collect();
+                // SAFETY: pages of our own fresh reservation, holding nothing.
+                let r = unsafe {
+                    libc::syscall(
+                        libc::SYS_process_madvise,
+                        PIDFD_SELF,
+                        iov.as_ptr(),
+                        iov.len(),
+                        adv,
+                        0u32,
+                    )
+                };
+                if r < 0 {
+                    let e = std::io::Error::last_os_error();
+                    println!("carve: {name}: process_madvise failed ({e}); needs Linux >= 6.14");
+                    return;
+                }
+            }
+            if advice.is_empty() {
+                for i in first..first + k {
+                    // SAFETY: the last byte of a slot of our reservation.
+                    unsafe { ((base + (i + 1) * stride - 1) as *mut u8).write_volatile(1) };
+                }
+            }
+        }
+        println!(
+            "carve: {n} stacks, {name}: {:.0} ns per stack",
+            t.elapsed().as_nanos() as f64 / n as f64
+        );
+    }
+}
+
 fn main() {
-    if std::env::args().nth(1).as_deref() == Some("floor") {
-        return floor();
+    match std::env::args().nth(1).as_deref() {
+        Some("floor") => return floor(),
+        Some("carve") => return carve(),
+        _ => {}
     }
     let n = arg(1, 100_000);
     goroutine::run(move || {
