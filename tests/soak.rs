@@ -28,8 +28,10 @@ fn skynet(up: Sender<u64>, num: u64, size: u64) {
     up.send(sum).expect("skynet: parent gone");
 }
 
-/// Bytes the system allocator keeps free in its arenas: resident, cached
-/// for reuse, and not held by the program.
+/// Bytes the system allocator keeps free in its arenas, cached for reuse and
+/// not held by the program (mostly resident; a never-touched tail of an
+/// arena's top chunk is counted too, which can only make the check laxer
+/// by that much, never fail it).
 ///
 /// glibc gives every thread that allocates its own arena, and an arena keeps
 /// its freed chunks. An M started late in the run (a legal `startm` that
