@@ -54,6 +54,31 @@ fn allocator_free_bytes() -> u64 {
     0
 }
 
+/// Waits (up to 3 s) until RSS has not fallen by a MiB for 60 ms: the
+/// stacks of the round's goroutines wait on the pool's warm list while
+/// exits stream in, and sysmon gives them back once the round is over
+/// (`g::stack`, `release_excess`: about 100 ms per 100,000, starting after
+/// one of its naps, up to 10 ms). Measured before that, the figure is the
+/// round's peak of live goroutines, which varies by run (hundreds of MiB
+/// in the randomized build), not what the runtime holds.
+fn settle() {
+    let mut last = rss_bytes();
+    let mut still = 0;
+    for _ in 0..300 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let now = rss_bytes();
+        if now + (1 << 20) > last {
+            still += 1;
+            if still == 6 {
+                return;
+            }
+        } else {
+            still = 0;
+            last = now;
+        }
+    }
+}
+
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
     let resident: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
@@ -73,6 +98,7 @@ isolated_test! {
                 rx.recv().expect("skynet: no result")
             });
             assert_eq!(result, 499_999_500_000, "round {round}");
+            settle();
             let (r, free) = (rss_bytes(), allocator_free_bytes());
             rss.push(r);
             held.push(r.saturating_sub(free));

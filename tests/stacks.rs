@@ -227,3 +227,99 @@ isolated_test! {
         assert!(message.contains("could not start"), "{message}");
     }
 }
+
+/// Parks `n` goroutines on one channel, wakes them all with a close, and
+/// waits until every one has exited; returns the RSS growth while they
+/// were parked (their stacks' top pages, mostly).
+fn burst_of_exits(n: usize) -> u64 {
+    let before = rss_bytes();
+    let wg = goroutine::sync::WaitGroup::new();
+    let parked = Arc::new(AtomicU64::new(0));
+    let (tx, rx) = goroutine::chan::<()>(0);
+    for _ in 0..n {
+        let (rx, wg, parked) = (rx.clone(), wg.clone(), parked.clone());
+        wg.add(1);
+        go(move || {
+            parked.fetch_add(1, Ordering::Relaxed);
+            let _ = rx.recv();
+            wg.done();
+        });
+    }
+    while parked.load(Ordering::Relaxed) < n as u64 {
+        goroutine::yield_now();
+    }
+    let grown = rss_bytes().saturating_sub(before);
+    drop(tx);
+    wg.wait();
+    grown
+}
+
+/// Polls RSS every 10 ms until it is at most `goal`; false after `secs`.
+fn rss_falls_to(goal: u64, secs: u64) -> bool {
+    let start = std::time::Instant::now();
+    let end = start + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < end {
+        if rss_bytes() <= goal {
+            return true;
+        }
+        goroutine::time::sleep(std::time::Duration::from_millis(10));
+    }
+    false
+}
+
+// The stacks of a burst of exits (20,000 goroutines woken at once) wait on
+// the pool's warm list while the exits stream in, and sysmon gives them back
+// once the burst is over: RSS falls by at least 3/4 of what the parked
+// goroutines took, within seconds, with the program idle.
+isolated_test! {
+    fn a_burst_of_exits_is_given_back_once_over() ["GOMAXPROCS" = "2"] {
+        run(|| {
+            let base = rss_bytes();
+            let grown = burst_of_exits(20_000);
+            assert!(grown > 20_000 * 4096 / 2, "parked goroutines took only {grown} bytes");
+            let goal = base + grown / 4;
+            assert!(
+                rss_falls_to(goal, 20),
+                "RSS still {} MiB after the burst (before {} MiB, parked +{} MiB)",
+                rss_bytes() >> 20,
+                base >> 20,
+                grown >> 20
+            );
+        });
+    }
+}
+
+// The same while other goroutines keep exiting (bursts of 1,000, one after
+// another, which keep spilling stacks to the pool): sysmon's paced release
+// still gives the big burst's stacks back.
+isolated_test! {
+    fn a_burst_of_exits_is_given_back_while_exits_go_on() ["GOMAXPROCS" = "2"] {
+        use std::sync::atomic::AtomicBool;
+        run(|| {
+            let base = rss_bytes();
+            let grown = burst_of_exits(20_000);
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = stop.clone();
+            let churn = go(move || {
+                let mut rounds = 0u64;
+                while !s.load(Ordering::Relaxed) {
+                    burst_of_exits(1_000);
+                    rounds += 1;
+                }
+                rounds
+            });
+            let goal = base + grown / 4;
+            let fell = rss_falls_to(goal, 20);
+            stop.store(true, Ordering::Relaxed);
+            let rounds = churn.join().unwrap();
+            assert!(rounds > 0);
+            assert!(
+                fell,
+                "RSS still {} MiB after the burst with exits going on (before {} MiB, parked +{} MiB)",
+                rss_bytes() >> 20,
+                base >> 20,
+                grown >> 20
+            );
+        });
+    }
+}

@@ -71,9 +71,11 @@
 //!   costs no RSS and reads as zero.
 //! - A stack on a pool warm list was spilled from a cache as it was (no
 //!   system call on that path): it is in the same state as a cached stack.
-//!   A class keeps about `2 * WARM_MAX` warm stacks; past that the oldest
-//!   are released (down to `WARM_MAX`) and move to the free list. `get` prefers warm
-//!   stacks (no page faults), then free ones, then carves.
+//!   Past `2 * WARM_MAX` warm stacks in a class, the oldest are released
+//!   (down to `WARM_MAX`) and move to the free list: in the runtime, by
+//!   sysmon, slowly while exits keep spilling and in chunks once they stop
+//!   (see "Giving memory back" below). `get` prefers warm stacks (no page
+//!   faults), then free ones, then carves.
 //! - A stack in a cache has its deep region released, except when the
 //!   heuristic below missed deep use (then the periodic trim releases it).
 //!   Its probe window reads nonzero only if the goroutine that last ran on it
@@ -81,6 +83,28 @@
 //!   a nonzero window is always followed by a release of the deep region.
 //! - Guards are never removed: `MADV_DONTNEED` is applied only to usable
 //!   ranges.
+//!
+//! # Giving memory back after a burst
+//!
+//! Go keeps the stacks of exited goroutines in its pools and returns their
+//! pages with the heap's background scavenger, paced to a small share of a
+//! CPU. Here sysmon plays the scavenger ([`release_excess`]), and no exit
+//! makes a system call for it:
+//!
+//! - while exits keep spilling to the pool (a burst in progress), sysmon
+//!   releases `PACED_CHUNK` (256) stacks per ms, 1 GiB of top pages a
+//!   second: every release is a TLB shootdown of each CPU that runs an M,
+//!   and at full speed during the burst these slowed the exits themselves
+//!   (100,000 goroutines woken at once at GOMAXPROCS=2: 75 ms -> 50 ms
+//!   paced, when the exiting Ms also released past a bound of 2,048);
+//! - once a sysmon cycle sees no new spill, it releases `RELEASE_CHUNK`
+//!   (1,024) per cycle and skips its naps until done: about 100 ms per
+//!   100,000 stacks;
+//! - an exit releases only if sysmon has not looked at the pool for
+//!   `RELEASER_STALL_NS` (20 ms) with more than `WARM_HARD_MAX` waiting.
+//!
+//! The warm list can never hold more stacks than were live at once, so
+//! what waits is the program's own peak, held until its burst is over.
 //!
 //! # Returning memory: the deep-use heuristic
 //!
@@ -158,6 +182,7 @@
 //! 2 MiB page would make a goroutine that touched 4 KiB cost 2 MiB.
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::io;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
@@ -198,26 +223,58 @@ const PROBE_BYTES: usize = PROBE_WORDS * 8;
 /// every `TRIM_EVERY` puts (a power of two).
 pub(crate) const TRIM_EVERY: u32 = 1024;
 
-/// Warm (unreleased) stacks the pool keeps per size class: between
-/// `WARM_MAX` and `2 * WARM_MAX`, i.e. at most about 16 MiB of kept top
-/// regions for the default size (up to `WARM_HARD_MAX` while a release by
-/// sysmon is pending).
+/// Warm (unreleased) stacks the pool keeps per size class once a release
+/// has caught up: between `WARM_MAX` and `2 * WARM_MAX`, i.e. at most about
+/// 16 MiB of kept top regions for the default size. During a burst of
+/// exits more wait for sysmon (see [`release_excess`]).
 pub(crate) const WARM_MAX: usize = 512;
 
 /// With a background releaser (the runtime's pool: sysmon, see
 /// [`release_in_background`]), a class past `2 * WARM_MAX` warm stacks only
-/// asks for a release, and sysmon makes it off any P. The spilling thread
-/// releases itself only past this bound (the releaser fell behind).
+/// asks for a release, and sysmon makes it off any P ([`release_excess`]).
+/// The spilling thread releases itself only past this bound, and only if
+/// sysmon has not looked at the pool for [`RELEASER_STALL_NS`] (starved of
+/// CPU, or stuck).
 ///
-/// Why: releasing 512 stacks (coalesced `madvise` ranges) on a goroutine's
-/// exit held that M's P for 0.7-1.2 ms, every 512 exits; a timer-heavy
-/// program (100K sleepers, 100 wake-ups per ms) saw each such stall in its
-/// p99 oversleep.
+/// Why no fixed bound: releasing 512 stacks (coalesced `madvise` ranges) on
+/// a goroutine's exit held that M's P for 0.7-1.2 ms, every 512 exits (a
+/// timer-heavy program, 100K sleepers and 100 wake-ups per ms, saw each
+/// such stall in its p99 oversleep). And when a burst of exits outran
+/// sysmon (100K goroutines woken at once, exiting about 1 us apart), a
+/// bound of 2,048 had the exiting Ms release most stacks themselves, 64 at
+/// a time, each call a TLB shootdown aimed at the other Ms. What waits is
+/// bounded anyway: a warm stack is one a goroutine just exited from, so the
+/// warm list never holds more stacks than were live at once; the memory is
+/// the program's peak, held until the burst is over.
 pub(crate) const WARM_HARD_MAX: usize = 4 * WARM_MAX;
 
-/// Past `WARM_HARD_MAX` (the background releaser fell behind), the
-/// spilling thread releases this many stacks beyond the bound, oldest first.
+/// Past `WARM_HARD_MAX` with the releaser stalled, the spilling thread
+/// releases this many stacks beyond the bound, oldest first.
 const SPILL_RELEASE_MAX: usize = 64;
+
+/// Most stacks sysmon releases per call of [`release_excess`] once exits
+/// have stopped: about 1 ms of `madvise` on a 2-core VM, so that sysmon's
+/// other duties (preemption, the network, hand-offs) wait at most that long
+/// between chunks.
+const RELEASE_CHUNK: usize = 1024;
+
+/// While exits keep spilling (a burst in progress), sysmon releases only
+/// this many stacks per [`RELEASE_PACE_NS`]: each release is a TLB
+/// shootdown of every CPU running an M, so releasing at full speed during
+/// the burst slowed the exits themselves. Like Go's background scavenger,
+/// the pace keeps memory going back while the program is busy (256K
+/// stacks, 1 GiB of top pages, a second), and the rest goes when it stops.
+/// Tried at 64 per ms: 100K goroutines woken at once at GOMAXPROCS=2 took
+/// 43 ms instead of 50, but a program that bursts again and again (the
+/// randomized soak) then held its peak between bursts.
+const PACED_CHUNK: usize = 256;
+const RELEASE_PACE_NS: i64 = 1_000_000;
+
+/// A release request that sysmon has not looked at for this long (ns)
+/// lets the spilling thread release past `WARM_HARD_MAX` itself. sysmon
+/// looks at least every 10 ms (its longest nap while Ps run), so this is
+/// two of its periods.
+const RELEASER_STALL_NS: i64 = 20_000_000;
 
 // ---------------------------------------------------------------------------
 // Sizes and environment
@@ -530,13 +587,14 @@ struct Class {
     usable: usize,
     /// Tops of released stacks ready for reuse (LIFO).
     free: Vec<NonZeroUsize>,
-    /// Tops of stacks spilled from a P cache without a release (LIFO), in
-    /// the same state as cached ones: only their kept top region (and deep
-    /// pages the heuristic missed) may be resident. Past `2 * WARM_MAX` the
-    /// oldest are released (down to `WARM_MAX`) and move to `free`: by
-    /// sysmon if the pool has a background releaser, else (or past
-    /// `WARM_HARD_MAX`) by the thread that spilled.
-    warm: Vec<NonZeroUsize>,
+    /// Tops of stacks spilled from a P cache without a release, newest at
+    /// the back (taken LIFO), in the same state as cached ones: only their
+    /// kept top region (and deep pages the heuristic missed) may be
+    /// resident. Past `2 * WARM_MAX` the oldest (at the front) are released
+    /// (down to `WARM_MAX`) and move to `free`: by sysmon if the pool has a
+    /// background releaser, else (or past `WARM_HARD_MAX` with sysmon
+    /// stalled) by the thread that spilled.
+    warm: VecDeque<NonZeroUsize>,
     /// Guard address of the next slot to carve from the current slab.
     next: usize,
     /// End of the carvable part of the current slab (`next == end`: none left).
@@ -549,6 +607,16 @@ struct PoolInner {
     /// (`Pool::carve_batch`); cleared for good when the kernel refuses.
     batch: bool,
     classes: Vec<Class>,
+    /// When (`nanotime`) the background releaser last looked at the pool,
+    /// or a spill last asked it to (whichever is later), for the stall
+    /// check (`RELEASER_STALL_NS`).
+    releaser_seen: i64,
+    /// When the background releaser last released a chunk (its pace).
+    released_at: i64,
+    /// Spills to a warm list so far, and as many as the releaser had seen
+    /// at its last look: a difference means exits are streaming in.
+    spills: u64,
+    spills_seen: u64,
     /// Every slab, `(addr, len)`, for diagnostics and tests.
     slabs: Vec<(usize, usize)>,
 }
@@ -564,6 +632,9 @@ struct Pool {
     /// Some class has more than `2 * WARM_MAX` warm stacks: the background
     /// releaser's cue (a hint: it re-checks under the lock).
     excess: AtomicBool,
+    /// The releaser left work for later because exits were streaming in:
+    /// it naps as usual instead of coming straight back (a hint).
+    paced: AtomicBool,
 }
 
 static GLOBAL: Pool = Pool::new(GuardPolicy::FromEnv);
@@ -583,6 +654,13 @@ pub(crate) fn release_pending() -> bool {
     GLOBAL.excess.load(Ordering::SeqCst)
 }
 
+/// Whether the pending release waits for its pace (exits were streaming in
+/// at sysmon's last look): sysmon then naps as usual rather than at once.
+#[inline]
+pub(crate) fn release_paced() -> bool {
+    GLOBAL.paced.load(Ordering::Relaxed)
+}
+
 /// sysmon's part of [`release_in_background`]: a flag load when there is
 /// nothing to release.
 #[inline]
@@ -600,33 +678,63 @@ impl Pool {
                 mode: GuardMode::Unknown,
                 batch: true,
                 classes: Vec::new(),
+                releaser_seen: 0,
+                released_at: -RELEASE_PACE_NS,
+                spills: 0,
+                spills_seen: 0,
                 slabs: Vec::new(),
             }),
             background: AtomicBool::new(false),
             excess: AtomicBool::new(false),
+            paced: AtomicBool::new(false),
         }
     }
 
-    /// Releases, in every class, the oldest warm stacks past `WARM_MAX`,
-    /// if some class went past `2 * WARM_MAX` since the last call. The
-    /// system calls run without the pool lock.
+    /// If some class went past `2 * WARM_MAX` warm stacks (or the last call
+    /// left work), releases the oldest warm stacks past `WARM_MAX`: at most
+    /// [`RELEASE_CHUNK`] once exits have stopped spilling since the last
+    /// call, else [`PACED_CHUNK`] per [`RELEASE_PACE_NS`] since the last
+    /// release (up to `RELEASE_CHUNK`). The request stays up while more are
+    /// left. The system calls run without the pool lock.
     fn release_excess(&self) {
         if !self.excess.swap(false, Ordering::Relaxed) {
             return;
         }
+        let now = crate::sys::time::nanotime();
         let mut inner = self.lock();
+        inner.releaser_seen = now;
+        let streaming = inner.spills != inner.spills_seen;
+        inner.spills_seen = inner.spills;
+        // While streaming: the chunks due since the last release, so that
+        // sysmon's longer naps (up to 10 ms) keep the same pace.
+        let paces = (now - inner.released_at) / RELEASE_PACE_NS;
+        let mut left = if streaming {
+            (paces.max(0) as usize)
+                .saturating_mul(PACED_CHUNK)
+                .min(RELEASE_CHUNK)
+        } else {
+            RELEASE_CHUNK
+        };
         for ci in 0..inner.classes.len() {
             let class = &mut inner.classes[ci];
-            if class.warm.len() <= 2 * WARM_MAX {
+            let n = class.warm.len().saturating_sub(WARM_MAX).min(left);
+            if n == 0 {
                 continue;
             }
-            let n = class.warm.len() - WARM_MAX;
+            left -= n;
             let usable = class.usable;
             let old: Vec<NonZeroUsize> = class.warm.drain(..n).collect();
+            inner.released_at = now;
             drop(inner);
             release_coalesced(&old, usable);
             inner = self.lock();
             inner.classes[ci].free.extend(old);
+        }
+        if inner.classes.iter().any(|c| c.warm.len() > WARM_MAX) {
+            // The rest in later cycles; while exits stream in, sysmon naps
+            // between them (`release_paced`), else it skips its nap.
+            self.paced.store(streaming, Ordering::Relaxed);
+            self.excess.store(true, Ordering::SeqCst);
         }
     }
 
@@ -669,7 +777,7 @@ impl Pool {
         let (mut nw, mut nt) = (0, 0);
         while i < out.len() {
             let class = &mut inner.classes[ci];
-            let top = if let Some(top) = class.warm.pop() {
+            let top = if let Some(top) = class.warm.pop_back() {
                 top
             } else if let Some(top) = class.free.pop() {
                 if nt < tops.len() {
@@ -804,6 +912,7 @@ impl Pool {
             inner.classes[ci].free.extend(tops);
             return;
         }
+        inner.spills += 1;
         let class = &mut inner.classes[ci];
         class.warm.extend(tops);
         let len = class.warm.len();
@@ -811,25 +920,32 @@ impl Pool {
             return;
         }
         let background = self.background.load(Ordering::Relaxed);
-        if background && len <= WARM_HARD_MAX {
+        if background {
             // sysmon releases them off any P (`release_in_background`);
             // the first spill past the bound wakes it from its nap.
             // SeqCst: the Dekker pairing with sysmon's nap (`wake_from_nap`).
             if !self.excess.swap(true, Ordering::SeqCst) {
+                inner.releaser_seen = crate::sys::time::nanotime();
+                self.paced.store(false, Ordering::Relaxed);
                 drop(inner);
                 crate::runtime::sysmon::wake_from_nap();
+                return;
             }
-            return;
+            if len <= WARM_HARD_MAX
+                || crate::sys::time::nanotime() - inner.releaser_seen <= RELEASER_STALL_NS
+            {
+                return;
+            }
         }
-        // No releaser, or it fell behind: release here. In the second case
-        // only a bounded chunk past the hard bound, so that no single exit
-        // makes more than `SPILL_RELEASE_MAX` stacks' worth of system calls.
+        // No releaser, or it stalled: release here. In the second case only
+        // a bounded chunk past the hard bound, so that no single exit makes
+        // more than `SPILL_RELEASE_MAX` stacks' worth of system calls.
         let n = if background {
             (len - WARM_HARD_MAX + SPILL_RELEASE_MAX).min(len - WARM_MAX)
         } else {
             len - WARM_MAX
         };
-        let old: Vec<NonZeroUsize> = class.warm.drain(..n).collect();
+        let old: Vec<NonZeroUsize> = inner.classes[ci].warm.drain(..n).collect();
         // The system calls run without the pool lock.
         drop(inner);
         release_coalesced(&old, usable);
@@ -838,7 +954,7 @@ impl Pool {
     }
 
     fn pop_or_carve(&self, inner: &mut PoolInner, ci: usize) -> io::Result<NonZeroUsize> {
-        if let Some(top) = inner.classes[ci].warm.pop() {
+        if let Some(top) = inner.classes[ci].warm.pop_back() {
             return Ok(top);
         }
         if let Some(top) = inner.classes[ci].free.pop() {
@@ -966,7 +1082,7 @@ impl PoolInner {
         self.classes.push(Class {
             usable,
             free: Vec::new(),
-            warm: Vec::new(),
+            warm: VecDeque::new(),
             next: 0,
             end: 0,
         });
@@ -1596,8 +1712,9 @@ mod tests {
 
     /// With a background releaser, a goroutine exit that spills past
     /// `2 * WARM_MAX` makes no system call: the excess waits for
-    /// `release_excess` (sysmon), up to `WARM_HARD_MAX`, past which the
-    /// spilling thread releases after all.
+    /// `release_excess` (sysmon), which paces itself while exits stream in
+    /// and takes the rest once they stop. Past `WARM_HARD_MAX` the spilling
+    /// thread releases only if the releaser stalled.
     #[test]
     fn background_releaser_takes_the_excess_release_off_the_spilling_thread() {
         let pool = Pool::leak(GuardPolicy::Auto);
@@ -1617,35 +1734,67 @@ mod tests {
         }
         c.drain();
         let warm = pool.warm_len(DEFAULT_STACK_SIZE);
-        assert!(
-            warm > 2 * WARM_MAX && warm <= WARM_HARD_MAX,
-            "{warm} warm stacks"
-        );
+        assert!(warm > 2 * WARM_MAX, "{warm} warm stacks");
         // Not released yet: the oldest still hold their touched top page.
         for &(b, len) in &first {
             assert!(mem::resident_pages(b, len).unwrap() >= 1);
         }
         assert!(pool.excess.load(Ordering::Relaxed));
+        assert!(!pool.paced.load(Ordering::Relaxed));
         let free0 = pool.free_len(DEFAULT_STACK_SIZE);
+        // Exits spilled since the releaser last looked, and it released a
+        // moment ago: nothing yet, and the request stays up, paced.
+        pool.lock().released_at = crate::sys::time::nanotime();
         pool.release_excess();
-        assert_eq!(pool.warm_len(DEFAULT_STACK_SIZE), WARM_MAX);
-        assert_eq!(pool.free_len(DEFAULT_STACK_SIZE), free0 + warm - WARM_MAX);
+        assert_eq!(pool.warm_len(DEFAULT_STACK_SIZE), warm);
+        assert!(pool.excess.load(Ordering::Relaxed));
+        assert!(pool.paced.load(Ordering::Relaxed));
+        // Exits still spilling (counted by hand here), one pace later: a
+        // paced chunk (more if the box stalled us for another pace), the
+        // oldest first.
+        {
+            let mut inner = pool.lock();
+            inner.spills += 1;
+            inner.released_at = crate::sys::time::nanotime() - RELEASE_PACE_NS;
+        }
+        pool.release_excess();
+        let gone = warm - pool.warm_len(DEFAULT_STACK_SIZE);
+        assert!(
+            gone >= PACED_CHUNK && gone % PACED_CHUNK == 0,
+            "{gone} released"
+        );
+        assert_eq!(pool.free_len(DEFAULT_STACK_SIZE), free0 + gone);
         for &(b, len) in &first {
             assert_eq!(mem::resident_pages(b, len).unwrap(), 0);
         }
+        assert!(pool.excess.load(Ordering::Relaxed));
+        // No spill since: the rest goes at once (it fits in one chunk).
+        pool.release_excess();
+        assert_eq!(pool.warm_len(DEFAULT_STACK_SIZE), WARM_MAX);
+        assert_eq!(pool.free_len(DEFAULT_STACK_SIZE), free0 + warm - WARM_MAX);
         // Nothing left to do: a second call is a flag load.
         assert!(!pool.excess.load(Ordering::Relaxed));
         pool.release_excess();
         assert_eq!(pool.warm_len(DEFAULT_STACK_SIZE), WARM_MAX);
 
-        // Past the hard bound the spilling thread releases itself.
-        let more: Vec<Stack> = (0..WARM_HARD_MAX)
-            .map(|_| pool.get(DEFAULT_STACK_SIZE).unwrap())
-            .collect();
-        for s in more {
-            c.put(s);
-        }
-        c.drain();
+        // Past the hard bound with sysmon looking, spills only queue...
+        let spill = |count: usize| {
+            let more: Vec<Stack> = (0..count)
+                .map(|_| pool.get(DEFAULT_STACK_SIZE).unwrap())
+                .collect();
+            let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
+            for s in more {
+                c.put(s);
+            }
+            c.drain();
+        };
+        spill(WARM_HARD_MAX + CACHE_CAP);
+        let warm = pool.warm_len(DEFAULT_STACK_SIZE);
+        assert!(warm > WARM_HARD_MAX, "{warm} warm stacks");
+        // ... and with sysmon silent for too long, the spilling thread
+        // brings the list back under the bound.
+        pool.lock().releaser_seen = crate::sys::time::nanotime() - 2 * RELEASER_STALL_NS;
+        spill(CACHE_CAP);
         let warm = pool.warm_len(DEFAULT_STACK_SIZE);
         assert!(
             warm <= WARM_HARD_MAX,

@@ -10,7 +10,9 @@
 //!   (`timer_started`);
 //! - releases the goroutine stacks that the pool keeps warm past its bound
 //!   (`g::stack::release_excess`), so that no goroutine exit holds its P
-//!   through those `madvise` calls;
+//!   through those `madvise` calls: paced while exits stream in, a chunk
+//!   per cycle without naps once they stop (`g::stack`'s note, "Giving
+//!   memory back after a burst");
 //! - `retake`s: a P whose goroutine has run for 10 ms without a scheduling
 //!   point gets `preempt` set (cooperative preemption: the goroutine yields
 //!   at its next runtime call or `preempt_point()`, to the global queue),
@@ -178,9 +180,11 @@ fn sysmon() {
                 now = stats::refresh_coarse_now();
                 let l = s.lock();
                 // Deep sleep, unless schedtrace or the tracer want their
-                // lines and samples on time (Go: only if schedtrace <= 0).
+                // lines and samples on time (Go: only if schedtrace <= 0),
+                // or stacks wait for their release (one chunk per cycle).
                 let still_idle = schedtrace_ns == 0
                     && !crate::trace::on()
+                    && !crate::g::stack::release_pending()
                     && (s.stw_waiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs());
                 let next = timers::next_when();
                 let mut deep = still_idle && (next == 0 || next > now);
@@ -316,7 +320,9 @@ fn nap(us: u64) {
     // then the check of that work. Either the waker sees the nap armed
     // and wakes it, or the check sees the work and the nap is skipped.
     NAP_WAKEABLE.store(true, Ordering::SeqCst);
-    if crate::g::stack::release_pending() {
+    // A release waiting for its pace (exits still streaming in) does not
+    // cut the nap: the next chunk is due in a millisecond at the soonest.
+    if crate::g::stack::release_pending() && !crate::g::stack::release_paced() {
         NAP_WAKEABLE.store(false, Ordering::SeqCst);
         return;
     }
