@@ -92,11 +92,13 @@
 //! makes a system call for it:
 //!
 //! - while exits keep spilling to the pool (a burst in progress), sysmon
-//!   releases `PACED_CHUNK` (256) stacks per ms, 1 GiB of top pages a
-//!   second: every release is a TLB shootdown of each CPU that runs an M,
-//!   and at full speed during the burst these slowed the exits themselves
-//!   (100,000 goroutines woken at once at GOMAXPROCS=2: 75 ms -> 50 ms
-//!   paced, when the exiting Ms also released past a bound of 2,048);
+//!   releases `PACED_CHUNK` (256) stacks per ms since its last release, at
+//!   most `RELEASE_CHUNK` per look (it looks every 20 us to 10 ms): 100K
+//!   to 256K stacks a second. Every release is a TLB shootdown of each CPU
+//!   that runs an M, and at full speed during the burst these slowed the
+//!   exits themselves (100,000 goroutines woken at once at GOMAXPROCS=2:
+//!   75 ms before, when the exiting Ms also released past a bound of
+//!   2,048; 50 ms paced);
 //! - once a sysmon cycle sees no new spill, it releases `RELEASE_CHUNK`
 //!   (1,024) per cycle and skips its naps until done: about 100 ms per
 //!   100,000 stacks;
@@ -262,11 +264,11 @@ const RELEASE_CHUNK: usize = 1024;
 /// this many stacks per [`RELEASE_PACE_NS`]: each release is a TLB
 /// shootdown of every CPU running an M, so releasing at full speed during
 /// the burst slowed the exits themselves. Like Go's background scavenger,
-/// the pace keeps memory going back while the program is busy (256K
-/// stacks, 1 GiB of top pages, a second), and the rest goes when it stops.
-/// Tried at 64 per ms: 100K goroutines woken at once at GOMAXPROCS=2 took
-/// 43 ms instead of 50, but a program that bursts again and again (the
-/// randomized soak) then held its peak between bursts.
+/// the pace keeps memory going back while the program is busy (100K to
+/// 256K stacks a second, see the module note), and the rest goes when it
+/// stops. At 64 per ms, 100K goroutines woken at once at GOMAXPROCS=2 took
+/// 43 ms instead of 50 (6 runs each, within this box's noise), and memory
+/// went back at 64K stacks a second while exits went on.
 const PACED_CHUNK: usize = 256;
 const RELEASE_PACE_NS: i64 = 1_000_000;
 
