@@ -182,6 +182,46 @@ fn timer_stop_and_reset() {
     });
 }
 
+// Dropping a timer or a ticker closes its channel for a receiver the user
+// cloned, after any value already delivered; with no clone left, the drop
+// takes the quiet path (no close), which must lose nothing either.
+#[test]
+fn dropping_a_timer_closes_its_channel_for_a_cloned_receiver() {
+    within(30, || {
+        // Fired before the drop: the clone gets the value, then the close.
+        let t = Timer::new(Duration::from_millis(1));
+        let rx = t.c().clone();
+        goroutine::time::sleep(Duration::from_millis(20));
+        drop(t);
+        assert!(rx.recv().is_ok(), "the fired value was lost");
+        assert!(rx.recv().is_err(), "the channel stayed open");
+        // Stopped by the drop: no value, closed.
+        let t = Timer::new(Duration::from_secs(3600));
+        let rx = t.c().clone();
+        drop(t);
+        assert!(rx.recv().is_err());
+        // A ticker: the same.
+        let tk = Ticker::new(Duration::from_millis(2));
+        let rx = tk.c().clone();
+        rx.recv().unwrap();
+        drop(tk);
+        while rx.recv().is_ok() {}
+        // after_func's channel never receives, and closes with the timer.
+        let t = goroutine::time::after_func(Duration::from_secs(3600), || {});
+        let rx = t.c().clone();
+        assert!(t.stop());
+        drop(t);
+        assert!(rx.recv().is_err());
+        // Many timers dropped whole, pending, fired or stopped.
+        for i in 0..10_000u64 {
+            let t = Timer::new(Duration::from_micros(i % 3));
+            if i % 2 == 0 {
+                t.stop();
+            }
+        }
+    });
+}
+
 // A reset to a later time leaves the heap entry at the old time (Go's
 // timerModifiedLater): reaching it must re-queue the timer, not fire it.
 // Each timer is reset later several times, from this goroutine and from

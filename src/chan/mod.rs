@@ -251,6 +251,25 @@ impl<T> Receiver<T> {
     }
 }
 
+impl<T> Receiver<T> {
+    /// Drops this receiver without the last receiver's work (failing
+    /// blocked senders, dropping the buffered values at once). Only for a
+    /// channel whose senders never block and are about to go too, with no
+    /// lock between: a timer's, whose one sender only try-sends and is
+    /// dropped with the timer right after. Nobody is left to see that
+    /// work, the values still buffered go with the channel, and the
+    /// sender's drop then finds no receiver to close the channel for. A
+    /// receiver the user cloned keeps the usual behaviour: it is not the
+    /// last, and the sender's drop closes the channel for it.
+    pub(crate) fn drop_unobserved(self) {
+        let this = std::mem::ManuallyDrop::new(self);
+        let _last = this.chan.drop_receiver();
+        // SAFETY: `this` is never used or dropped again, so the Arc is
+        // moved out exactly once.
+        drop(unsafe { std::ptr::read(&this.chan) });
+    }
+}
+
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {
         self.chan.add_sender();

@@ -21,6 +21,7 @@
 //! ```
 
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -94,7 +95,7 @@ where
         t.start(deadline_after(nanotime(), d), 0);
         Timer {
             inner: t,
-            rx,
+            rx: ManuallyDrop::new(rx),
             _keep: Some(tx),
         }
     })
@@ -104,7 +105,9 @@ where
 /// [`Timer::c`] in `select!`: `recv(t.c()) -> at => ...`.
 pub struct Timer {
     inner: Arc<timers::Timer>,
-    rx: Receiver<Instant>,
+    /// Dropped first, quietly (`Drop`): with it gone, the sender's drop
+    /// in `inner` has no receiver to close the channel for.
+    rx: ManuallyDrop<Receiver<Instant>>,
     /// after_func's timers keep their never-used sender here.
     _keep: Option<Sender<Instant>>,
 }
@@ -118,7 +121,7 @@ impl Timer {
             inner.start(deadline_after(nanotime(), d), 0);
             Timer {
                 inner,
-                rx,
+                rx: ManuallyDrop::new(rx),
                 _keep: None,
             }
         })
@@ -148,11 +151,17 @@ impl Drop for Timer {
     /// Dropping a channel timer stops it (nobody could receive its value);
     /// an `after_func` timer keeps running, as in Go.
     fn drop(&mut self) {
+        let this = &*self;
         crate::runtime::asyncpreempt::in_runtime(move || {
-            if self._keep.is_none() {
-                self.inner.stop();
+            if this._keep.is_none() {
+                this.inner.stop();
             }
-        })
+        });
+        // SAFETY: taken once, here; `rx` is not used again.
+        let rx = unsafe { ManuallyDrop::take(&mut self.rx) };
+        // The channel's only sender is in `inner` (or `_keep`), dropped
+        // next, and only ever try-sends: the receiver may go quietly.
+        rx.drop_unobserved();
     }
 }
 
@@ -166,7 +175,8 @@ impl fmt::Debug for Timer {
 /// receivers miss ticks rather than queue them.
 pub struct Ticker {
     inner: Arc<timers::Timer>,
-    rx: Receiver<Instant>,
+    /// As `Timer::rx`.
+    rx: ManuallyDrop<Receiver<Instant>>,
 }
 
 impl Ticker {
@@ -181,7 +191,10 @@ impl Ticker {
             let inner = timers::Timer::new(send_time(tx));
             let period = period_ns(d);
             inner.start(deadline_after(nanotime(), d), period);
-            Ticker { inner, rx }
+            Ticker {
+                inner,
+                rx: ManuallyDrop::new(rx),
+            }
         })
     }
 
@@ -213,9 +226,14 @@ impl Ticker {
 
 impl Drop for Ticker {
     fn drop(&mut self) {
+        let this = &*self;
         crate::runtime::asyncpreempt::in_runtime(move || {
-            self.inner.stop();
-        })
+            this.inner.stop();
+        });
+        // SAFETY: taken once, here; `rx` is not used again.
+        let rx = unsafe { ManuallyDrop::take(&mut self.rx) };
+        // As in `Timer::drop`.
+        rx.drop_unobserved();
     }
 }
 
