@@ -153,6 +153,48 @@ fn deep_goroutines_then_many_shallow_ones() {
     );
 }
 
+// Goroutines parked at many depths (from a few frames to ~100 KiB below
+// the top), left parked across several ticks of the coarse clock, then
+// woken at once: each resume of a G parked that long starts loading its
+// stack first (`StackHeader::prefetch_resume`, from the SP of its switch
+// out), and every frame must come back intact.
+#[test]
+fn goroutines_parked_long_at_any_depth_resume_intact() {
+    #[inline(never)]
+    fn park_at(n: u32, rx: &goroutine::Receiver<()>) -> u64 {
+        let buf = std::hint::black_box([u64::from(n) * 3 + 1; 64]);
+        if n == 0 {
+            assert!(rx.recv().is_err(), "got a value");
+            return buf[7];
+        }
+        buf[63] + park_at(n - 1, rx)
+    }
+    common::within(60, || {
+        let (tx, rx) = goroutine::chan::<()>(0);
+        let parked = Arc::new(AtomicU64::new(0));
+        let hs: Vec<_> = (0..2_000u32)
+            .map(|i| {
+                let (rx, parked) = (rx.clone(), parked.clone());
+                go(move || {
+                    parked.fetch_add(1, Ordering::SeqCst);
+                    park_at(i % 200, &rx)
+                })
+            })
+            .collect();
+        while parked.load(Ordering::SeqCst) < 2_000 {
+            goroutine::yield_now();
+        }
+        // A few ticks of the coarse clock (sysmon's, about 1-10 ms each).
+        goroutine::time::sleep(std::time::Duration::from_millis(50));
+        drop(tx);
+        for (i, h) in hs.into_iter().enumerate() {
+            let n = (i % 200) as u64;
+            let want = (0..=n).map(|k| k * 3 + 1).sum::<u64>();
+            assert_eq!(h.join().unwrap(), want, "goroutine {i}");
+        }
+    });
+}
+
 // Exhaustion is an error, not a crash: with the mprotect guard fallback
 // (each stack costs ~2 memory mappings) more parked goroutines than
 // vm.max_map_count allows. The ones that cannot get a stack finish with a

@@ -538,6 +538,19 @@ impl G {
         Some((lo, lo + self.stack_bytes.load(Ordering::Relaxed) as usize))
     }
 
+    /// Starts loading the stack lines a resume of this switched-out G reads
+    /// first (`traceback::StackHeader::prefetch_resume`). The caller owns
+    /// the G (popped it from a run queue) and is about to resume it.
+    #[inline]
+    pub(crate) fn prefetch_resume(&self) {
+        #[cfg(not(any(goroutine_sanitize = "address", goroutine_sanitize = "thread")))]
+        if let Some((_, top)) = self.stack_range() {
+            // SAFETY: the G is switched out and ours (caller's contract),
+            // and its stack is live while it has a context.
+            unsafe { crate::traceback::StackHeader::prefetch_resume(top) }
+        }
+    }
+
     /// Records the stack's guard page (`[lo, hi)`, one page) and size.
     pub(crate) fn set_stack_bounds(&self, guard: (usize, usize), usable: usize) {
         debug_assert!(guard.0 == 0 || guard.1 - guard.0 == crate::sys::mem::page_size());

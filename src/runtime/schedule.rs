@@ -31,7 +31,7 @@ use std::sync::atomic::Ordering;
 
 use super::{globrunq, idle, lockosthread, proc, sched, stats, steal, syscall, timers};
 use crate::g::context::{self, Action, Switch};
-use crate::g::{Status, G};
+use crate::g::{Status, WaitReason, G};
 use crate::m::{self, M};
 use crate::netpoll;
 use crate::p::PStatus;
@@ -356,6 +356,18 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
                     return true;
                 }
             }
+        } else if !inherit
+            && g.wait_reason() != WaitReason::None
+            && g.waitsince() != stats::coarse_ms()
+        {
+            // A G that parked before the coarse clock's last tick (about a
+            // millisecond or more ago; not one that yielded or was
+            // preempted, nor one handed over through runnext: those ran
+            // moments ago) may find its stack cold: thousands woken at once
+            // by a close or a broadcast, or an idle connection's goroutine.
+            // Start loading the lines the resume reads
+            // (`G::prefetch_resume`); the hot paths skip it.
+            g.prefetch_resume();
         }
         let switch = context::resume(co);
         m.set_curg(None);

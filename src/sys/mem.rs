@@ -163,6 +163,21 @@ pub(crate) unsafe fn madvise_batch(
     Ok(n)
 }
 
+/// Starts loading the cache line that holds `addr` into the L1 cache,
+/// without waiting for it. A hint: no architectural effect, never faults,
+/// any address will do (a no-op on targets without the instruction here).
+#[inline(always)]
+pub(crate) fn prefetch(addr: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch has no architectural effect and never faults.
+    unsafe {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(addr as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
+
 /// Maps the pages of `addr..addr+len` for reading without a fault each
 /// (`MADV_POPULATE_READ`, Linux >= 5.14): never-touched anonymous pages get
 /// the shared zero page, which costs a page-table entry and no memory (it

@@ -102,6 +102,8 @@ pub(crate) const SIGQUIT_STOP_WAIT: std::time::Duration = std::time::Duration::f
 #[repr(C)]
 pub(crate) struct StackHeader {
     /// The context recorded at the last switch out: exact PC, SP, RBP.
+    /// (The scheduler also reads SP, to start loading a cold stack before
+    /// it resumes it: [`StackHeader::prefetch_resume`].)
     pc: usize,
     sp: usize,
     fp: usize,
@@ -111,6 +113,9 @@ pub(crate) struct StackHeader {
 }
 
 const _: () = assert!(std::mem::size_of::<StackHeader>() == crate::g::stack::HEADER_BYTES);
+
+/// Most stack lines [`StackHeader::prefetch_resume`] starts loading.
+const RESUME_PREFETCH_LINES: usize = 16;
 
 impl StackHeader {
     /// The header of the stack whose usable range ends at `top`.
@@ -128,6 +133,38 @@ impl StackHeader {
         unsafe {
             (*h).spawn = spawn;
             (*h).pc = 0;
+        }
+    }
+
+    /// Starts loading the stack lines that resuming the switched-out
+    /// goroutine whose stack ends at `top` reads first: from the SP of its
+    /// last switch out (recorded in the header) up to the header, at most
+    /// [`RESUME_PREFETCH_LINES`] lines. A resume pops the saved registers
+    /// at that SP, then returns frame by frame up the stack; on a cold
+    /// stack each of those lines is a miss, taken one after another since
+    /// each return waits for the address it loads. Started together, they
+    /// overlap. A hint only: the header is read, nothing is written, and a
+    /// prefetch never faults.
+    ///
+    /// # Safety
+    /// `top` is the top of a live stack whose goroutine is switched out and
+    /// owned by the caller (popped from a run queue), so its header holds
+    /// the context of that switch out.
+    #[inline]
+    pub(crate) unsafe fn prefetch_resume(top: usize) {
+        let h = Self::at(top);
+        // SAFETY: the header of a live, switched-out stack (caller's
+        // contract); the goroutine wrote it before it was queued.
+        let sp = unsafe { (*h).sp };
+        let end = h as usize;
+        if sp == 0 || sp >= end {
+            return;
+        }
+        let mut line = sp & !63;
+        let last = end.min(line + RESUME_PREFETCH_LINES * 64);
+        while line < last {
+            crate::sys::mem::prefetch(line);
+            line += 64;
         }
     }
 
