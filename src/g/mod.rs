@@ -551,6 +551,20 @@ impl G {
         }
     }
 
+    /// Starts loading the header line of this G's stack (where a resume's
+    /// [`G::prefetch_resume`] reads the SP), without reading anything but
+    /// the G's own bounds: the look-ahead for the G queued next, one
+    /// resume early, so that its TLB walk and cache miss overlap the
+    /// current G's run. Any G will do: a G that has no stack yet, or runs
+    /// elsewhere by now, costs a useless prefetch.
+    #[inline]
+    pub(crate) fn prefetch_header(&self) {
+        #[cfg(not(any(goroutine_sanitize = "address", goroutine_sanitize = "thread")))]
+        if let Some((_, top)) = self.stack_range() {
+            crate::sys::mem::prefetch(crate::g::stack::header_addr(top));
+        }
+    }
+
     /// Records the stack's guard page (`[lo, hi)`, one page) and size.
     pub(crate) fn set_stack_bounds(&self, guard: (usize, usize), usable: usize) {
         debug_assert!(guard.0 == 0 || guard.1 - guard.0 == crate::sys::mem::page_size());

@@ -243,6 +243,17 @@ impl PHandle {
         Some((unsafe { &*g.as_ptr() }, inherit))
     }
 
+    /// The G this P's ring would give next, left in place: a prefetch hint
+    /// only (a thief may take it meanwhile, or it may have run already).
+    #[cfg(not(loom))]
+    #[inline]
+    pub(crate) fn runq_peek(&self) -> Option<&'static G> {
+        // SAFETY: holding the handle is owning the P (as in `runq_get`).
+        let g = unsafe { self.0.runq.peek() }?;
+        // SAFETY: run queues only hold leaked, never-freed Gs.
+        Some(unsafe { &*g.as_ptr() })
+    }
+
     /// Puts `g` on this P's run queue (Go's runqput): into `runnext` with
     /// `next`. Returns what a full ring moved out, for the global queue.
     #[inline]

@@ -302,6 +302,24 @@ impl<T> RunQueue<T> {
         }
     }
 
+    /// The item the ring would give next, without taking it: a hint for
+    /// prefetching (a thief may take it meanwhile). Skips `runnext`.
+    ///
+    /// # Safety
+    /// Only the owner may call this (it reads `tail` without
+    /// synchronization, as [`get`](Self::get) does).
+    #[cfg(not(loom))]
+    #[inline]
+    pub(crate) unsafe fn peek(&self) -> Option<NonNull<T>> {
+        // Relaxed: a hint; only the owner writes `tail`.
+        let h = self.head.load(Ordering::Relaxed);
+        let t = self.tail.load(Ordering::Relaxed);
+        if t == h {
+            return None;
+        }
+        NonNull::new(self.slot(h).load(Ordering::Relaxed))
+    }
+
     /// Steals about half of `victim`'s ring (`n - n / 2` of its `n` items,
     /// oldest first) into this queue's ring (Go's `runqsteal`), and returns
     /// the last one stolen for the caller to run now; the others are
@@ -776,6 +794,27 @@ mod tests {
             assert_eq!(q.get(), None);
         }
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn peek_shows_the_ring_item_next_without_taking_it() {
+        let q = Q::new();
+        // SAFETY: this thread owns `q` throughout.
+        unsafe {
+            assert_eq!(q.peek(), None);
+            put_fits(&q, 1, true); // runnext only: the ring is empty
+            assert_eq!(q.peek(), None);
+            put_fits(&q, 2, false);
+            put_fits(&q, 3, false);
+            assert_eq!(q.peek(), Some(item(2)));
+            assert_eq!(q.len(), 3);
+            assert_eq!(q.get(), Some((item(1), true)));
+            assert_eq!(q.peek(), Some(item(2)));
+            assert_eq!(q.get(), Some((item(2), false)));
+            assert_eq!(q.peek(), Some(item(3)));
+            assert_eq!(q.get(), Some((item(3), false)));
+            assert_eq!(q.peek(), None);
+        }
     }
 
     /// Go's TestSchedLocalQueueSteal.

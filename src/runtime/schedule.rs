@@ -67,6 +67,21 @@ pub(crate) fn schedule(m: &'static M) {
     }
 }
 
+/// Starts loading the stack lines that resuming `g`, parked long enough
+/// for its stack to be cold, reads first (`G::prefetch_resume`), and the
+/// stack header of the G queued after it (`G::prefetch_header`): more may
+/// follow (a close that woke thousands), and that one's TLB walk and cache
+/// miss then overlap this G's run. Out of line: `execute`'s hot path only
+/// tests whether to call it.
+#[cold]
+#[inline(never)]
+fn prefetch_cold_resume(pp: &crate::p::PHandle, g: &'static G) {
+    g.prefetch_resume();
+    if let Some(next) = pp.runq_peek() {
+        next.prefetch_header();
+    }
+}
+
 /// A spinning M found work: stop spinning, and since there may be more work,
 /// make sure someone else is searching (Go's resetspinning).
 fn reset_spinning(m: &'static M) {
@@ -365,9 +380,9 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
             // preempted, nor one handed over through runnext: those ran
             // moments ago) may find its stack cold: thousands woken at once
             // by a close or a broadcast, or an idle connection's goroutine.
-            // Start loading the lines the resume reads
-            // (`G::prefetch_resume`); the hot paths skip it.
-            g.prefetch_resume();
+            // Start loading the lines the resume reads; the hot paths skip
+            // it.
+            prefetch_cold_resume(pp, g);
         }
         let switch = context::resume(co);
         m.set_curg(None);
