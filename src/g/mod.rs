@@ -1,7 +1,9 @@
 //! G: the goroutine record.
 //!
 //! A G is allocated once and never freed: a dead G goes to its P's free list
-//! (then the global one) and is reused by a later spawn, as in Go. Because G
+//! (then the global one) and is reused by a later spawn, as in Go. Records
+//! come in chunks of 64 from the runtime's record arena (`arena.rs`), not
+//! from the system allocator. Because G
 //! records are never freed, `&'static G` is the handle every queue, wait list
 //! and M uses; a stale handle can never dangle, it can only name a recycled G,
 //! and the status protocol below prevents that from being observed.
@@ -30,6 +32,7 @@
 //! name lives in `Inner` (owner-only), so named goroutines are also
 //! registered by id in `NAMES` for readers on other threads.
 
+pub(crate) mod arena;
 pub(crate) mod context;
 pub(crate) mod stack;
 pub(crate) mod task;
@@ -234,8 +237,12 @@ pub(crate) fn new_goids(n: u64) -> u64 {
     GOIDGEN.fetch_add(n, Ordering::Relaxed)
 }
 
-/// The chunk fresh Gs come from (rarely used: dead Gs are recycled).
-static G_ARENA: std::sync::Mutex<&'static [G]> = std::sync::Mutex::new(&[]);
+/// The rest of the chunk fresh Gs come from (rarely used: dead Gs are
+/// recycled), and the memory chunks are carved from (`arena.rs`: never
+/// through the system allocator, whose arena growth would take the memory
+/// map lock under the Ms carving stacks).
+static G_ARENA: std::sync::Mutex<(&'static [G], arena::Arena)> =
+    std::sync::Mutex::new((&[], arena::Arena::new()));
 
 /// Every chunk ever allocated: every G record is in one of them.
 static G_CHUNKS: std::sync::Mutex<Vec<&'static [G]>> = std::sync::Mutex::new(Vec::new());
@@ -306,20 +313,29 @@ impl G {
         self.chan_sudog.get()
     }
 
-    /// A fresh G record (never freed), carved from a leaked chunk.
+    /// A fresh G record (never freed), carved from a chunk of the G arena.
     pub(crate) fn alloc() -> &'static G {
-        let mut arena = G_ARENA.lock().unwrap_or_else(|e| e.into_inner());
-        if arena.is_empty() {
-            let chunk: Box<[G]> = (0..G_CHUNK).map(|_| G::new()).collect();
-            let chunk: &'static [G] = Box::leak(chunk);
+        let mut guard = G_ARENA.lock().unwrap_or_else(|e| e.into_inner());
+        let (rest, memory) = &mut *guard;
+        if rest.is_empty() {
+            let layout = std::alloc::Layout::array::<G>(G_CHUNK).expect("G chunk layout");
+            let p = memory.alloc(layout).cast::<G>();
+            for i in 0..G_CHUNK {
+                // SAFETY: `p` is a fresh block for `G_CHUNK` Gs, aligned
+                // for G, that nothing else uses (`Arena::alloc`).
+                unsafe { p.as_ptr().add(i).write(G::new()) };
+            }
+            // SAFETY: all `G_CHUNK` records were just written, and the
+            // arena's memory is never freed or handed out again.
+            let chunk: &'static [G] = unsafe { std::slice::from_raw_parts(p.as_ptr(), G_CHUNK) };
             G_CHUNKS
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(chunk);
-            *arena = chunk;
+            *rest = chunk;
         }
-        let (g, rest) = arena.split_first().expect("G chunk is not empty");
-        *arena = rest;
+        let (g, tail) = rest.split_first().expect("G chunk is not empty");
+        *rest = tail;
         g
     }
 

@@ -9,23 +9,31 @@
 //! classes of 64, 128 and 256 bytes, cached per P like Go's per-P free lists:
 //! a P keeps up to `CACHE_MAX` blocks per class; a full cache moves half to
 //! the global pool in one locked operation, an empty one takes `BATCH` back.
-//! The global pool keeps at most `GLOBAL_MAX` blocks per class and returns
-//! the rest to the system allocator, so a burst does not pin memory forever.
 //!
-//! Invariants: every block of class `c` was allocated from the system
-//! allocator with `class_layout(c)`, so it may be freed with that layout
-//! anywhere (that is how code without a P frees, and how the pool trims).
-//! A cached block is uninitialised memory owned by its cache.
+//! Blocks come from the runtime's record arena (`arena.rs`), `BATCH` at a
+//! time, not from the system allocator: glibc grows a thread's arena a page
+//! at a time, each step an `mprotect` under the memory map's write lock,
+//! which stalled the Ms carving stacks on the other CPUs (the arena note).
+//! Arena memory is never returned: a freed block goes back to a cache or
+//! the global pool and is reused, so the blocks held are the most cells
+//! ever alive at once (64 to 256 bytes per goroutine), as Go keeps its
+//! `g`s.
+//!
+//! Invariants: every block of class `c` is `CLASSES[c]` bytes of arena
+//! memory aligned to `ALIGN`, and is in exactly one place at a time: a
+//! cache, the global pool, or a live task cell. A cached block is
+//! uninitialised memory owned by its cache.
 
-use std::alloc::{self, Layout};
+use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::Mutex;
+
+use super::arena::Arena;
 
 const CLASSES: [usize; 3] = [64, 128, 256];
 const ALIGN: usize = 16;
 const CACHE_MAX: usize = 256;
 const BATCH: usize = CACHE_MAX / 2;
-const GLOBAL_MAX: usize = 64 * 1024;
 
 /// The size class for `layout`, if it has one.
 #[inline]
@@ -42,28 +50,36 @@ fn class_layout(c: usize) -> Layout {
     Layout::from_size_align(CLASSES[c], ALIGN).expect("task class layout")
 }
 
-fn sys_alloc(c: usize) -> NonNull<u8> {
-    let layout = class_layout(c);
-    // SAFETY: the layout has a non-zero size.
-    let p = unsafe { alloc::alloc(layout) };
-    NonNull::new(p).unwrap_or_else(|| alloc::handle_alloc_error(layout))
+/// The global pool: free blocks of each class, and the arena new ones are
+/// carved from.
+struct Global {
+    free: [Vec<NonNull<u8>>; 3],
+    arena: Arena,
+}
+// SAFETY: the pointers are uninitialised arena blocks owned by the pool.
+unsafe impl Send for Global {}
+
+impl Global {
+    /// Moves up to `n` blocks of class `c` into `out`, carving new ones from
+    /// the arena when the pool has none.
+    fn take(&mut self, c: usize, n: usize, out: &mut Vec<NonNull<u8>>) {
+        let pool = &mut self.free[c];
+        if pool.is_empty() {
+            let layout = class_layout(c);
+            out.extend((0..n).map(|_| self.arena.alloc(layout)));
+            return;
+        }
+        let at = pool.len() - pool.len().min(n);
+        out.extend(pool.drain(at..));
+    }
 }
 
-/// # Safety
-/// `p` is a block of class `c` that nobody uses any more.
-unsafe fn sys_free(c: usize, p: NonNull<u8>) {
-    // SAFETY: every class-`c` block was allocated with `class_layout(c)`.
-    unsafe { alloc::dealloc(p.as_ptr(), class_layout(c)) }
-}
+static GLOBAL: Mutex<Global> = Mutex::new(Global {
+    free: [Vec::new(), Vec::new(), Vec::new()],
+    arena: Arena::new(),
+});
 
-struct Blocks(Vec<NonNull<u8>>);
-// SAFETY: the pointers are uninitialised memory blocks owned by the pool.
-unsafe impl Send for Blocks {}
-
-static GLOBAL: Mutex<[Blocks; 3]> =
-    Mutex::new([Blocks(Vec::new()), Blocks(Vec::new()), Blocks(Vec::new())]);
-
-fn global() -> std::sync::MutexGuard<'static, [Blocks; 3]> {
+fn global() -> std::sync::MutexGuard<'static, Global> {
     GLOBAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -94,14 +110,10 @@ impl TaskCache {
 
     #[cold]
     fn refill(&mut self, c: usize) -> NonNull<u8> {
-        {
-            let mut g = global();
-            let pool = &mut g[c].0;
-            let take = pool.len().min(BATCH);
-            let at = pool.len() - take;
-            self.free[c].extend(pool.drain(at..));
-        }
-        self.free[c].pop().unwrap_or_else(|| sys_alloc(c))
+        global().take(c, BATCH, &mut self.free[c]);
+        self.free[c]
+            .pop()
+            .expect("a refill brings at least one block")
     }
 
     /// Gives back a block of class `c`.
@@ -118,42 +130,26 @@ impl TaskCache {
 
     #[cold]
     fn spill(&mut self, c: usize) {
-        let mut g = global();
-        let pool = &mut g[c].0;
         let at = self.free[c].len() - BATCH;
-        for p in self.free[c].drain(at..) {
-            if pool.len() < GLOBAL_MAX {
-                pool.push(p);
-            } else {
-                // SAFETY: the block came from a cache, so it is unused.
-                unsafe { sys_free(c, p) };
-            }
-        }
+        global().free[c].extend(self.free[c].drain(at..));
     }
 
     /// Moves everything to the global pool (the P is being destroyed).
     pub(crate) fn drain(&mut self) {
+        let mut g = global();
         for c in 0..CLASSES.len() {
-            while !self.free[c].is_empty() {
-                let n = self.free[c].len().min(BATCH);
-                let at = self.free[c].len() - n;
-                let mut g = global();
-                for p in self.free[c].drain(at..) {
-                    if g[c].0.len() < GLOBAL_MAX {
-                        g[c].0.push(p);
-                    } else {
-                        // SAFETY: the block came from a cache, so it is unused.
-                        unsafe { sys_free(c, p) };
-                    }
-                }
-            }
+            g.free[c].append(&mut self.free[c]);
         }
     }
 }
 
 /// A block of class `c` for code that holds no P.
 pub(crate) fn alloc_global(c: usize) -> NonNull<u8> {
-    global()[c].0.pop().unwrap_or_else(|| sys_alloc(c))
+    let mut g = global();
+    match g.free[c].pop() {
+        Some(p) => p,
+        None => g.arena.alloc(class_layout(c)),
+    }
 }
 
 /// Frees a block of class `c` from code that holds no P.
@@ -161,14 +157,7 @@ pub(crate) fn alloc_global(c: usize) -> NonNull<u8> {
 /// # Safety
 /// `p` is a block of class `c` that nobody uses any more.
 pub(crate) unsafe fn free_global(c: usize, p: NonNull<u8>) {
-    let mut g = global();
-    if g[c].0.len() < GLOBAL_MAX {
-        g[c].0.push(p);
-    } else {
-        drop(g);
-        // SAFETY: forwarded from the caller.
-        unsafe { sys_free(c, p) };
-    }
+    global().free[c].push(p);
 }
 
 #[cfg(test)]
