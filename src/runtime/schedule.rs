@@ -82,6 +82,19 @@ fn prefetch_cold_resume(pp: &crate::p::PHandle, g: &'static G) {
     }
 }
 
+/// A G's first run, not through runnext: it was spawned a while ago and
+/// queued behind others (a spawn burst, a wide spawn tree), and the G
+/// queued next is likely the same. Starts loading that one's record now
+/// (`G::prefetch_record`), so that its miss overlaps this G's run. Out of
+/// line, as `prefetch_cold_resume`.
+#[cold]
+#[inline(never)]
+fn prefetch_next_record(pp: &crate::p::PHandle) {
+    if let Some(next) = pp.runq_peek() {
+        next.prefetch_record();
+    }
+}
+
 /// A spinning M found work: stop spinning, and since there may be more work,
 /// make sure someone else is searching (Go's resetspinning).
 fn reset_spinning(m: &'static M) {
@@ -351,6 +364,9 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
         let co = unsafe { g.coroutine() };
         if co.is_none() {
             // First run: only now does the G get a stack.
+            if !inherit {
+                prefetch_next_record(pp);
+            }
             // SAFETY: the G is ours and not running: a short borrow.
             let size = unsafe { g.inner() }.stack_size as usize;
             // SAFETY: short exclusive borrow of our own P's local state.
