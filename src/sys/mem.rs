@@ -46,7 +46,9 @@ fn page_size_slow() -> usize {
 /// The range is marked `MADV_NOHUGEPAGE` (and mapped `MAP_STACK`, which implies
 /// it on Linux >= 6.7) so that transparent huge pages never back a stack
 /// with 2 MiB: a goroutine touching 4 KiB must cost 4 KiB. Failure of that
-/// advice (kernels built without THP) is ignored.
+/// advice (kernels built without THP) is ignored. The record arena
+/// (`g/arena.rs`) maps its regions here too, where the same holds: records
+/// are touched as they are first used.
 pub(crate) fn reserve(len: usize) -> io::Result<NonNull<u8>> {
     debug_assert!(len > 0 && len % page_size() == 0);
     // SAFETY: a fresh anonymous mapping at an address chosen by the kernel
