@@ -249,9 +249,7 @@ impl<T> Receiver<T> {
     pub fn is_closed(&self) -> bool {
         crate::runtime::asyncpreempt::in_runtime(move || self.chan.is_closed())
     }
-}
 
-impl<T> Receiver<T> {
     /// Drops this receiver without the last receiver's work (failing
     /// blocked senders, dropping the buffered values at once). Only for a
     /// channel whose senders never block and are about to go too, with no

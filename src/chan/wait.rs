@@ -530,24 +530,17 @@ impl Claimed {
     /// cache and TLB misses instead of taking them one after another.
     #[inline]
     fn prefetch(&self) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch has no memory effects and never faults; the
-        // sudog is alive (claimed, not yet completed).
-        unsafe {
-            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.sg.as_ptr() as *const i8);
-        }
+        // A hint only (the loom models have no caches to warm).
+        #[cfg(not(loom))]
+        crate::sys::mem::prefetch(self.sg.as_ptr() as usize);
     }
 
     #[inline]
     fn prefetch_state(&self) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as in `prefetch`; reading `state` (immutable after the
-        // sudog was built) from a live sudog.
-        unsafe {
-            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.sg.as_ref().state as *const i8);
-        }
+        #[cfg(not(loom))]
+        // SAFETY: reading `state` (immutable after the sudog was built) from
+        // a live sudog (claimed, not yet completed).
+        crate::sys::mem::prefetch(unsafe { self.sg.as_ref().state } as usize);
     }
 
     /// Links this claim into `list` (close wakes many waiters after
