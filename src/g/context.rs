@@ -20,6 +20,29 @@
 //! function, so the compiler cannot reuse a thread-local address computed
 //! before the switch.
 //!
+//! # Returns after a switch
+//!
+//! The CPU predicts each `ret` from its return-address stack, which the two
+//! sides of a switch share. corosensei keeps its own switch balanced (the
+//! resume is a `call` that the goroutine's suspend answers with a `ret`),
+//! but a function entered before a switch and left after it returns to an
+//! address the other side's calls pushed: a mispredicted return, about
+//! 15-20 cycles here. Measured with a bare coroutine pair: 4.9 ns per
+//! resume and suspend with the switch in the loop's own frame, 19.6 ns with
+//! two frames between the coroutine's loop and its suspend, 31 ns with a
+//! frame around the resume as well. So:
+//!
+//! - the scheduler's side has none: `schedule::execute`, which resumes, is
+//!   inlined into the M's loop, and after the switch back only calls (and
+//!   returns from) functions entered after it;
+//! - the goroutine's side has the frames between its own code and the
+//!   suspend: for a channel operation, the operation and `park_here`. The
+//!   small wrappers above them (`Receiver::recv`, the iterators) are
+//!   inlined into the caller. Folding the operation itself into each call
+//!   site would save one more (measured 111 -> 99 ns per ping-pong round
+//!   trip with everything in one codegen unit) but copies a kilobyte of
+//!   channel code into every call site, which Go does not do either.
+//!
 //! # Sanitizers
 //!
 //! A sanitizer must be told about every stack switch (README, "Sanitizers"):

@@ -412,16 +412,19 @@ impl G {
         }
     }
 
+    #[inline]
     pub(crate) fn wait_reason(&self) -> WaitReason {
         let r = self.wait_reason.load(Ordering::Relaxed) as usize;
         WaitReason::ALL.get(r).copied().unwrap_or(WaitReason::None)
     }
 
+    #[inline]
     pub(crate) fn set_wait_reason(&self, r: WaitReason) {
         self.wait_reason.store(r as u8, Ordering::Relaxed)
     }
 
     /// When the G last parked (see the field), 0 if never.
+    #[inline]
     pub(crate) fn waitsince(&self) -> u32 {
         self.waitsince.load(Ordering::Relaxed)
     }
@@ -431,6 +434,7 @@ impl G {
         self.waitsince.store(t, Ordering::Relaxed)
     }
 
+    #[inline]
     pub(crate) fn yielder(&self) -> *mut () {
         self.yielder.load(Ordering::Relaxed)
     }

@@ -73,11 +73,7 @@ pub(crate) fn park_here(
     let g = m.curg().expect("park called outside a goroutine");
     // SAFETY: m is the calling thread's own M.
     if unsafe { m.p() }.is_none() {
-        // Blocking on a runtime object inside `goroutine::syscall`: leave the
-        // system call for the duration of the park, then re-enter it.
-        super::syscall::exitsyscall();
-        park(reason, unlock);
-        super::syscall::reentersyscall();
+        park_in_syscall(reason, unlock);
         return;
     }
     g.set_wait_reason(reason);
@@ -91,6 +87,16 @@ pub(crate) fn park_here(
     // stack.
     unsafe { context::switch_to_scheduler(g, Action::Park(unlock)) };
     g.set_wait_reason(WaitReason::None);
+}
+
+/// Blocking on a runtime object inside `goroutine::syscall`: leaves the
+/// system call for the duration of the park, then re-enters it.
+#[cold]
+#[inline(never)]
+fn park_in_syscall(reason: WaitReason, unlock: &mut dyn FnMut(&'static G) -> bool) {
+    super::syscall::exitsyscall();
+    park(reason, unlock);
+    super::syscall::reentersyscall();
 }
 
 /// Lets the goroutine just readied into this P's runnext run now, and puts

@@ -42,27 +42,68 @@ use crate::trace;
 /// goroutine exited while locked to this thread (the thread then ends).
 pub(crate) fn schedule(m: &'static M) {
     loop {
-        if let Some(g) = m.lockedg() {
+        let (g, inherit) = if let Some(g) = m.lockedg() {
             // Our locked G stopped running: wait until it is runnable and
             // a locked-M switch hands us a P (lockosthread.rs).
             lockosthread::stoplockedm(m);
-            if !execute(m, g, false) {
-                return;
+            (g, false)
+        } else {
+            let (g, inherit) = find_runnable(m);
+            if m.is_spinning() {
+                reset_spinning(m);
             }
-            continue;
-        }
-        let (g, inherit) = find_runnable(m);
-        if m.is_spinning() {
-            reset_spinning(m);
-        }
-        if let Some(target) = lockosthread::lockedm(g) {
-            if !std::ptr::eq(target, m) {
-                lockosthread::startlockedm(m, target);
-                continue;
+            if let Some(target) = lockosthread::lockedm(g) {
+                if !std::ptr::eq(target, m) {
+                    lockosthread::startlockedm(m, target);
+                    continue;
+                }
             }
-        }
+            (g, inherit)
+        };
+        // The one call site of `execute`, inlined: the switch back from a
+        // goroutine then lands in this loop's frame, with no `ret` out of a
+        // frame entered before the switch (`g::context`'s note, "Returns
+        // after a switch").
         if !execute(m, g, inherit) {
             return;
+        }
+    }
+}
+
+/// A G's first run: only now does it get a stack and a coroutine. Returns
+/// false if no stack could be had: the G then ends with that error (its
+/// joiner sees it) and the M schedules again. Out of line: it runs before
+/// the switch, so it needs no place in `schedule`'s frame.
+#[inline(never)]
+fn first_run(
+    m: &'static M,
+    pp: &crate::p::PHandle,
+    g: &'static G,
+    co: &mut Option<context::GCoroutine>,
+    inherit: bool,
+) -> bool {
+    if !inherit {
+        prefetch_next_record(pp);
+    }
+    // SAFETY: the G is ours and not running: a short borrow.
+    let size = unsafe { g.inner() }.stack_size as usize;
+    // SAFETY: short exclusive borrow of our own P's local state.
+    match unsafe { pp.local() }.stacks.get(size) {
+        Ok(stack) => {
+            g.set_stack_bounds(stack.guard_range(), stack.usable_size());
+            *co = Some(context::new(stack, g, proc::g_body));
+            true
+        }
+        Err(e) => {
+            m.set_curg(None);
+            // SAFETY: the G is ours and not running: a short borrow.
+            if let Some(task) = unsafe { g.inner() }.task.take() {
+                if let Some(w) = task.fail(g.id(), e) {
+                    w.wake();
+                }
+            }
+            proc::gdestroy(pp, g, None);
+            false
         }
     }
 }
@@ -335,6 +376,9 @@ pub(crate) fn inject(mut list: Vec<&'static G>) {
 
 /// Runs `g` on this M until it switches out, then carries out its action.
 /// Returns false if the M must exit (its locked goroutine exited).
+/// Always inlined into `schedule`'s loop, its one caller (`g::context`'s
+/// note, "Returns after a switch").
+#[inline(always)]
 fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
     let mut inherit = inherit;
     loop {
@@ -363,29 +407,8 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
         // g0; the G's own code never touches its coroutine.
         let co = unsafe { g.coroutine() };
         if co.is_none() {
-            // First run: only now does the G get a stack.
-            if !inherit {
-                prefetch_next_record(pp);
-            }
-            // SAFETY: the G is ours and not running: a short borrow.
-            let size = unsafe { g.inner() }.stack_size as usize;
-            // SAFETY: short exclusive borrow of our own P's local state.
-            match unsafe { pp.local() }.stacks.get(size) {
-                Ok(stack) => {
-                    g.set_stack_bounds(stack.guard_range(), stack.usable_size());
-                    *co = Some(context::new(stack, g, proc::g_body));
-                }
-                Err(e) => {
-                    m.set_curg(None);
-                    // SAFETY: the G is ours and not running: a short borrow.
-                    if let Some(task) = unsafe { g.inner() }.task.take() {
-                        if let Some(w) = task.fail(g.id(), e) {
-                            w.wake();
-                        }
-                    }
-                    proc::gdestroy(pp, g, None);
-                    return true;
-                }
+            if !first_run(m, pp, g, co, inherit) {
+                return true;
             }
         } else if !inherit
             && g.wait_reason() != WaitReason::None
