@@ -67,6 +67,53 @@ pub(crate) struct RawChan {
     pub(crate) sendq: WaitQueue,
 }
 
+/// Which wait queue of a [`RawChan`] a blocking operation joins.
+#[derive(Clone, Copy)]
+pub(crate) enum Queue {
+    Send,
+    Recv,
+}
+
+impl RawChan {
+    /// Waits on queue `q` until a peer completes the operation or the
+    /// channel fails it; returns whether it succeeded. `slot` is the
+    /// waiter's value: a `T` to send, or room for the `T` received.
+    ///
+    /// Not generic, so the park and its switch are inlined here in this
+    /// crate: a woken goroutine returns out of this one frame (see
+    /// `Chan::send`).
+    ///
+    /// # Safety
+    /// The caller holds the lock (released here once the wait can be
+    /// woken). `slot` stays valid until this returns: for `Send` it holds
+    /// an initialised `T`, which a successful completion moves out; for
+    /// `Recv` a successful completion writes a `T` into it.
+    #[inline(never)]
+    pub(crate) unsafe fn block(&self, q: Queue, here: m::Here, slot: *mut ()) -> bool {
+        let g = here.g();
+        let state = WaitState::new(wait::waiter_for(g), false);
+        let mut stack = MaybeUninit::uninit();
+        let sg = wait::place_sudog(g, &mut stack, Sudog::new(&state, slot, 0));
+        let (queue, reason) = match q {
+            Queue::Send => (&self.sendq, WaitReason::ChanSend),
+            Queue::Recv => (&self.recvq, WaitReason::ChanReceive),
+        };
+        // SAFETY: locked (contract). `state` lives in this frame, which does
+        // not return before the wait is completed, and `slot` as long
+        // (contract); `sg` lives as long (`place_sudog`); the completer of
+        // this unshared wait is the one that dequeued `sg`.
+        unsafe { queue.enqueue(sg) };
+        wait::block_inline(&state, g, here, reason, || {
+            // SAFETY: we hold the lock until this runs, once.
+            unsafe { self.lock.unlock() }
+        });
+        // SAFETY: woken (block returned).
+        let (_, success) =
+            unsafe { state.outcome() }.expect("channel wait woken without an outcome");
+        success
+    }
+}
+
 /// Protected by `RawChan::lock`.
 struct State {
     /// The ring indexes of the next send and receive.
@@ -320,7 +367,36 @@ impl<T> Chan<T> {
     }
 
     /// Go's chansend with `block`; `here` is the caller's M (entry gate).
+    ///
+    /// Always inlined into the caller (`Sender::send`, itself inlined into
+    /// the user's code): the attempt is a call that returns before any
+    /// switch, and the wait is the one non-generic frame `RawChan::block`,
+    /// which holds the switch. A goroutine woken from it then returns out
+    /// of one frame entered before the switch, not two or three (each such
+    /// return is mispredicted: `g::context`'s note, "Returns after a
+    /// switch").
+    #[inline(always)]
     pub(crate) fn send(&self, v: T, here: m::Here) -> Result<(), SendError<T>> {
+        let v = match self.send_now(v, here) {
+            Ok(r) => return r,
+            Err(v) => v,
+        };
+        let mut slot = MaybeUninit::new(v);
+        // SAFETY: locked (`send_now` returned the value: full); `slot` lives
+        // in this frame until `block` returns, and holds our value.
+        if unsafe { self.raw.block(Queue::Send, here, slot.as_mut_ptr().cast()) } {
+            // The receiver moved the value out of `slot`.
+            Ok(())
+        } else {
+            // SAFETY: a failed completion leaves our value in the slot.
+            Err(SendError(unsafe { slot.assume_init() }))
+        }
+    }
+
+    /// Sends `v` if that needs no wait: `Ok` with the send's result, or
+    /// `Err(v)` if the channel is full, with the lock held for
+    /// `RawChan::block`.
+    fn send_now(&self, v: T, here: m::Here) -> Result<Result<(), SendError<T>>, T> {
         self.lock();
         // SAFETY: locked; a Claimed is completed below.
         match unsafe { self.send_locked(v) } {
@@ -330,46 +406,14 @@ impl<T> Chan<T> {
                 if let Some(c) = c {
                     c.complete_here(true, here);
                 }
-                Ok(())
+                Ok(Ok(()))
             }
             SendLocked::Closed(v) => {
                 // SAFETY: locked.
                 unsafe { self.unlock() };
-                Err(SendError(v))
+                Ok(Err(SendError(v)))
             }
-            SendLocked::Full(v) => self.send_block(v, here),
-        }
-    }
-
-    /// Blocks until a receiver takes `v` or the channel fails. Called with
-    /// the lock held; releases it.
-    fn send_block(&self, v: T, here: m::Here) -> Result<(), SendError<T>> {
-        let g = here.g();
-        let mut slot = MaybeUninit::new(v);
-        let state = WaitState::new(wait::waiter_for(g), false);
-        let mut stack = MaybeUninit::uninit();
-        let sg = wait::place_sudog(
-            g,
-            &mut stack,
-            Sudog::new(&state, slot.as_mut_ptr().cast(), 0),
-        );
-        // SAFETY: locked. `state` and `slot` live in this frame, which does
-        // not return before the wait is completed, and `sg` lives as long
-        // (`place_sudog`); the completer of this unshared wait is the one
-        // that dequeued `sg`.
-        unsafe { self.raw.sendq.enqueue(sg) };
-        wait::block_here(&state, g, here, WaitReason::ChanSend, || {
-            // SAFETY: we hold the lock until this runs, once.
-            unsafe { self.unlock() }
-        });
-        // SAFETY: woken (block returned).
-        let (_, success) = unsafe { state.outcome() }.expect("send woken without an outcome");
-        if success {
-            // The receiver moved the value out of `slot`.
-            Ok(())
-        } else {
-            // SAFETY: a failed completion leaves our value in the slot.
-            Err(SendError(unsafe { slot.assume_init() }))
+            SendLocked::Full(v) => Err(v),
         }
     }
 
@@ -397,7 +441,26 @@ impl<T> Chan<T> {
     }
 
     /// Go's chanrecv with `block`; `here` is the caller's M (entry gate).
+    /// Always inlined, as [`send`](Self::send) is.
+    #[inline(always)]
     pub(crate) fn recv(&self, here: m::Here) -> Result<T, RecvError> {
+        if let Some(r) = self.recv_now(here) {
+            return r;
+        }
+        let mut slot = MaybeUninit::<T>::uninit();
+        // SAFETY: locked (`recv_now` returned None: empty); `slot` lives in
+        // this frame until `block` returns.
+        if unsafe { self.raw.block(Queue::Recv, here, slot.as_mut_ptr().cast()) } {
+            // SAFETY: a successful completion wrote the value into `slot`.
+            Ok(unsafe { slot.assume_init() })
+        } else {
+            Err(RecvError)
+        }
+    }
+
+    /// Receives if that needs no wait: `Some` with the result, or `None` if
+    /// the channel is empty, with the lock held for `RawChan::block`.
+    fn recv_now(&self, here: m::Here) -> Option<Result<T, RecvError>> {
         self.lock();
         // SAFETY: locked; a Claimed is completed below.
         match unsafe { self.recv_locked() } {
@@ -407,42 +470,14 @@ impl<T> Chan<T> {
                 if let Some(c) = c {
                     c.complete_here(true, here);
                 }
-                Ok(v)
+                Some(Ok(v))
             }
             RecvLocked::Closed => {
                 // SAFETY: locked.
                 unsafe { self.unlock() };
-                Err(RecvError)
+                Some(Err(RecvError))
             }
-            RecvLocked::Empty => self.recv_block(here),
-        }
-    }
-
-    /// Blocks until a sender hands over a value or the channel closes.
-    /// Called with the lock held; releases it.
-    fn recv_block(&self, here: m::Here) -> Result<T, RecvError> {
-        let g = here.g();
-        let mut slot = MaybeUninit::<T>::uninit();
-        let state = WaitState::new(wait::waiter_for(g), false);
-        let mut stack = MaybeUninit::uninit();
-        let sg = wait::place_sudog(
-            g,
-            &mut stack,
-            Sudog::new(&state, slot.as_mut_ptr().cast(), 0),
-        );
-        // SAFETY: as in `send_block`.
-        unsafe { self.raw.recvq.enqueue(sg) };
-        wait::block_here(&state, g, here, WaitReason::ChanReceive, || {
-            // SAFETY: we hold the lock until this runs, once.
-            unsafe { self.unlock() }
-        });
-        // SAFETY: woken (block returned).
-        let (_, success) = unsafe { state.outcome() }.expect("recv woken without an outcome");
-        if success {
-            // SAFETY: a successful completion wrote the value into `slot`.
-            Ok(unsafe { slot.assume_init() })
-        } else {
-            Err(RecvError)
+            RecvLocked::Empty => None,
         }
     }
 

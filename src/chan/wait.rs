@@ -661,11 +661,27 @@ pub(crate) fn block_here(
     g: Option<&'static crate::g::G>,
     here: crate::m::Here,
     reason: crate::g::WaitReason,
+    unlock: impl FnMut(),
+) {
+    block_inline(state, g, here, reason, unlock)
+}
+
+/// [`block_here`] with the park and its switch inlined into the caller: for
+/// a non-generic caller in this crate (`RawChan::block`), whose frame is
+/// then the only one a woken goroutine returns out of. Generic callers use
+/// `block_here`, whose park stays out of line.
+#[cfg(not(loom))]
+#[inline(always)]
+pub(crate) fn block_inline(
+    state: &WaitState,
+    g: Option<&'static crate::g::G>,
+    here: crate::m::Here,
+    reason: crate::g::WaitReason,
     mut unlock: impl FnMut(),
 ) {
     match g {
         Some(_) => {
-            crate::runtime::park::park_here(here, reason, &mut |_| {
+            crate::runtime::park::park_inline(here, reason, &mut |_| {
                 unlock();
                 true
             });

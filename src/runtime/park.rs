@@ -69,6 +69,20 @@ pub(crate) fn park_here(
     reason: WaitReason,
     unlock: &mut dyn FnMut(&'static G) -> bool,
 ) {
+    park_inline(here, reason, unlock)
+}
+
+/// [`park_here`] inlined into the caller, for the non-generic waits in this
+/// crate whose own frame should hold the switch (`RawChan::block`). Not
+/// for generic code: instantiated in another crate, the coroutine's
+/// suspend inside it would be a frame of its own again (`g::context`'s
+/// note, "Returns after a switch").
+#[inline(always)]
+pub(crate) fn park_inline(
+    here: m::Here,
+    reason: WaitReason,
+    unlock: &mut dyn FnMut(&'static G) -> bool,
+) {
     let m = here.m().expect("park called outside a goroutine");
     let g = m.curg().expect("park called outside a goroutine");
     // SAFETY: m is the calling thread's own M.
