@@ -226,29 +226,47 @@ impl<T> JoinHandle<T> {
     /// Waits for the goroutine and returns its result, or the panic it died
     /// of. Parks the calling goroutine; outside the runtime, blocks the
     /// calling thread.
+    ///
+    /// Inlined into the caller; the wait is the one frame `wait_complete`
+    /// (as a channel receive's is `RawChan::block`: `g::context`'s note,
+    /// "Returns after a switch").
+    #[inline]
     pub fn join(self) -> Result<T, JoinError> {
         crate::runtime::asyncpreempt::in_runtime(move || {
             assert!(!self.taken, "JoinHandle joined after it returned Ready");
             let header = self.task.header();
             if !header.is_complete() {
-                if m::current_g().is_some() {
-                    park::park(WaitReason::Join, &mut |g| {
-                        // SAFETY: this JoinHandle is the single joiner, and it is
-                        // consumed by this call, so `register` runs once.
-                        unsafe { header.register(Waiter::Goroutine(g)) }
-                    });
-                } else {
-                    // SAFETY: as above.
-                    if unsafe { header.register(Waiter::Thread(std::thread::current())) } {
-                        let _blocked = crate::runtime::checkdead::thread_blocked();
-                        while !header.is_complete() {
-                            std::thread::park();
-                        }
-                    }
-                }
+                // SAFETY: this JoinHandle is the single joiner, and it is
+                // consumed by this call, so this runs once.
+                unsafe { wait_complete(header) };
             }
             self.task.take_output()
         })
+    }
+}
+
+/// Waits until the task of `header` completes: parks the calling goroutine
+/// (the park and its switch inlined here: not generic), or blocks the
+/// calling thread.
+///
+/// # Safety
+/// Only the task's single joiner may call this, once.
+#[inline(never)]
+unsafe fn wait_complete(header: &crate::g::task::Header) {
+    let here = m::Here::lookup();
+    if here.g().is_some() {
+        park::park_inline(here, WaitReason::Join, &mut |g| {
+            // SAFETY: the single joiner, once (contract).
+            unsafe { header.register(Waiter::Goroutine(g)) }
+        });
+    } else {
+        // SAFETY: as above.
+        if unsafe { header.register(Waiter::Thread(std::thread::current())) } {
+            let _blocked = crate::runtime::checkdead::thread_blocked();
+            while !header.is_complete() {
+                std::thread::park();
+            }
+        }
     }
 }
 
