@@ -103,7 +103,7 @@ impl RawChan {
         // (contract); `sg` lives as long (`place_sudog`); the completer of
         // this unshared wait is the one that dequeued `sg`.
         unsafe { queue.enqueue(sg) };
-        wait::block_inline(&state, g, here, reason, || {
+        wait::block_here(&state, g, here, reason, || {
             // SAFETY: we hold the lock until this runs, once.
             unsafe { self.lock.unlock() }
         });

@@ -50,8 +50,9 @@
 //!   lock it releases last is `lockorder[0]`, the first one pass 3 takes:
 //!   the goroutine cannot get past that lock, or write `cases`, `lockorder`
 //!   or the sudogs (all in [`select`]'s frame and above), before the step
-//!   is done. But the frames below `selectgo` (of `block`, `park`, and the
-//!   unlock closures) are reused as soon as the goroutine runs. So the step
+//!   is done. But the unlock closures (in `selectgo`'s frame, into which
+//!   the wait and the park are inlined) may be overwritten as soon as the
+//!   goroutine runs. So the step
 //!   reads its closure's captures once, passes them as arguments to the
 //!   out-of-line [`selunlock`], and that reads only `cases` and `lockorder`
 //!   and nothing after its last unlock. With one arm there is no pass 3,
@@ -491,11 +492,19 @@ fn selectgo(
     }
     {
         let (c, l): (&[Case<'_>], &[u16]) = (cases, lockorder);
-        wait::block(&state, g, WaitReason::Select, move || {
-            // SAFETY: we hold the locks until this runs, once; it reads its
-            // captures before the first unlock (module note).
-            unsafe { selunlock(c, l) }
-        });
+        // The park and its switch inlined into this frame (not generic):
+        // `g::context`'s note, "Returns after a switch".
+        wait::block_here(
+            &state,
+            g,
+            crate::m::Here::lookup(),
+            WaitReason::Select,
+            move || {
+                // SAFETY: we hold the locks until this runs, once; it reads its
+                // captures before the first unlock (module note).
+                unsafe { selunlock(c, l) }
+            },
+        );
     }
 
     // Pass 3: remove the sudogs that did not fire.

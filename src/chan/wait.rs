@@ -641,38 +641,17 @@ pub(crate) fn waiter_for(g: Option<&'static crate::g::G>) -> Waiter {
 
 /// Step 2: waits until `state` is completed. The caller holds the lock(s)
 /// its sudogs are queued under; `unlock` releases them once the caller can
-/// be woken: for a goroutine (`g`), from its M's scheduler after it is
-/// parked; for a thread, right away, before it waits for `woken`.
-#[cfg(not(loom))]
-pub(crate) fn block(
-    state: &WaitState,
-    g: Option<&'static crate::g::G>,
-    reason: crate::g::WaitReason,
-    unlock: impl FnMut(),
-) {
-    block_here(state, g, crate::m::Here::lookup(), reason, unlock)
-}
-
-/// [`block`] with the M the caller's entry gate looked up (`g` is that M's
-/// goroutine, or None on a plain thread).
-#[cfg(not(loom))]
-pub(crate) fn block_here(
-    state: &WaitState,
-    g: Option<&'static crate::g::G>,
-    here: crate::m::Here,
-    reason: crate::g::WaitReason,
-    unlock: impl FnMut(),
-) {
-    block_inline(state, g, here, reason, unlock)
-}
-
-/// [`block_here`] with the park and its switch inlined into the caller: for
-/// a non-generic caller in this crate (`RawChan::block`), whose frame is
-/// then the only one a woken goroutine returns out of. Generic callers use
-/// `block_here`, whose park stays out of line.
+/// be woken: for a goroutine (`g`, the goroutine of the M `here` names),
+/// from its M's scheduler after it is parked; for a thread (`g` None),
+/// right away, before it waits for `woken`.
+///
+/// Always inlined, with the park and its switch: the callers are the
+/// non-generic waits of this crate (`RawChan::block`, `selectgo`), whose
+/// frame is then the only one a woken goroutine returns out of
+/// (`g::context`'s note, "Returns after a switch").
 #[cfg(not(loom))]
 #[inline(always)]
-pub(crate) fn block_inline(
+pub(crate) fn block_here(
     state: &WaitState,
     g: Option<&'static crate::g::G>,
     here: crate::m::Here,

@@ -47,7 +47,9 @@ pub fn sleep(d: Duration) {
         };
         let when = deadline_after(nanotime(), d);
         let t = timers::Timer::new(TimerFn::Ready(g));
-        park::park(WaitReason::Sleep, &mut |_g| {
+        // The park inlined into this frame (not generic): `g::context`'s
+        // note, "Returns after a switch".
+        park::park_inline(m::Here::lookup(), WaitReason::Sleep, &mut |_g| {
             t.start(when, 0);
             true
         });
