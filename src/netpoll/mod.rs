@@ -457,7 +457,9 @@ impl PollFd {
             t.start(crate::sys::time::to_nanotime(d), 0);
             t
         });
-        park::park(WaitReason::IoWait, &mut |g| {
+        // The park inlined into this frame (not generic): `g::context`'s
+        // note, "Returns after a switch".
+        park::park_inline(m::Here::lookup(), WaitReason::IoWait, &mut |g| {
             // Counted before the commit publishes the G: whoever swaps it
             // out decrements.
             WAITERS.fetch_add(1, Ordering::Relaxed);

@@ -74,7 +74,8 @@ pub(crate) fn park_here(
 
 /// [`park_here`] inlined into the caller, for the non-generic waits in this
 /// crate whose own frame should hold the switch (`RawChan::block`,
-/// `selectgo`, `spawn::wait_complete`, `time::sleep`). Not for generic
+/// `selectgo`, `spawn::wait_complete`, `time::sleep`, the netpoller's
+/// `wait`, the sync primitives' `WaitCell::block`). Not for generic
 /// code: instantiated in another crate, the coroutine's suspend inside it
 /// would be a frame of its own again (`g::context`'s note, "Returns after
 /// a switch").

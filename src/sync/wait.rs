@@ -192,7 +192,9 @@ impl WaitCell {
         #[cfg(not(loom))]
         if mode == Mode::Goroutine {
             let mut guard = Some(guard);
-            crate::runtime::park::park(reason, &mut |_g| {
+            // The park inlined here (callers are not generic): `g::context`'s
+            // note, "Returns after a switch".
+            crate::runtime::park::park_inline(crate::m::Here::lookup(), reason, &mut |_g| {
                 // Runs on the scheduler after the switch: only now may a
                 // waker find (and ready) this G.
                 drop(guard.take());
