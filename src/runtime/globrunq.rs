@@ -145,7 +145,9 @@ fn move_to_ring(l: &mut Locked, pp: &PHandle, n: usize) {
 /// (module note, "Yields"): a share of the global queue moves into the
 /// ring ahead of it and it goes to the ring's tail, or, with the ring full,
 /// to the global tail through the yield buffer. `to_global`: take the
-/// second path whatever the ring holds (randomized scheduling).
+/// second path whatever the ring holds (randomized scheduling). Inline:
+/// with more goroutines than the ring holds, every yield takes it.
+#[inline]
 pub(crate) fn put_yield(pp: &PHandle, g: &'static G, to_global: bool) {
     let room = pp.runq_room();
     if room == 0 || to_global {
