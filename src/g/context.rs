@@ -47,8 +47,8 @@
 //! - corosensei's suspend is generic: instantiated in another crate (a
 //!   generic wait inlined into the user's code) it may be compiled as a
 //!   frame of its own. So the switch is inlined only into non-generic
-//!   functions of this crate (`park::park_inline`); generic waits call the
-//!   out-of-line `park_here`.
+//!   functions of this crate (`park::park_inline`); a generic wait
+//!   (`block_on`'s) calls the out-of-line `park`.
 //!
 //! # Sanitizers
 //!
