@@ -59,26 +59,17 @@ impl Waiter {
 /// # Panics
 /// Outside a goroutine (callers check `m::current_g()` first).
 pub(crate) fn park(reason: WaitReason, unlock: &mut dyn FnMut(&'static G) -> bool) {
-    park_here(m::Here::lookup(), reason, unlock)
+    park_inline(m::Here::lookup(), reason, unlock)
 }
 
 /// [`park`] with the M the caller's entry gate looked up (its last use of
-/// that `Here`: the goroutine may resume on another M).
-pub(crate) fn park_here(
-    here: m::Here,
-    reason: WaitReason,
-    unlock: &mut dyn FnMut(&'static G) -> bool,
-) {
-    park_inline(here, reason, unlock)
-}
-
-/// [`park_here`] inlined into the caller, for the non-generic waits in this
-/// crate whose own frame should hold the switch (`RawChan::block`,
-/// `selectgo`, `spawn::wait_complete`, `time::sleep`, the netpoller's
-/// `wait`, the sync primitives' `WaitCell::block`). Not for generic
-/// code: instantiated in another crate, the coroutine's suspend inside it
-/// would be a frame of its own again (`g::context`'s note, "Returns after
-/// a switch").
+/// that `Here`: the goroutine may resume on another M), inlined into the
+/// caller. For the non-generic waits of this crate, whose own frame should
+/// hold the switch (`RawChan::block`, `selectgo`, `spawn::wait_complete`,
+/// `time::sleep`, the netpoller's `wait`, the sync primitives'
+/// `WaitCell::block`). Not for generic code: instantiated in another
+/// crate, the coroutine's suspend inside it would be a frame of its own
+/// again (`g::context`'s note, "Returns after a switch").
 #[inline(always)]
 pub(crate) fn park_inline(
     here: m::Here,
