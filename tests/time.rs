@@ -222,6 +222,51 @@ fn dropping_a_timer_closes_its_channel_for_a_cloned_receiver() {
     });
 }
 
+// A dropped Timer or Ticker goes whole to its P's cache of channel timers
+// (`p::chantimers`) when nothing else can reach it, and comes back as the
+// next one. Whatever the old one did (fired and not received, stopped,
+// fired and received, ticked, still pending), the next timer starts with an
+// empty channel and fires once, at its own time.
+#[test]
+fn a_timer_made_after_a_drop_starts_afresh() {
+    within(30, || {
+        let ms = Duration::from_millis;
+        for i in 0..100u32 {
+            match i % 5 {
+                0 => {
+                    let t = Timer::new(Duration::from_micros(1));
+                    time::sleep(ms(2));
+                    drop(t);
+                }
+                1 => {
+                    let t = Timer::new(Duration::from_secs(3600));
+                    assert!(t.stop());
+                }
+                2 => {
+                    let t = Timer::new(ms(1));
+                    t.c().recv().unwrap();
+                }
+                3 => {
+                    let tk = Ticker::new(ms(1));
+                    tk.c().recv().unwrap();
+                }
+                _ => {
+                    let t = Timer::new(Duration::from_secs(3600));
+                    assert!(t.reset(Duration::from_secs(7200)));
+                }
+            }
+            let t0 = Instant::now();
+            let t = Timer::new(ms(3));
+            assert!(t.c().try_recv().is_err(), "a new timer had a value at once");
+            let at = t.c().recv().expect("the new timer fires");
+            assert!(at >= t0 + ms(3), "fired early");
+            time::sleep(ms(4));
+            assert!(t.c().try_recv().is_err(), "a one-shot timer fired twice");
+            assert!(!t.stop(), "stop after the firing found it pending");
+        }
+    });
+}
+
 // A reset to a later time leaves the heap entry at the old time (Go's
 // timerModifiedLater): reaching it must re-queue the timer, not fire it.
 // Each timer is reset later several times, from this goroutine and from

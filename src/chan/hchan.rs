@@ -656,6 +656,22 @@ impl<T> Chan<T> {
         self.senders.load(Ordering::Acquire) != 0 || !self.raw.sendq.looks_empty()
     }
 
+    /// Whether the channel has one sender and one receiver left and is
+    /// open, empty and without waiters: for a caller that holds both
+    /// handles and so knows nobody else can reach the channel, it is as
+    /// good as new (`p::chantimers`). A stale sudog counts as a waiter.
+    pub(crate) fn is_unused_pair(&self) -> bool {
+        // Acquire: pairs with the Release of the other handles' drops, so
+        // whatever they did to the channel is seen here.
+        self.senders.load(Ordering::Acquire) == 1
+            && self.receivers.load(Ordering::Acquire) == 1
+            && !self.ready.closed()
+            && !self.ready.rx_gone()
+            && self.ready.qcount() == 0
+            && self.raw.recvq.looks_empty()
+            && self.raw.sendq.looks_empty()
+    }
+
     /// Drops a `Receiver`; true if it was the last one (then call
     /// `last_receiver_dropped`).
     #[inline]

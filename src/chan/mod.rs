@@ -266,6 +266,14 @@ impl<T> Receiver<T> {
         // moved out exactly once.
         drop(unsafe { std::ptr::read(&this.chan) });
     }
+
+    /// Whether this receiver and one sender are the channel's only handles
+    /// (and its only references), and it is open, empty and without
+    /// waiters: a caller that holds that sender too may hand the pair out
+    /// as a new channel (`p::chantimers`).
+    pub(crate) fn is_unused_pair(&self) -> bool {
+        Arc::strong_count(&self.chan) == 2 && self.chan.is_unused_pair()
+    }
 }
 
 impl<T> Clone for Sender<T> {

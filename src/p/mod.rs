@@ -34,6 +34,7 @@
 //! `set_max_procs` keeps its slot in `allp` with status `Dead`, so a thief or
 //! a stats reader holding an index from an older GOMAXPROCS never dangles.
 
+pub(crate) mod chantimers;
 pub(crate) mod counters;
 pub(crate) mod runq;
 pub(crate) mod timerheap;
@@ -43,6 +44,7 @@ use std::ops::Deref;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, Ordering};
 
+use self::chantimers::ChanTimerCache;
 use self::counters::PCounters;
 use self::runq::RunQueue;
 use self::timerheap::Timers;
@@ -77,6 +79,8 @@ pub(crate) struct PLocal {
     pub(crate) stacks: StackCache,
     /// Memory blocks for task cells.
     pub(crate) tasks: TaskCache,
+    /// Dropped channel timers, for reuse (`chantimers`).
+    pub(crate) chan_timers: ChanTimerCache,
     /// Goroutines that yielded while the global queue was non-empty, on their
     /// way to the global queue's tail (see `globrunq`'s note).
     pub(crate) yieldq: Vec<&'static G>,
@@ -141,6 +145,7 @@ impl P {
                 gfree: Vec::new(),
                 stacks: StackCache::new(),
                 tasks: TaskCache::new(),
+                chan_timers: ChanTimerCache::new(),
                 yieldq: Vec::new(),
                 goid_next: 0,
                 goid_end: 0,

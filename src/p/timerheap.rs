@@ -206,6 +206,21 @@ impl Timer {
         true
     }
 
+    /// Whether this is a channel timer (its function sends the time) with
+    /// no pending firing and no heap entry: with the `&mut` that proves
+    /// nobody else holds it, it can be handed out as new
+    /// (`p::chantimers`).
+    #[cfg(not(loom))]
+    pub(crate) fn is_idle_channel_timer(&mut self) -> bool {
+        let st = match self.state.get_mut() {
+            Ok(st) => st,
+            Err(e) => e.into_inner(),
+        };
+        st.queued_on.is_none()
+            && *self.idx.get_mut() == NOT_QUEUED
+            && matches!(self.func, TimerFn::SendTime(_))
+    }
+
     fn fire<H: Hooks>(&self) {
         match &self.func {
             #[cfg(not(loom))]
@@ -464,7 +479,7 @@ fn fix(h: &mut [Entry], i: usize) {
 
 /// The tests' hooks: nothing to ready, nobody to tell.
 #[cfg(test)]
-struct Quiet;
+pub(crate) struct Quiet;
 
 #[cfg(test)]
 impl Hooks for Quiet {

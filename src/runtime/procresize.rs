@@ -258,6 +258,10 @@ fn destroy_p(pp: &PHandle, moved: &mut Vec<&'static G>, timers_to: &'static crat
     unsafe { pp.local() }.stacks.drain();
     // SAFETY: short exclusive borrow of a P we hold.
     unsafe { pp.local() }.tasks.drain();
+    // SAFETY: short exclusive borrow of a P we hold; the kits are dropped
+    // after it.
+    let kits = unsafe { pp.local() }.chan_timers.drain();
+    drop(kits);
     pp.set_status(PStatus::Dead);
 }
 

@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 use crate::chan::{chan, Receiver, Sender};
 use crate::g::WaitReason;
 use crate::m;
+use crate::p::chantimers::ChanTimer;
+use crate::runtime::entry::call_here;
 use crate::runtime::park;
 use crate::runtime::timers::{self, TimerFn};
 use crate::sys::time::{after as deadline_after, nanotime};
@@ -61,22 +63,15 @@ pub fn sleep_until(deadline: Instant) {
     sleep(deadline.saturating_duration_since(Instant::now()))
 }
 
-/// What a channel timer does when it fires: sends the time without
-/// blocking (Go's sendTime: a full channel drops the tick).
-fn send_time(tx: Sender<Instant>) -> TimerFn {
-    TimerFn::SendTime(tx)
-}
-
 /// A channel that receives the current time once `d` has passed (Go's
 /// `time.After`).
 pub fn after(d: Duration) -> Receiver<Instant> {
-    crate::runtime::asyncpreempt::in_runtime(move || {
-        let (tx, rx) = chan(1);
+    call_here(move |here| {
         // The heap entry owns the timer and with it the sender: once the time
         // is sent and the entry dropped, the channel holds the value and then
         // reports closed.
-        let t = timers::Timer::new(send_time(tx));
-        t.start(deadline_after(nanotime(), d), 0);
+        let (t, rx) = take_kit(here).into_parts();
+        t.start_here(here, deadline_after(nanotime(), d), 0);
         rx
     })
 }
@@ -96,8 +91,7 @@ where
         })));
         t.start(deadline_after(nanotime(), d), 0);
         Timer {
-            inner: t,
-            rx: ManuallyDrop::new(rx),
+            kit: ManuallyDrop::new(ChanTimer::from_parts(t, rx)),
             _keep: Some(tx),
         }
     })
@@ -106,10 +100,10 @@ where
 /// A single event delivered on a channel (Go's `time.Timer`). Use
 /// [`Timer::c`] in `select!`: `recv(t.c()) -> at => ...`.
 pub struct Timer {
-    inner: Arc<timers::Timer>,
-    /// Dropped first, quietly (`Drop`): with it gone, the sender's drop
-    /// in `inner` has no receiver to close the channel for.
-    rx: ManuallyDrop<Receiver<Instant>>,
+    /// The timer record and its channel, from the P's cache of dropped
+    /// channel timers when it has one (`p::chantimers`), and given back to
+    /// it on drop.
+    kit: ManuallyDrop<ChanTimer>,
     /// after_func's timers keep their never-used sender here.
     _keep: Option<Sender<Instant>>,
 }
@@ -117,13 +111,12 @@ pub struct Timer {
 impl Timer {
     /// A timer that sends the current time on its channel after `d`.
     pub fn new(d: Duration) -> Timer {
-        crate::runtime::asyncpreempt::in_runtime(move || {
-            let (tx, rx) = chan(1);
-            let inner = timers::Timer::new(send_time(tx));
-            inner.start(deadline_after(nanotime(), d), 0);
+        call_here(move |here| {
+            let kit = take_kit(here);
+            kit.timer()
+                .start_here(here, deadline_after(nanotime(), d), 0);
             Timer {
-                inner,
-                rx: ManuallyDrop::new(rx),
+                kit: ManuallyDrop::new(kit),
                 _keep: None,
             }
         })
@@ -132,38 +125,37 @@ impl Timer {
     /// The channel the time is delivered on.
     // entry: a getter of the delivery channel
     pub fn c(&self) -> &Receiver<Instant> {
-        &self.rx
+        self.kit.rx()
     }
 
     /// Prevents the timer from firing; false if it already fired or was
     /// stopped. As in Go, a value already in the channel stays there.
     pub fn stop(&self) -> bool {
-        crate::runtime::asyncpreempt::in_runtime(move || self.inner.stop())
+        crate::runtime::asyncpreempt::in_runtime(move || self.kit.timer().stop())
     }
 
     /// Re-arms the timer to fire after `d`; true if it was still pending.
     pub fn reset(&self, d: Duration) -> bool {
-        crate::runtime::asyncpreempt::in_runtime(move || {
-            self.inner.start(deadline_after(nanotime(), d), 0)
+        call_here(move |here| {
+            self.kit
+                .timer()
+                .start_here(here, deadline_after(nanotime(), d), 0)
         })
     }
 }
 
 impl Drop for Timer {
-    /// Dropping a channel timer stops it (nobody could receive its value);
-    /// an `after_func` timer keeps running, as in Go.
+    /// Dropping a channel timer stops it (nobody could receive its value)
+    /// and gives its parts to the P's cache; an `after_func` timer keeps
+    /// running, as in Go.
     fn drop(&mut self) {
-        let this = &*self;
-        crate::runtime::asyncpreempt::in_runtime(move || {
-            if this._keep.is_none() {
-                this.inner.stop();
-            }
-        });
-        // SAFETY: taken once, here; `rx` is not used again.
-        let rx = unsafe { ManuallyDrop::take(&mut self.rx) };
-        // The channel's only sender is in `inner` (or `_keep`), dropped
-        // next, and only ever try-sends: the receiver may go quietly.
-        rx.drop_unobserved();
+        // SAFETY: taken once, here; `kit` is not used again.
+        let kit = unsafe { ManuallyDrop::take(&mut self.kit) };
+        if self._keep.is_some() {
+            drop(kit);
+            return;
+        }
+        stop_and_recycle(kit);
     }
 }
 
@@ -176,9 +168,8 @@ impl fmt::Debug for Timer {
 /// Delivers the time on a channel every period (Go's `time.Ticker`). Slow
 /// receivers miss ticks rather than queue them.
 pub struct Ticker {
-    inner: Arc<timers::Timer>,
-    /// As `Timer::rx`.
-    rx: ManuallyDrop<Receiver<Instant>>,
+    /// As `Timer::kit`.
+    kit: ManuallyDrop<ChanTimer>,
 }
 
 impl Ticker {
@@ -187,15 +178,13 @@ impl Ticker {
     /// # Panics
     /// If `d` is zero (Go: "non-positive interval for NewTicker").
     pub fn new(d: Duration) -> Ticker {
-        crate::runtime::asyncpreempt::in_runtime(move || {
-            assert!(!d.is_zero(), "non-positive interval for Ticker::new");
-            let (tx, rx) = chan(1);
-            let inner = timers::Timer::new(send_time(tx));
-            let period = period_ns(d);
-            inner.start(deadline_after(nanotime(), d), period);
+        assert!(!d.is_zero(), "non-positive interval for Ticker::new");
+        call_here(move |here| {
+            let kit = take_kit(here);
+            kit.timer()
+                .start_here(here, deadline_after(nanotime(), d), period_ns(d));
             Ticker {
-                inner,
-                rx: ManuallyDrop::new(rx),
+                kit: ManuallyDrop::new(kit),
             }
         })
     }
@@ -203,13 +192,13 @@ impl Ticker {
     /// The channel ticks are delivered on.
     // entry: a getter of the delivery channel
     pub fn c(&self) -> &Receiver<Instant> {
-        &self.rx
+        self.kit.rx()
     }
 
     /// Stops the ticker (no more ticks are sent; the channel stays open).
     pub fn stop(&self) {
         crate::runtime::asyncpreempt::in_runtime(move || {
-            self.inner.stop();
+            self.kit.timer().stop();
         })
     }
 
@@ -218,25 +207,42 @@ impl Ticker {
     /// # Panics
     /// If `d` is zero.
     pub fn reset(&self, d: Duration) {
-        crate::runtime::asyncpreempt::in_runtime(move || {
-            assert!(!d.is_zero(), "non-positive interval for Ticker::reset");
-            self.inner
-                .start(deadline_after(nanotime(), d), period_ns(d));
+        assert!(!d.is_zero(), "non-positive interval for Ticker::reset");
+        call_here(move |here| {
+            self.kit
+                .timer()
+                .start_here(here, deadline_after(nanotime(), d), period_ns(d));
         })
     }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        let this = &*self;
-        crate::runtime::asyncpreempt::in_runtime(move || {
-            this.inner.stop();
-        });
-        // SAFETY: taken once, here; `rx` is not used again.
-        let rx = unsafe { ManuallyDrop::take(&mut self.rx) };
-        // As in `Timer::drop`.
-        rx.drop_unobserved();
+        // SAFETY: taken once, here; `kit` is not used again.
+        let kit = unsafe { ManuallyDrop::take(&mut self.kit) };
+        stop_and_recycle(kit);
     }
+}
+
+/// A channel timer from the calling M's P's cache (`p::chantimers`), or a
+/// new one.
+#[inline]
+fn take_kit(here: m::Here) -> ChanTimer {
+    here.p_local(|l| l.chan_timers.take())
+        .flatten()
+        .unwrap_or_else(ChanTimer::new)
+}
+
+/// Stops a dropped channel timer and gives its parts to the P's cache
+/// (`p::chantimers`), or drops them if they cannot be reused.
+fn stop_and_recycle(kit: ChanTimer) {
+    call_here(move |here| {
+        kit.timer().stop();
+        // Without a P the closure (and the kit in it) is dropped unrun.
+        let rest = here.p_local(move |l| l.chan_timers.keep(kit));
+        // Dropped with no borrow of the P's local state live.
+        drop(rest);
+    });
 }
 
 impl fmt::Debug for Ticker {
