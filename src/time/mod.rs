@@ -237,7 +237,11 @@ fn take_kit(here: m::Here) -> ChanTimer {
 /// (`p::chantimers`), or drops them if they cannot be reused.
 fn stop_and_recycle(kit: ChanTimer) {
     call_here(move |here| {
-        kit.timer().stop();
+        // A record nobody else holds has no heap entry (an entry, or a
+        // runner that popped one, holds a reference): nothing to stop.
+        if std::sync::Arc::strong_count(kit.timer()) != 1 {
+            kit.timer().stop();
+        }
         // Without a P the closure (and the kit in it) is dropped unrun.
         let rest = here.p_local(move |l| l.chan_timers.keep(kit));
         // Dropped with no borrow of the P's local state live.
