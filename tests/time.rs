@@ -267,6 +267,66 @@ fn a_timer_made_after_a_drop_starts_afresh() {
     });
 }
 
+// Selects with a timeout arm, from goroutines on every P and from a plain
+// thread, while values arrive now and then: the timers of these selects are
+// dropped and made again thousands of times, most through the Ps' caches of
+// channel timers, some of them fired and some stopped. A timeout must never
+// come early (a recycled timer's old value or firing would end a select at
+// once), and every value sent is received exactly once.
+#[test]
+fn select_timeouts_reuse_timers_safely() {
+    within(120, || {
+        const PER: u64 = 400;
+        let (tx, rx) = chan::<u64>(0);
+        let got = Arc::new(AtomicU64::new(0));
+        let wait = move |rx: goroutine::Receiver<u64>, got: Arc<AtomicU64>, seed: u64| {
+            let mut x = seed | 1;
+            for _ in 0..PER {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let d = Duration::from_micros(x % 300);
+                let t0 = Instant::now();
+                select! {
+                    recv(rx) -> v => { got.fetch_add(v.unwrap(), Ordering::Relaxed); }
+                    default(d) => assert!(t0.elapsed() >= d, "a timeout came early"),
+                }
+            }
+        };
+        let mut hs: Vec<_> = (0..8u64)
+            .map(|i| {
+                let (rx, got) = (rx.clone(), got.clone());
+                go(move || wait(rx, got, i.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+            })
+            .collect();
+        let thread = {
+            let (rx, got) = (rx.clone(), got.clone());
+            std::thread::spawn(move || wait(rx, got, 77))
+        };
+        let sender = go(move || {
+            let mut sent = 0;
+            for v in 1..=500u64 {
+                if tx.send_timeout(v, Duration::from_millis(2)).is_ok() {
+                    sent += v;
+                }
+                if v % 16 == 0 {
+                    time::sleep(Duration::from_micros(200));
+                }
+            }
+            // Kept open until the waiters are done: a closed channel would
+            // end their selects at once.
+            (sent, tx)
+        });
+        let (sent, tx) = sender.join().unwrap();
+        for h in hs.drain(..) {
+            h.join().unwrap();
+        }
+        thread.join().unwrap();
+        drop((tx, rx));
+        assert_eq!(got.load(Ordering::Relaxed), sent, "a value lost or doubled");
+    });
+}
+
 // A reset to a later time leaves the heap entry at the old time (Go's
 // timerModifiedLater): reaching it must re-queue the timer, not fire it.
 // Each timer is reset later several times, from this goroutine and from
