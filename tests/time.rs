@@ -327,6 +327,43 @@ fn select_timeouts_reuse_timers_safely() {
     });
 }
 
+// Dropping the last receiver of an `after` channel stops its timer (as Go
+// since 1.23): a loop whose select takes another arm each round leaves no
+// pending timer behind. A receiver kept (a clone) keeps its timer, which
+// still delivers. Isolated: `stats().timers` counts the whole process's.
+isolated_test! {
+    fn dropping_an_after_channel_stops_its_timer() {
+        within(30, || {
+            let hour = Duration::from_secs(3600);
+            let before = goroutine::stats().timers;
+            let (tx, rx) = chan::<u32>(1);
+            for i in 0..10_000u32 {
+                tx.send(i).unwrap();
+                select! {
+                    recv(rx) -> v => assert_eq!(v.unwrap(), i),
+                    recv(time::after(hour)) -> _ => unreachable!("an hour passed"),
+                }
+            }
+            let now = goroutine::stats().timers;
+            assert!(now <= before, "pending timers grew from {before} to {now}");
+            // Kept receivers keep their timers; a clone is a receiver.
+            let kept: Vec<_> = (0..100).map(|_| time::after(hour)).collect();
+            assert_eq!(goroutine::stats().timers, before + 100);
+            let clone = kept[0].clone();
+            drop(kept);
+            assert_eq!(goroutine::stats().timers, before + 1);
+            drop(clone);
+            assert_eq!(goroutine::stats().timers, before);
+            // A clone of a short one still gets the time, then the close.
+            let r = time::after(Duration::from_millis(5));
+            let r2 = r.clone();
+            drop(r);
+            assert!(r2.recv().is_ok(), "the kept clone lost the time");
+            assert!(r2.recv().is_err());
+        });
+    }
+}
+
 // A reset to a later time leaves the heap entry at the old time (Go's
 // timerModifiedLater): reaching it must re-queue the timer, not fire it.
 // Each timer is reset later several times, from this goroutine and from

@@ -50,6 +50,7 @@ use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{fence, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 
 use super::error::{CloseError, RecvError, SendError, TryRecvError, TrySendError};
 use super::fast::{Fast, Readiness};
@@ -57,6 +58,7 @@ use super::lock::Lock;
 use super::wait::{self, Claimed, ClaimedList, Sudog, WaitQueue, WaitState};
 use crate::g::WaitReason;
 use crate::m;
+use crate::p::timerheap::Timer;
 
 /// The untyped part of a channel: its lock and wait queues.
 pub(crate) struct RawChan {
@@ -130,6 +132,14 @@ pub(crate) struct Chan<T> {
     buf: Ring<T>,
     pub(crate) senders: AtomicUsize,
     pub(crate) receivers: AtomicUsize,
+    /// The timer whose firing sends on this channel, for `time::after`'s
+    /// channels only (the timer is then owned by its heap entry, and the
+    /// receiver by the user). Once the last receiver goes nobody can see
+    /// the firing, so its drop stops the timer rather than leave it pending
+    /// until it fires (Go since 1.23 lets its collector take such timers).
+    /// Written once, while the creator holds both handles and nothing else
+    /// can reach the channel; read by the last receiver's drop.
+    sending_timer: UnsafeCell<Option<Weak<Timer>>>,
 }
 
 // SAFETY: `state` and `buf` are only accessed under `raw.lock` (or through
@@ -218,6 +228,7 @@ impl<T> Chan<T> {
             buf: Ring::new(cap),
             senders: AtomicUsize::new(1),
             receivers: AtomicUsize::new(1),
+            sending_timer: UnsafeCell::new(None),
         }
     }
 
@@ -591,6 +602,22 @@ impl<T> Chan<T> {
             // range); ours alone (see above).
             unsafe { self.slot((head + k) % self.cap()).assume_init_drop() };
         }
+        // SAFETY: written only before the channel was shared (`set_sending_timer`).
+        let timer = unsafe { &*self.sending_timer.get() };
+        if let Some(t) = timer.as_ref().and_then(Weak::upgrade) {
+            // Its firing has nobody to see it (the field's note).
+            t.stop();
+        }
+    }
+
+    /// Records the timer that sends on this channel (`time::after`).
+    ///
+    /// # Safety
+    /// The caller holds the channel's only handles (one sender, inside the
+    /// timer, and one receiver), so nothing else can reach the channel.
+    pub(crate) unsafe fn set_sending_timer(&self, t: &Arc<Timer>) {
+        // SAFETY: exclusive (contract).
+        unsafe { *self.sending_timer.get() = Some(Arc::downgrade(t)) };
     }
 
     /// Buffered values, without the lock (Go's `len(c)`): the count at

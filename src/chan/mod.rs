@@ -274,6 +274,17 @@ impl<T> Receiver<T> {
     pub(crate) fn is_unused_pair(&self) -> bool {
         Arc::strong_count(&self.chan) == 2 && self.chan.is_unused_pair()
     }
+
+    /// Makes `t` the timer that sends on this channel: the last receiver's
+    /// drop stops it (`time::after`).
+    ///
+    /// # Safety
+    /// As `Chan::set_sending_timer`: the caller holds the channel's only
+    /// handles.
+    pub(crate) unsafe fn set_sending_timer(&self, t: &Arc<crate::p::timerheap::Timer>) {
+        // SAFETY: forwarded.
+        unsafe { self.chan.set_sending_timer(t) }
+    }
 }
 
 impl<T> Clone for Sender<T> {

@@ -257,7 +257,7 @@ impl Timers {
         self.timer0.load(Ordering::Acquire)
     }
 
-    #[cfg_attr(loom, allow(dead_code))] // read by schedtrace
+    #[cfg_attr(loom, allow(dead_code))] // read by schedtrace and stats
     pub(crate) fn len(&self) -> usize {
         lock(&self.heap).len()
     }

@@ -175,6 +175,9 @@ pub struct Stats {
     pub preempt_yields: u64,
     /// Timers that fired (sleeps, channel timers, deadlines, `after_func`).
     pub timers_fired: u64,
+    /// Pending timers, on every P's heap (a gauge: sleeps, channel timers,
+    /// tickers, deadlines, `after_func`).
+    pub timers: usize,
     /// Goroutines readied by the netpoller.
     pub netpoll_ready: u64,
 }
@@ -234,6 +237,7 @@ pub(crate) fn stats() -> Stats {
         st.syscall_entry_handoffs += get(&c.blocking_handoffs);
         st.preempt_yields += get(&c.preempt_yields);
         st.timers_fired += get(&c.timers_fired);
+        st.timers += p.timers.len();
         if id < st.gomaxprocs {
             st.local_runq.push(p.runq.len());
         }

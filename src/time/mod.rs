@@ -64,13 +64,17 @@ pub fn sleep_until(deadline: Instant) {
 }
 
 /// A channel that receives the current time once `d` has passed (Go's
-/// `time.After`).
+/// `time.After`). Dropping every receiver of the channel stops the timer:
+/// `after` in a loop's `select!` leaves no pending timer behind for each
+/// round that another arm won (as Go since 1.23).
 pub fn after(d: Duration) -> Receiver<Instant> {
     call_here(move |here| {
         // The heap entry owns the timer and with it the sender: once the time
         // is sent and the entry dropped, the channel holds the value and then
         // reports closed.
         let (t, rx) = take_kit(here).into_parts();
+        // SAFETY: a kit's channel has two handles, both in `t` and `rx`.
+        unsafe { rx.set_sending_timer(&t) };
         t.start_here(here, deadline_after(nanotime(), d), 0);
         rx
     })
