@@ -91,6 +91,8 @@ compile_error!(
 #[cfg(not(loom))]
 mod block_on;
 #[cfg(not(loom))]
+mod cacheline;
+#[cfg(not(loom))]
 mod chan;
 #[cfg(not(loom))]
 pub mod context;

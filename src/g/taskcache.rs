@@ -29,6 +29,7 @@ use std::ptr::NonNull;
 use std::sync::Mutex;
 
 use super::arena::Arena;
+use crate::cacheline::CacheLine;
 
 const CLASSES: [usize; 3] = [64, 128, 256];
 const ALIGN: usize = 16;
@@ -74,10 +75,12 @@ impl Global {
     }
 }
 
-static GLOBAL: Mutex<Global> = Mutex::new(Global {
+/// On lines of its own: spawns from outside the runtime take it for every
+/// cell, while the Ms return blocks to it (`crate::cacheline`).
+static GLOBAL: CacheLine<Mutex<Global>> = CacheLine::new(Mutex::new(Global {
     free: [Vec::new(), Vec::new(), Vec::new()],
     arena: Arena::new(),
-});
+}));
 
 fn global() -> std::sync::MutexGuard<'static, Global> {
     GLOBAL.lock().unwrap_or_else(|e| e.into_inner())

@@ -55,6 +55,7 @@ use std::time::{Duration, Instant};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 
+use crate::cacheline::CacheLine;
 use crate::g::{WaitReason, G};
 use crate::m;
 use crate::runtime::park;
@@ -90,8 +91,10 @@ struct PollState {
 }
 
 static POLLER: OnceLock<Poller> = OnceLock::new();
-/// Goroutines parked in the poller (Go's netpollWaiters).
-static WAITERS: AtomicI32 = AtomicI32::new(0);
+/// Goroutines parked in the poller (Go's netpollWaiters). Written at every
+/// park and wake for I/O, by every M: on lines of its own
+/// (`crate::cacheline`).
+static WAITERS: CacheLine<AtomicI32> = CacheLine::new(AtomicI32::new(0));
 /// A break is pending (Go's netpollWakeSig): at most one eventfd write.
 static WAKE_SIG: AtomicBool = AtomicBool::new(false);
 /// Free descriptors.

@@ -67,6 +67,7 @@ use std::sync::atomic::{
 };
 use std::sync::{Mutex, MutexGuard, Once};
 
+use crate::cacheline::CacheLine;
 use crate::g::G;
 use crate::m::note::Note;
 use crate::m::M;
@@ -90,13 +91,13 @@ pub(crate) struct Locked {
 }
 
 pub(crate) struct Sched {
-    pub(crate) lock: Mutex<Locked>,
+    pub(crate) lock: CacheLine<Mutex<Locked>>,
     /// Length of `Locked::runq`, readable without the lock. Stored with
     /// SeqCst under the lock: pairs with the spinning protocol's fence (see
     /// `spinning.rs`) so a spinning M that stops cannot miss global work.
-    pub(crate) runqsize: AtomicU32,
+    pub(crate) runqsize: CacheLine<AtomicU32>,
     /// nmspinning and npidle.
-    pub(crate) spin: spinning::Spinning,
+    pub(crate) spin: CacheLine<spinning::Spinning>,
     pub(crate) gomaxprocs: AtomicU32,
     /// A stop-the-world is in progress: every P holder must stop (Go's
     /// `gcwaiting`; `GODEBUG=scheddetail=1` still prints it under Go's name).
@@ -109,19 +110,19 @@ pub(crate) struct Sched {
     pub(crate) allm: Mutex<Vec<&'static M>>,
     pub(crate) mnext: AtomicU64,
     /// Global free list of dead Gs (Go's `sched.gFree`).
-    pub(crate) gfree: Mutex<Vec<&'static G>>,
-    pub(crate) gfree_len: AtomicUsize,
+    pub(crate) gfree: CacheLine<Mutex<Vec<&'static G>>>,
+    pub(crate) gfree_len: CacheLine<AtomicUsize>,
     /// Woken when the last P stops for a stop-the-world.
     pub(crate) stopnote: Note,
     /// Serialises stop-the-world (Go's worldsema).
     pub(crate) worldsema: AtomicBool,
     /// Goroutines spawned from outside the runtime (no P to count them on).
-    pub(crate) ngoroutine_ext: AtomicI64,
+    pub(crate) ngoroutine_ext: CacheLine<AtomicI64>,
     /// When the network was last polled; 0 while an M is blocked in the
     /// poller (Go's sched.lastpoll: swapping it to 0 elects the poller).
-    pub(crate) lastpoll: AtomicI64,
+    pub(crate) lastpoll: CacheLine<AtomicI64>,
     /// The blocked poller's deadline (nanotime), 0 if none.
-    pub(crate) poll_until: AtomicI64,
+    pub(crate) poll_until: CacheLine<AtomicI64>,
     /// sysmon is in its deep sleep on `sysmonnote`.
     pub(crate) sysmonwait: AtomicBool,
     pub(crate) sysmonnote: Note,
@@ -131,28 +132,28 @@ pub(crate) struct Sched {
 pub(crate) static MAX_THREADS: AtomicUsize = AtomicUsize::new(10_000);
 
 static SCHED: Sched = Sched {
-    lock: Mutex::new(Locked {
+    lock: CacheLine::new(Mutex::new(Locked {
         runq: globrunq::GlobalQueue::new(),
         pidle: Vec::new(),
         midle: Vec::new(),
         stopwait: 0,
         stopped: Vec::new(),
-    }),
-    runqsize: AtomicU32::new(0),
-    spin: spinning::Spinning::new(),
+    })),
+    runqsize: CacheLine::new(AtomicU32::new(0)),
+    spin: CacheLine::new(spinning::Spinning::new()),
     gomaxprocs: AtomicU32::new(0),
     stw_waiting: AtomicBool::new(false),
     allp: [const { AtomicPtr::new(ptr::null_mut()) }; MAX_PROCS],
     allp_created: AtomicU32::new(0),
     allm: Mutex::new(Vec::new()),
     mnext: AtomicU64::new(0),
-    gfree: Mutex::new(Vec::new()),
-    gfree_len: AtomicUsize::new(0),
+    gfree: CacheLine::new(Mutex::new(Vec::new())),
+    gfree_len: CacheLine::new(AtomicUsize::new(0)),
     stopnote: Note::new(),
     worldsema: AtomicBool::new(false),
-    ngoroutine_ext: AtomicI64::new(0),
-    lastpoll: AtomicI64::new(1),
-    poll_until: AtomicI64::new(0),
+    ngoroutine_ext: CacheLine::new(AtomicI64::new(0)),
+    lastpoll: CacheLine::new(AtomicI64::new(1)),
+    poll_until: CacheLine::new(AtomicI64::new(0)),
     sysmonwait: AtomicBool::new(false),
     sysmonnote: Note::new(),
 };

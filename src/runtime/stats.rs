@@ -47,6 +47,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::sched;
+use crate::cacheline::CacheLine;
 use crate::g::Status;
 use crate::sys::time::nanotime;
 
@@ -73,9 +74,11 @@ pub(crate) static SYSMON: SysmonCounters = SysmonCounters {
 };
 
 /// Goroutines spawned from threads outside the runtime (no P to count on).
-pub(crate) static SPAWNS_EXT: AtomicU64 = AtomicU64::new(0);
+/// Written by those threads, one spawn at a time: on lines of its own
+/// (`crate::cacheline`).
+pub(crate) static SPAWNS_EXT: CacheLine<AtomicU64> = CacheLine::new(AtomicU64::new(0));
 /// Goroutines readied by the netpoller.
-pub(crate) static NETPOLL_READY: AtomicU64 = AtomicU64::new(0);
+pub(crate) static NETPOLL_READY: CacheLine<AtomicU64> = CacheLine::new(AtomicU64::new(0));
 
 #[repr(align(64))]
 struct Coarse(AtomicU32);
