@@ -60,8 +60,9 @@ pub(crate) fn newproc(
         named_or_traced(id, 0, trace::GLOBAL, &name);
     }
     init(g, id, task, stack_size, name);
+    // Counts both the live goroutines (exits are counted on the P they end
+    // on) and, for `stats().spawns`, the spawns from outside the runtime.
     s.ngoroutine_ext.fetch_add(1, Ordering::Relaxed);
-    stats::SPAWNS_EXT.fetch_add(1, Ordering::Relaxed);
     globrunq::put(g);
     idle::wakep();
     id

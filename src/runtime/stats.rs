@@ -18,7 +18,9 @@
 //! - sysmon's own ([`SYSMON`]): written only by the sysmon thread: syscall
 //!   retakes and preemption requests;
 //! - global, for the rare paths with no owner: spawns from outside the
-//!   runtime, goroutines readied by the netpoller (once per non-empty poll).
+//!   runtime (the scheduler's `ngoroutine_ext`, which only grows: their
+//!   exits are counted on the P they end on), goroutines readied by the
+//!   netpoller (once per non-empty poll).
 //!
 //! Reading walks all Ps and Ms: O(GOMAXPROCS + threads), about 0.1 us at
 //! GOMAXPROCS 2 to 8 (three uncontended locks, one small allocation),
@@ -73,23 +75,17 @@ pub(crate) static SYSMON: SysmonCounters = SysmonCounters {
     blocked_handoffs: AtomicU64::new(0),
 };
 
-/// Goroutines spawned from threads outside the runtime (no P to count on).
-/// Written by those threads, one spawn at a time: on lines of its own
-/// (`crate::cacheline`).
-pub(crate) static SPAWNS_EXT: CacheLine<AtomicU64> = CacheLine::new(AtomicU64::new(0));
 /// Goroutines readied by the netpoller.
 pub(crate) static NETPOLL_READY: CacheLine<AtomicU64> = CacheLine::new(AtomicU64::new(0));
 
-#[repr(align(64))]
-struct Coarse(AtomicU32);
-
-static COARSE_MS: Coarse = Coarse(AtomicU32::new(1));
+/// Read at every park, written by sysmon: on lines of its own.
+static COARSE_MS: CacheLine<AtomicU32> = CacheLine::new(AtomicU32::new(1));
 
 /// The coarse clock (module note): ms since runtime start plus one, at
 /// most ~10 ms old while goroutines run.
 #[inline]
 pub(crate) fn coarse_ms() -> u32 {
-    COARSE_MS.0.load(Ordering::Relaxed)
+    COARSE_MS.load(Ordering::Relaxed)
 }
 
 /// The coarse clock's value for nanotime `now`.
@@ -100,7 +96,7 @@ pub(crate) fn ms_since_start(now: i64) -> u32 {
 /// Refreshes the coarse clock from the real one; returns the nanotime read.
 pub(crate) fn refresh_coarse_now() -> i64 {
     let now = nanotime();
-    COARSE_MS.0.store(ms_since_start(now), Ordering::Relaxed);
+    COARSE_MS.store(ms_since_start(now), Ordering::Relaxed);
     now
 }
 
@@ -254,7 +250,9 @@ pub(crate) fn stats() -> Stats {
             st.m_wakes += m.wakes.load(Ordering::Relaxed);
         }
     }
-    st.spawns += SPAWNS_EXT.load(Ordering::Relaxed);
+    // Goroutines spawned from outside the runtime: that count only grows
+    // (their exits are counted on the P they end on).
+    st.spawns += s.ngoroutine_ext.load(Ordering::Relaxed) as u64;
     st.syscall_handoffs += SYSMON.retakes.load(Ordering::Relaxed);
     st.preempt_requests = SYSMON.preempt_requests.load(Ordering::Relaxed);
     st.blocked_handoffs = SYSMON.blocked_handoffs.load(Ordering::Relaxed);
