@@ -24,7 +24,9 @@
 //!   then complete each with `success = false`: receivers get `RecvError`,
 //!   senders their value back (Go panics there; we return `SendError`).
 //! - **last receiver dropped**: set `rx_gone`, fail every waiting sender as
-//!   close does, and drop the buffered values (outside the lock).
+//!   close does, and drop the buffered values (outside the lock); then, for
+//!   a `time::after` channel, stop the timer that would send on it (after
+//!   the unlock: a timer's lock is never taken under a channel's).
 //! - **last sender dropped**: close (if not closed yet).
 //! - **try_send / try_recv**: first the lock-free check of `fast.rs` (a full
 //!   or empty channel answers without the lock), then the locked operation.

@@ -3,7 +3,10 @@
 //! Every timer lives in a per-P heap (`runtime::timers`) and fires from the
 //! scheduler; nothing here takes a thread. Channel timers deliver the firing
 //! time into a channel of capacity 1 with a non-blocking send, as Go does:
-//! a tick that finds the channel full is dropped.
+//! a tick that finds the channel full is dropped. A dropped `Timer` or
+//! `Ticker` gives its record and channel to its P's cache for the next one
+//! (`p::chantimers`, with the conditions that make that safe); an `after`
+//! timer is stopped when the last receiver of its channel goes.
 //!
 //! ```
 //! use std::time::Duration;
