@@ -564,7 +564,11 @@ pub(crate) fn complete_all(claims: Vec<Claimed>, success: bool, here: crate::m::
     /// Claims ahead whose sudogs are being loaded; the states are loaded at
     /// half that distance, once their sudog (holding the pointer) is in.
     const AHEAD: usize = 16;
+    /// Goroutines readied between two looks for an idle P
+    /// (`park::ready_queued`).
+    const WAKE_EVERY: usize = 16;
     let mut it = claims.into_iter();
+    let mut i = 0usize;
     while let Some(c) = it.next() {
         let rest = it.as_slice();
         if let Some(n) = rest.get(AHEAD - 1) {
@@ -573,7 +577,18 @@ pub(crate) fn complete_all(claims: Vec<Claimed>, success: bool, here: crate::m::
         if let Some(n) = rest.get(AHEAD / 2 - 1) {
             n.prefetch_state();
         }
-        c.complete_here(success, here);
+        if rest.is_empty() {
+            // The last one into runnext (and an idle P woken if any), as
+            // Go's goready of each would leave it.
+            c.complete_here(success, here);
+        } else {
+            let wake = i % WAKE_EVERY == 0;
+            c.complete_with(success, |w| match w {
+                Waiter::Goroutine(g) => crate::runtime::park::ready_queued(g, here, wake),
+                w => w.wake_here(here),
+            });
+        }
+        i += 1;
     }
 }
 

@@ -134,6 +134,28 @@ pub(crate) fn ready(g: &'static G) {
 /// [`ready`] with the M the caller's entry gate looked up.
 #[inline]
 pub(crate) fn ready_here(g: &'static G, here: m::Here) {
+    ready_with(g, here, true, true)
+}
+
+/// One goroutine of a batch readied in a row (a close that wakes every
+/// waiter, `chan::wait::complete_all`): onto the tail of this P's ring
+/// rather than into runnext. Go readies each into runnext, which only
+/// pushes the one before to the ring's tail: the queue ends up the same
+/// when the batch's last goroutine goes through [`ready_here`], but each
+/// `runnext` swap is a full barrier, and in a batch of cold records every
+/// barrier waits for the stores that missed before it. With `wake`, the
+/// caller asks for an idle P's M as [`ready_here`] does, after a `SeqCst`
+/// fence (the ring publish is only a release store: `RunQueue::put`); a
+/// batch does so at its first goroutine and then every few, so that an idle
+/// P starts helping at once and the goroutines published in between wait at
+/// most until the next one.
+#[inline]
+pub(crate) fn ready_queued(g: &'static G, here: m::Here, wake: bool) {
+    ready_with(g, here, false, wake)
+}
+
+#[inline(always)]
+fn ready_with(g: &'static G, here: m::Here, next: bool, wake: bool) {
     g.cas_waiting_to_runnable();
     // Randomized scheduling (tests only): sometimes make a woken goroutine
     // wait behind the global queue, as if readied from another thread.
@@ -155,7 +177,15 @@ pub(crate) fn ready_here(g: &'static G, here: m::Here) {
             if trace::on() {
                 trace_unblock(g, m, pp.id);
             }
-            globrunq::runqput(pp, g, true)
+            globrunq::runqput(pp, g, next);
+            if !wake {
+                return;
+            }
+            if !next {
+                // StoreLoad between the ring publish and wakep's loads
+                // (`spinning::try_claim_wake`; the runnext swap is one).
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            }
         }
         None => ready_global(g, m),
     }
