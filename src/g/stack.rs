@@ -92,13 +92,17 @@
 //! makes a system call for it:
 //!
 //! - while exits keep spilling to the pool (a burst in progress), sysmon
-//!   releases `PACED_CHUNK` (256) stacks per ms since its last release, at
-//!   most `RELEASE_CHUNK` per look (it looks every 20 us to 10 ms): 100K
-//!   to 256K stacks a second. Every release is a TLB shootdown of each CPU
-//!   that runs an M, and at full speed during the burst these slowed the
-//!   exits themselves (100,000 goroutines woken at once at GOMAXPROCS=2:
-//!   75 ms before, when the exiting Ms also released past a bound of
-//!   2,048; 50 ms paced);
+//!   releases `PACED_CHUNK` (256) stacks per pace since its last release,
+//!   at most `RELEASE_CHUNK` per look (it looks every 20 us to 10 ms). The
+//!   pace is 1 ms, or longer where releasing a chunk takes more than 1/50
+//!   of it: like Go's scavenger, the release uses at most 2% of a CPU while
+//!   the program is busy (about 20,000 stacks a second on the 2-core VM,
+//!   where a chunk takes about 250 us). Every release is a TLB shootdown
+//!   of each CPU that runs an M, and its page freeing runs on a CPU the Ms
+//!   need: at full speed during the burst these slowed the exits
+//!   themselves (100,000 goroutines woken at once at GOMAXPROCS=2: 75 ms
+//!   when the exiting Ms also released past a bound of 2,048; 50 ms paced
+//!   at 256 a ms; 10% less again with the 2% budget);
 //! - once a sysmon cycle sees no new spill, it releases `RELEASE_CHUNK`
 //!   (1,024) per cycle and skips its naps until done: about 100 ms per
 //!   100,000 stacks;
@@ -266,7 +270,8 @@ const SPILL_RELEASE_MAX: usize = 64;
 const RELEASE_CHUNK: usize = 1024;
 
 /// While exits keep spilling (a burst in progress), sysmon releases only
-/// this many stacks per [`RELEASE_PACE_NS`]: each release is a TLB
+/// this many stacks per pace (at least [`RELEASE_PACE_NS`], longer where
+/// [`RELEASE_BUDGET_DIV`] asks it): each release is a TLB
 /// shootdown of every CPU running an M, so releasing at full speed during
 /// the burst slowed the exits themselves. Like Go's background scavenger,
 /// the pace keeps memory going back while the program is busy (100K to
@@ -276,6 +281,15 @@ const RELEASE_CHUNK: usize = 1024;
 /// went back at 64K stacks a second while exits went on.
 const PACED_CHUNK: usize = 256;
 const RELEASE_PACE_NS: i64 = 1_000_000;
+
+/// While exits stream in, a pace lasts at least this many times as long as
+/// the last chunk took to release: the release then takes at most 1/50 of
+/// sysmon's time (Go's background scavenger keeps to about 1% of a CPU).
+/// Releasing 1,024 stacks during a burst took about 1 ms here, and at a
+/// fixed 256 stacks a ms that was 8-10% of a CPU taken from the exiting
+/// Ms on a 2-core box: 100,000 goroutines woken at once at GOMAXPROCS=2
+/// finished 10% sooner without it.
+const RELEASE_BUDGET_DIV: i64 = 50;
 
 /// A release request that sysmon has not looked at for this long (ns)
 /// lets the spilling thread release past `WARM_HARD_MAX` itself. sysmon
@@ -620,6 +634,9 @@ struct PoolInner {
     releaser_seen: i64,
     /// When the background releaser last released a chunk (its pace).
     released_at: i64,
+    /// How long (ns) releasing `PACED_CHUNK` stacks took at the last
+    /// release, for the streaming pace (`RELEASE_BUDGET_DIV`).
+    chunk_cost: i64,
     /// Spills to a warm list so far, and as many as the releaser had seen
     /// at its last look: a difference means exits are streaming in.
     spills: u64,
@@ -687,6 +704,7 @@ impl Pool {
                 classes: Vec::new(),
                 releaser_seen: 0,
                 released_at: -RELEASE_PACE_NS,
+                chunk_cost: 0,
                 spills: 0,
                 spills_seen: 0,
                 slabs: Vec::new(),
@@ -700,8 +718,10 @@ impl Pool {
     /// If some class went past `2 * WARM_MAX` warm stacks (or the last call
     /// left work), releases the oldest warm stacks past `WARM_MAX`: at most
     /// [`RELEASE_CHUNK`] once exits have stopped spilling since the last
-    /// call, else [`PACED_CHUNK`] per [`RELEASE_PACE_NS`] since the last
-    /// release (up to `RELEASE_CHUNK`). The request stays up while more are
+    /// call, else [`PACED_CHUNK`] per pace since the last release (up to
+    /// `RELEASE_CHUNK`; the pace is [`RELEASE_PACE_NS`], or
+    /// [`RELEASE_BUDGET_DIV`] times the last chunk's cost if longer). The
+    /// request stays up while more are
     /// left. The system calls run without the pool lock.
     fn release_excess(&self) {
         if !self.excess.swap(false, Ordering::Relaxed) {
@@ -713,8 +733,10 @@ impl Pool {
         let streaming = inner.spills != inner.spills_seen;
         inner.spills_seen = inner.spills;
         // While streaming: the chunks due since the last release, so that
-        // sysmon's longer naps (up to 10 ms) keep the same pace.
-        let paces = (now - inner.released_at) / RELEASE_PACE_NS;
+        // sysmon's longer naps (up to 10 ms) keep the same pace, which is
+        // stretched to keep the release within its share of a CPU.
+        let pace = RELEASE_PACE_NS.max(inner.chunk_cost.saturating_mul(RELEASE_BUDGET_DIV));
+        let paces = (now - inner.released_at) / pace;
         let mut left = if streaming {
             (paces.max(0) as usize)
                 .saturating_mul(PACED_CHUNK)
@@ -733,8 +755,11 @@ impl Pool {
             let old: Vec<NonZeroUsize> = class.warm.drain(..n).collect();
             inner.released_at = now;
             drop(inner);
+            let start = crate::sys::time::nanotime();
             release_coalesced(&old, usable);
+            let took = crate::sys::time::nanotime() - start;
             inner = self.lock();
+            inner.chunk_cost = took.saturating_mul(PACED_CHUNK as i64) / n as i64;
             inner.classes[ci].free.extend(old);
         }
         if inner.classes.iter().any(|c| c.warm.len() > WARM_MAX) {
@@ -1750,6 +1775,48 @@ mod tests {
     /// `release_excess` (sysmon), which paces itself while exits stream in
     /// and takes the rest once they stop. Past `WARM_HARD_MAX` the spilling
     /// thread releases only if the releaser stalled.
+    /// While exits stream in, the pace stretches to keep the release
+    /// within `1 / RELEASE_BUDGET_DIV` of the releaser's time.
+    #[test]
+    fn streaming_release_keeps_to_its_share_of_a_cpu() {
+        let pool = Pool::leak(GuardPolicy::Auto);
+        pool.background.store(true, Ordering::Relaxed);
+        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
+        let n = 2 * WARM_MAX + 2 * CACHE_CAP;
+        let stacks: Vec<Stack> = (0..n)
+            .map(|_| pool.get(DEFAULT_STACK_SIZE).unwrap())
+            .collect();
+        for s in stacks {
+            c.put(s);
+        }
+        c.drain();
+        let warm = pool.warm_len(DEFAULT_STACK_SIZE);
+        assert!(warm > 2 * WARM_MAX, "{warm} warm stacks");
+        let stream = |cost: i64, since: i64| {
+            let mut inner = pool.lock();
+            inner.spills += 1;
+            inner.chunk_cost = cost;
+            inner.released_at = crate::sys::time::nanotime() - since;
+        };
+        // The last chunk took 1 ms: the pace is 50 ms, and 2 ms have passed.
+        stream(1_000_000, 2 * RELEASE_PACE_NS);
+        pool.release_excess();
+        assert_eq!(
+            pool.warm_len(DEFAULT_STACK_SIZE),
+            warm,
+            "released within the pace"
+        );
+        assert!(pool.excess.load(Ordering::Relaxed));
+        assert!(pool.paced.load(Ordering::Relaxed));
+        // One such pace later: a chunk, and its cost is measured.
+        stream(1_000_000, RELEASE_BUDGET_DIV * 1_000_000);
+        pool.release_excess();
+        let gone = warm - pool.warm_len(DEFAULT_STACK_SIZE);
+        assert!(gone >= PACED_CHUNK, "{gone} released");
+        let cost = pool.lock().chunk_cost;
+        assert!(cost > 0 && cost != 1_000_000, "chunk cost {cost}");
+    }
+
     #[test]
     fn background_releaser_takes_the_excess_release_off_the_spilling_thread() {
         let pool = Pool::leak(GuardPolicy::Auto);
