@@ -559,6 +559,12 @@ impl Claimed {
 /// when taken in turn.
 /// 100,000 receivers woken by one close: 650 ns per waiter before, in two
 /// passes over a list linked through the sudogs.
+///
+/// Goroutines are readied onto the tail of this P's ring, all but the last
+/// (`park::ready_queued`), which goes to runnext: the queue Go's goready of
+/// each leaves, without a full barrier per waiter (100,000 woken at
+/// GOMAXPROCS=1: 47.4 ms to run them all before, 44.6 ms after; the
+/// `ready_here` of each was 10% of the closer's samples).
 #[cfg(not(loom))]
 pub(crate) fn complete_all(claims: Vec<Claimed>, success: bool, here: crate::m::Here) {
     /// Claims ahead whose sudogs are being loaded; the states are loaded at
