@@ -274,11 +274,11 @@ const RELEASE_CHUNK: usize = 1024;
 /// [`RELEASE_BUDGET_DIV`] asks it): each release is a TLB
 /// shootdown of every CPU running an M, so releasing at full speed during
 /// the burst slowed the exits themselves. Like Go's background scavenger,
-/// the pace keeps memory going back while the program is busy (100K to
-/// 256K stacks a second, see the module note), and the rest goes when it
-/// stops. At 64 per ms, 100K goroutines woken at once at GOMAXPROCS=2 took
-/// 43 ms instead of 50 (6 runs each, within this box's noise), and memory
-/// went back at 64K stacks a second while exits went on.
+/// the pace keeps memory going back while the program is busy (see the
+/// module note), and the rest goes when it stops. At 64 per ms (a fixed
+/// pace then), 100K goroutines woken at once at GOMAXPROCS=2 took 43 ms
+/// instead of 50 (6 runs each, within this box's noise), and memory went
+/// back at 64K stacks a second while exits went on.
 const PACED_CHUNK: usize = 256;
 const RELEASE_PACE_NS: i64 = 1_000_000;
 
@@ -1770,11 +1770,6 @@ mod tests {
         }
     }
 
-    /// With a background releaser, a goroutine exit that spills past
-    /// `2 * WARM_MAX` makes no system call: the excess waits for
-    /// `release_excess` (sysmon), which paces itself while exits stream in
-    /// and takes the rest once they stop. Past `WARM_HARD_MAX` the spilling
-    /// thread releases only if the releaser stalled.
     /// While exits stream in, the pace stretches to keep the release
     /// within `1 / RELEASE_BUDGET_DIV` of the releaser's time.
     #[test]
@@ -1817,6 +1812,11 @@ mod tests {
         assert!(cost > 0 && cost != 1_000_000, "chunk cost {cost}");
     }
 
+    /// With a background releaser, a goroutine exit that spills past
+    /// `2 * WARM_MAX` makes no system call: the excess waits for
+    /// `release_excess` (sysmon), which paces itself while exits stream in
+    /// and takes the rest once they stop. Past `WARM_HARD_MAX` the spilling
+    /// thread releases only if the releaser stalled.
     #[test]
     fn background_releaser_takes_the_excess_release_off_the_spilling_thread() {
         let pool = Pool::leak(GuardPolicy::Auto);
