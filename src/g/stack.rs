@@ -1770,23 +1770,36 @@ mod tests {
         }
     }
 
-    /// While exits stream in, the pace stretches to keep the release
-    /// within `1 / RELEASE_BUDGET_DIV` of the releaser's time.
-    #[test]
-    fn streaming_release_keeps_to_its_share_of_a_cpu() {
+    /// A pool with a background releaser, and more stacks from it than its
+    /// warm list keeps (past `2 * WARM_MAX` once spilled).
+    fn background_pool_and_stacks() -> (&'static Pool, Vec<Stack>) {
         let pool = Pool::leak(GuardPolicy::Auto);
         pool.background.store(true, Ordering::Relaxed);
-        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
-        let n = 2 * WARM_MAX + 2 * CACHE_CAP;
-        let stacks: Vec<Stack> = (0..n)
+        let stacks = (0..2 * WARM_MAX + 2 * CACHE_CAP)
             .map(|_| pool.get(DEFAULT_STACK_SIZE).unwrap())
             .collect();
+        (pool, stacks)
+    }
+
+    /// Puts `stacks` through a cache onto `pool`'s warm list, past its
+    /// bound (as goroutine exits would); returns the warm count.
+    fn spill_past_the_bound(pool: &'static Pool, stacks: Vec<Stack>) -> usize {
+        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
         for s in stacks {
             c.put(s);
         }
         c.drain();
         let warm = pool.warm_len(DEFAULT_STACK_SIZE);
         assert!(warm > 2 * WARM_MAX, "{warm} warm stacks");
+        warm
+    }
+
+    /// While exits stream in, the pace stretches to keep the release
+    /// within `1 / RELEASE_BUDGET_DIV` of the releaser's time.
+    #[test]
+    fn streaming_release_keeps_to_its_share_of_a_cpu() {
+        let (pool, stacks) = background_pool_and_stacks();
+        let warm = spill_past_the_bound(pool, stacks);
         let stream = |cost: i64, since: i64| {
             let mut inner = pool.lock();
             inner.spills += 1;
@@ -1819,24 +1832,13 @@ mod tests {
     /// thread releases only if the releaser stalled.
     #[test]
     fn background_releaser_takes_the_excess_release_off_the_spilling_thread() {
-        let pool = Pool::leak(GuardPolicy::Auto);
-        pool.background.store(true, Ordering::Relaxed);
-        let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
-        let n = 2 * WARM_MAX + 2 * CACHE_CAP;
-        let stacks: Vec<Stack> = (0..n)
-            .map(|_| pool.get(DEFAULT_STACK_SIZE).unwrap())
-            .collect();
+        let (pool, stacks) = background_pool_and_stacks();
         let first: Vec<(usize, usize)> =
             stacks[..8].iter().map(|s| (s.bottom(), s.usable)).collect();
         for s in &stacks {
             poke(s.top.get() - page(), 1);
         }
-        for s in stacks {
-            c.put(s);
-        }
-        c.drain();
-        let warm = pool.warm_len(DEFAULT_STACK_SIZE);
-        assert!(warm > 2 * WARM_MAX, "{warm} warm stacks");
+        let warm = spill_past_the_bound(pool, stacks);
         // Not released yet: the oldest still hold their touched top page.
         for &(b, len) in &first {
             assert!(mem::resident_pages(b, len).unwrap() >= 1);
