@@ -589,10 +589,7 @@ pub(crate) fn complete_all(claims: Vec<Claimed>, success: bool, here: crate::m::
             c.complete_here(success, here);
         } else {
             let wake = i % WAKE_EVERY == 0;
-            c.complete_with(success, |w| match w {
-                Waiter::Goroutine(g) => crate::runtime::park::ready_queued(g, here, wake),
-                w => w.wake_here(here),
-            });
+            c.complete_with(success, |w| w.wake_queued(here, wake));
         }
         i += 1;
     }

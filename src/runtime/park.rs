@@ -51,6 +51,17 @@ impl Waiter {
             }
         }
     }
+
+    /// [`wake_here`](Self::wake_here) for one of a batch woken in a row: a
+    /// goroutine goes to the tail of this P's ring ([`ready_queued`],
+    /// looking for an idle P if `wake`); threads and tasks as `wake_here`.
+    #[inline]
+    pub(crate) fn wake_queued(self, here: m::Here, wake: bool) {
+        match self {
+            Waiter::Goroutine(g) => ready_queued(g, here, wake),
+            w => w.wake_here(here),
+        }
+    }
 }
 
 /// Parks the running goroutine (see the module note). `unlock` runs on the
