@@ -225,6 +225,8 @@ const SLAB_MAX_BYTES: usize = 128 << 20;
 pub(crate) const CACHE_CAP: usize = 32;
 /// Stacks moved between a cache and the pool at once.
 pub(crate) const BATCH: usize = CACHE_CAP / 2;
+// One refill's guards and pages go to the kernel in one batched call each.
+const _: () = assert!(BATCH <= mem::BATCH_MAX);
 /// Bytes at the top of a cached stack that stay resident.
 const KEEP_BYTES: usize = 16 * 1024;
 /// Size of the probe window read on `put`.
@@ -869,11 +871,10 @@ impl Pool {
             self.new_slab(inner, ci)?;
         }
         let class = &mut inner.classes[ci];
-        let n = out
-            .len()
-            .min(mem::BATCH_MAX)
-            .min((class.end - class.next) / stride);
-        let mut guards = [(0usize, 0usize); mem::BATCH_MAX];
+        let n = out.len().min(BATCH).min((class.end - class.next) / stride);
+        // A refill's worth (`BATCH`), not `mem::BATCH_MAX`: this runs on
+        // the spawning goroutine's stack, whose pages are what we save.
+        let mut guards = [(0usize, 0usize); BATCH];
         for (k, g) in guards[..n].iter_mut().enumerate() {
             *g = (class.next + k * stride, page);
         }
@@ -1365,8 +1366,8 @@ fn finish_batch(
 /// before use (`populate`): top pages for writing, probe windows for
 /// reading. Filled under the pool lock, mapped after it is dropped.
 struct ToMap {
-    tops: [(usize, usize); mem::BATCH_MAX],
-    windows: [(usize, usize); mem::BATCH_MAX],
+    tops: [(usize, usize); BATCH],
+    windows: [(usize, usize); BATCH],
     nt: usize,
     nw: usize,
 }
@@ -1374,15 +1375,15 @@ struct ToMap {
 impl ToMap {
     fn new() -> Self {
         ToMap {
-            tops: [(0, 0); mem::BATCH_MAX],
-            windows: [(0, 0); mem::BATCH_MAX],
+            tops: [(0, 0); BATCH],
+            windows: [(0, 0); BATCH],
             nt: 0,
             nw: 0,
         }
     }
 
     /// Notes the stack of `usable` bytes whose top is `top`; past
-    /// `BATCH_MAX` stacks the rest fault on first touch instead.
+    /// `BATCH` stacks (a refill) the rest fault on first touch instead.
     fn add(&mut self, top: NonZeroUsize, usable: usize) {
         if self.nt < self.tops.len() {
             self.tops[self.nt] = top_page(top);

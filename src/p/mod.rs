@@ -260,11 +260,20 @@ impl PHandle {
     }
 
     /// Puts `g` on this P's run queue (Go's runqput): into `runnext` with
-    /// `next`. Returns what a full ring moved out, for the global queue.
+    /// `next`. Returns the G that found the ring full (`g` or the kicked
+    /// runnext), for [`runq_put_overflow`](Self::runq_put_overflow).
     #[inline]
-    pub(crate) fn runq_put(&self, g: &'static G, next: bool) -> Option<runq::Overflow<G>> {
+    pub(crate) fn runq_try_put(&self, g: &'static G, next: bool) -> Result<(), &'static G> {
+        // SAFETY: we own the P (as in `runq_get`); run queues only hold
+        // leaked, never-freed Gs.
+        unsafe { self.0.runq.try_put(NonNull::from(g), next) }.map_err(|g| unsafe { &*g.as_ptr() })
+    }
+
+    /// Puts `g` at the ring's tail after `runq_try_put` found it full;
+    /// returns what the full ring moved out, for the global queue.
+    pub(crate) fn runq_put_overflow(&self, g: &'static G) -> Option<runq::Overflow<G>> {
         // SAFETY: we own the P (as in `runq_get`).
-        unsafe { self.0.runq.put(NonNull::from(g), next) }
+        unsafe { self.0.runq.put_overflow(NonNull::from(g)) }
     }
 
     /// Free slots in this P's ring (`runnext` not counted).

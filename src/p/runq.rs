@@ -147,40 +147,96 @@ impl<T> RunQueue<T> {
     /// the owner may change hands only with a happens-before edge between the
     /// old and the new owner (e.g. a P handoff or P wake-up, through a lock
     /// or an atomic).
+    ///
+    /// The scheduler calls the two halves, [`try_put`](Self::try_put) inline
+    /// and [`put_overflow`](Self::put_overflow) out of line
+    /// (`globrunq::runqput`); the tests call this.
+    #[cfg_attr(not(test), allow(dead_code))]
     #[must_use = "an overflow batch holds items that were taken off the queue; dropping it loses them"]
     pub(crate) unsafe fn put(&self, item: NonNull<T>, next: bool) -> Option<Overflow<T>> {
+        // SAFETY: owner only, the caller's contract.
+        match unsafe { self.try_put(item, next) } {
+            Ok(()) => None,
+            // SAFETY: as above.
+            Err(item) => unsafe { self.put_overflow(item) },
+        }
+    }
+
+    /// [`put`](Self::put) without the overflow: puts `item` (into `runnext`
+    /// with `next`) and returns the item that found the ring full, if any
+    /// (`item` itself or the kicked runnext), for
+    /// [`put_overflow`](Self::put_overflow). The scheduler's hot paths call
+    /// this and keep the overflow out of line, so that their stack frames
+    /// (on the goroutine's own stack) do not hold an [`Overflow`] batch: a
+    /// 1 KiB local in `newproc` or `ready` pushed a goroutine that spawns or
+    /// wakes another into a second stack page.
+    ///
+    /// # Safety
+    /// Owner only, as for [`put`](Self::put).
+    #[inline]
+    pub(crate) unsafe fn try_put(&self, item: NonNull<T>, next: bool) -> Result<(), NonNull<T>> {
         let mut item = item;
         if next {
-            // SeqCst: a full barrier, see the doc comment (pairs with the
+            // SeqCst: a full barrier, see `put`'s doc comment (pairs with the
             // spinning-M protocol's SeqCst RMW/loads in the scheduler). Its
             // release half pairs with the acquire half of a thief's runnext
             // CAS in `grab` and with `is_empty`'s runnext load.
             let old = self.runnext.swap(item.as_ptr(), Ordering::SeqCst);
             match NonNull::new(old) {
-                None => return None,
+                None => return Ok(()),
                 // Kick the old runnext to the tail of the ring.
                 Some(old) => item = old,
             }
         }
+        if self.put_ring(item) {
+            Ok(())
+        } else {
+            Err(item)
+        }
+    }
+
+    /// Appends `item` at the ring's tail if the ring has room. Owner only.
+    #[inline]
+    fn put_ring(&self, item: NonNull<T>) -> bool {
+        // Acquire: pairs with the Release head CAS of consumers (`get`,
+        // `grab`, `put_slow`, `drain`), so their slot reads happen before we
+        // overwrite a consumed slot below (invariant 3).
+        let h = self.head.load(Ordering::Acquire);
+        // Relaxed: only the owner (us) writes `tail`.
+        let t = self.tail.load(Ordering::Relaxed);
+        if (t.wrapping_sub(h) as usize) < RUNQ_SIZE {
+            self.slot(t).store(item.as_ptr(), Ordering::Relaxed);
+            // Release: publishes the slot write (and the caller's writes to
+            // the item); pairs with the Acquire tail loads of thieves
+            // (`grab`) and `is_empty`/`len`.
+            self.tail.store(t.wrapping_add(1), Ordering::Release);
+            return true;
+        }
+        false
+    }
+
+    /// Puts `item` at the ring's tail after [`try_put`](Self::try_put)
+    /// found it full: moves half of the ring and `item` out (Go's
+    /// `runqputslow`), or, if a consumer made room first, appends it.
+    /// Returns the batch for the global queue, `None` if `item` fit.
+    ///
+    /// # Safety
+    /// Owner only, as for [`put`](Self::put).
+    #[must_use = "an overflow batch holds items that were taken off the queue; dropping it loses them"]
+    pub(crate) unsafe fn put_overflow(&self, item: NonNull<T>) -> Option<Overflow<T>> {
         loop {
-            // Acquire: pairs with the Release head CAS of consumers (`get`,
-            // `grab`, `put_slow`, `drain`), so their slot reads happen before
-            // we overwrite a consumed slot below (invariant 3).
-            let h = self.head.load(Ordering::Acquire);
-            // Relaxed: only the owner (us) writes `tail`.
-            let t = self.tail.load(Ordering::Relaxed);
-            if (t.wrapping_sub(h) as usize) < RUNQ_SIZE {
-                self.slot(t).store(item.as_ptr(), Ordering::Relaxed);
-                // Release: publishes the slot write (and the caller's writes
-                // to the item); pairs with the Acquire tail loads of thieves
-                // (`grab`) and `is_empty`/`len`.
-                self.tail.store(t.wrapping_add(1), Ordering::Release);
+            if self.put_ring(item) {
                 return None;
             }
-            // The ring is full: move half of it and `item` out, or, if a
-            // consumer got in first, retry the fast path.
-            if let Some(batch) = self.put_slow(item, h, t) {
-                return Some(batch);
+            // Acquire / Relaxed as in `put_ring`. Only consumers move `head`,
+            // and only forward: if the ring is no longer full, the next
+            // `put_ring` succeeds.
+            let h = self.head.load(Ordering::Acquire);
+            let t = self.tail.load(Ordering::Relaxed);
+            if t.wrapping_sub(h) as usize >= RUNQ_SIZE {
+                if let Some(batch) = self.put_slow(item, h, t) {
+                    return Some(batch);
+                }
             }
         }
     }

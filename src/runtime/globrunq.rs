@@ -214,7 +214,19 @@ pub(crate) fn runqput(pp: &PHandle, g: &'static G, next: bool) {
     // goes to the ring's tail instead, so tests cannot depend on runnext.
     #[cfg(goroutine_randomize)]
     let next = next && super::randomize::coin();
-    if let Some(overflow) = pp.runq_put(g, next) {
+    if let Err(g) = pp.runq_try_put(g, next) {
+        runqput_slow(pp, g);
+    }
+}
+
+/// `runqput` found the ring full. Out of line so that the 1 KiB overflow
+/// batch sits in this frame only, not in the frames of `newproc`, `ready`
+/// and the wake paths, which run on goroutines' own stacks (each such
+/// frame pushed a goroutine that spawns or wakes into a second stack page).
+#[cold]
+#[inline(never)]
+fn runqput_slow(pp: &PHandle, g: &'static G) {
+    if let Some(overflow) = pp.runq_put_overflow(g) {
         put_batch(overflow);
     }
 }
