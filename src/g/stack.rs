@@ -836,14 +836,26 @@ impl Pool {
             to_map.populate();
             return Ok(i);
         }
+        // One guard at a time: the guard mode is not settled yet (the first
+        // refill), or the kernel cannot batch. The warm and free lists are
+        // empty here, so these are fresh stacks, mapped as above.
+        let mut n = out.len();
         for (j, slot) in out.iter_mut().enumerate().skip(i) {
             match self.pop_or_carve(&mut inner, ci) {
-                Ok(top) => *slot = top,
+                Ok(top) => {
+                    *slot = top;
+                    to_map.add(top, usable);
+                }
                 Err(e) if j == 0 => return Err(e),
-                Err(_) => return Ok(j),
+                Err(_) => {
+                    n = j;
+                    break;
+                }
             }
         }
-        Ok(out.len())
+        drop(inner);
+        to_map.populate();
+        Ok(n)
     }
 
     /// Carves up to `out.len()` new stacks from class `ci`'s current slab (a
