@@ -139,10 +139,30 @@ pub(crate) unsafe fn madvise_batch(
     advice: libc::c_int,
 ) -> io::Result<usize> {
     assert!(ranges.len() <= BATCH_MAX, "madvise_batch: too many ranges");
+    // A stack-cache refill (16 ranges) calls this on the spawning
+    // goroutine's own stack: its iovec array is kept to that size.
+    if ranges.len() <= SMALL_BATCH {
+        // SAFETY: the caller's contract.
+        unsafe { madvise_batch_in::<SMALL_BATCH>(ranges, advice) }
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { madvise_batch_in::<BATCH_MAX>(ranges, advice) }
+    }
+}
+
+/// Batches of at most this many ranges use a 256-byte iovec array.
+const SMALL_BATCH: usize = 16;
+
+/// [`madvise_batch`] with an iovec array of `N` (>= `ranges.len()`).
+#[inline(never)]
+unsafe fn madvise_batch_in<const N: usize>(
+    ranges: &[(usize, usize)],
+    advice: libc::c_int,
+) -> io::Result<usize> {
     let mut iov = [libc::iovec {
         iov_base: ptr::null_mut(),
         iov_len: 0,
-    }; BATCH_MAX];
+    }; N];
     for (v, &(addr, len)) in iov.iter_mut().zip(ranges) {
         *v = libc::iovec {
             iov_base: addr as *mut libc::c_void,
