@@ -60,6 +60,18 @@
 //! between a thief's load and its CAS: 2^32 consumptions) is ignored, as in
 //! Go.
 //!
+//! ## The overflow stays out of the callers' frames
+//!
+//! A full ring moves half of itself plus the new item out as one
+//! [`Overflow`] batch (1 KiB of pointers) for the global queue. The
+//! scheduler calls [`try_put`](RunQueue::try_put) inline and
+//! [`put_overflow`](RunQueue::put_overflow) from a cold, out-of-line
+//! function, so the batch lives in that function's frame only. `newproc`,
+//! `ready` and the channel wake paths run on goroutines' own stacks, whose
+//! first page holds as little as 1.9 KiB of frames: with the batch inlined
+//! into each of them (a 2.1 KiB frame), every goroutine that spawned or woke
+//! another wrote into a second stack page.
+//!
 //! A thief copies the stolen items straight into the free part of its *own*
 //! ring (beyond its `tail`) and publishes them with one `Release` store of
 //! its `tail`, as Go's `runqsteal` does; while its own ring holds at most
