@@ -173,6 +173,56 @@ isolated_test! {
     }
 }
 
+// An idle P takes a goroutine left in a running P's runnext: here the one
+// that readied it keeps running (it spins until the other has run, which it
+// never could on its own P). A thief leaves runnext alone only while the
+// victim keeps running goroutines from it, so it must take this one after its
+// grace wait. Each round, a ping-pong between two other goroutines first
+// moves the victim's count of runnext hand-offs.
+isolated_test! {
+    fn runnext_of_a_goroutine_that_keeps_running_is_stolen() ["GOMAXPROCS" = "2"] {
+        // Without the steal the readier spins forever (plain loops are not
+        // preempted asynchronously): fail instead of hanging.
+        common::within_thread(60, || run(|| {
+            for _ in 0..20 {
+                let (ping_tx, ping_rx) = goroutine::chan::<u32>(0);
+                let (pong_tx, pong_rx) = goroutine::chan::<u32>(0);
+                let echo = go(move || {
+                    for v in ping_rx.iter() {
+                        pong_tx.send(v).unwrap();
+                    }
+                });
+                for i in 0..100 {
+                    ping_tx.send(i).unwrap();
+                    assert_eq!(pong_rx.recv().unwrap(), i);
+                }
+                drop(ping_tx);
+                echo.join().unwrap();
+
+                let ran = Arc::new(AtomicBool::new(false));
+                let (tx, rx) = goroutine::chan::<()>(0);
+                let r = ran.clone();
+                let waiter = go(move || {
+                    rx.recv().unwrap();
+                    r.store(true, Ordering::SeqCst);
+                });
+                let r = ran.clone();
+                let readier = go(move || {
+                    // Once the waiter is blocked (a send to an unbuffered
+                    // channel that needs no waiting), ready it into this P's
+                    // runnext, then never yield until it has run elsewhere.
+                    while tx.try_send(()).is_err() {
+                        yield_now();
+                    }
+                    spin_until(|| r.load(Ordering::SeqCst));
+                });
+                readier.join().unwrap();
+                waiter.join().unwrap();
+            }
+        }));
+    }
+}
+
 // The 1-in-61 check: a goroutine on the global queue runs even while the
 // only P's local queue never drains (two goroutines yielding forever).
 isolated_test! {

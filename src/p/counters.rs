@@ -18,7 +18,10 @@ pub(crate) struct PCounters {
     pub(crate) stolen: AtomicU64,
     /// Batches taken from the global queue.
     pub(crate) global_grabs: AtomicU64,
-    /// Goroutines run from runnext (inheriting the time slice).
+    /// Goroutines run from runnext (inheriting the time slice). Also read
+    /// by thieves: a count that moves while one waits to take this P's
+    /// runnext means the P is handing goroutines over through it
+    /// (`runtime::steal`, `RunQueue::steal_into_counted`).
     pub(crate) runnext_hits: AtomicU64,
     /// Times an M holding this P became spinning.
     pub(crate) spins: AtomicU64,

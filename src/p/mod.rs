@@ -296,12 +296,13 @@ impl PHandle {
 
     /// Steals about half of `victim`'s queue into this P's (Go's
     /// runqsteal): the goroutine to run now and how many were taken.
+    /// `victim_busy`: see `RunQueue::steal_into_counted`.
     #[inline]
     pub(crate) fn runq_steal_from(
         &self,
         victim: &P,
         steal_runnext: bool,
-        victim_running: impl Fn() -> bool,
+        victim_busy: impl Fn() -> Option<u64>,
     ) -> Option<(&'static G, u32)> {
         // The ring must have room for half a ring (the scheduler steals only
         // when its own queue is empty, so this never refuses there). Exact
@@ -315,7 +316,7 @@ impl PHandle {
         let (g, n) = unsafe {
             self.0
                 .runq
-                .steal_into_counted(&victim.runq, steal_runnext, victim_running)
+                .steal_into_counted(&victim.runq, steal_runnext, victim_busy)
         }?;
         // SAFETY: run queues only hold leaked, never-freed Gs.
         Some((unsafe { &*g.as_ptr() }, n))

@@ -398,7 +398,9 @@ impl<T> RunQueue<T> {
     /// instead. Before that, if `victim_running()` says the victim's P is
     /// running, wait ~3 µs: the victim has most likely just readied that item
     /// and is about to block and run it itself, and stealing it would bounce
-    /// it between Ps.
+    /// it between Ps. (The scheduler's form, [`steal_into_counted`]
+    /// (Self::steal_into_counted), also leaves `runnext` alone if the victim
+    /// ran an item from it during that wait.)
     ///
     /// # Safety
     /// The caller owns `self` (see [`put`](Self::put)), and `self`'s ring
@@ -414,11 +416,25 @@ impl<T> RunQueue<T> {
         victim_running: impl Fn() -> bool,
     ) -> Option<NonNull<T>> {
         // SAFETY: the caller's contract is ours.
-        unsafe { self.steal_into_counted(victim, steal_runnext, victim_running) }.map(|(g, _)| g)
+        unsafe { self.steal_into_counted(victim, steal_runnext, || victim_running().then_some(0)) }
+            .map(|(g, _)| g)
     }
 
     /// [`steal_into`](Self::steal_into), also returning how many items were
     /// taken (the returned one included), for statistics and traces.
+    ///
+    /// `victim_busy()` is `None` while the victim's P is not running, and
+    /// otherwise a count that the victim's owner advances each time it runs
+    /// an item from its `runnext` (the scheduler passes the P's
+    /// `runnext_hits`). If the count moved during the grace wait before
+    /// taking `runnext`, the victim is handing goroutines over through
+    /// `runnext` (the two of a channel ping-pong, each readying the other and
+    /// blocking), and the item there now is a fresh one it is about to run,
+    /// even when it is the same G as before the wait: Go's compare-and-swap
+    /// on the pointer alone takes it, which splits the pair across Ps every
+    /// grace period (about 55 us). It is left, and a later round looks again.
+    /// A victim that readied an item and then kept running its own goroutine
+    /// does not move the count, and loses the item after the wait, as in Go.
     ///
     /// # Safety
     /// As for [`steal_into`](Self::steal_into).
@@ -427,7 +443,7 @@ impl<T> RunQueue<T> {
         &self,
         victim: &RunQueue<T>,
         steal_runnext: bool,
-        victim_running: impl Fn() -> bool,
+        victim_busy: impl Fn() -> Option<u64>,
     ) -> Option<(NonNull<T>, u32)> {
         debug_assert!(!ptr::eq(self, victim), "runq: stealing from itself");
         // Relaxed: only the owner (us) writes our `tail`.
@@ -445,7 +461,7 @@ impl<T> RunQueue<T> {
         // SAFETY: we own `self` and, as just checked, its ring holds at most
         // `RUNQ_SIZE / 2` items, so positions `t .. t + RUNQ_SIZE / 2` are
         // free and their previous contents were consumed before `h`.
-        let n = unsafe { victim.grab(self, t, steal_runnext, &victim_running) };
+        let n = unsafe { victim.grab(self, t, steal_runnext, &victim_busy) };
         if n == 0 {
             return None;
         }
@@ -478,7 +494,7 @@ impl<T> RunQueue<T> {
         dst: &RunQueue<T>,
         dst_tail: u32,
         steal_runnext: bool,
-        victim_running: &impl Fn() -> bool,
+        victim_busy: &impl Fn() -> Option<u64>,
     ) -> u32 {
         loop {
             // Acquire: pairs with the Release head CAS of other consumers; a
@@ -499,8 +515,13 @@ impl<T> RunQueue<T> {
                 if next.is_null() {
                     return 0;
                 }
-                if victim_running() {
+                if let Some(handoffs) = victim_busy() {
                     runnext_grace_period();
+                    // The victim ran runnext meanwhile: what is there now is
+                    // a fresh handoff (`steal_into_counted`). Leave it.
+                    if victim_busy().is_some_and(|now| now != handoffs) {
+                        return 0;
+                    }
                 }
                 // SeqCst like Go's runnext cas. Its acquire half pairs with
                 // the owner's SeqCst swap in `put` (the item's contents are
@@ -945,6 +966,44 @@ mod tests {
             assert!(start.elapsed() >= Duration::from_micros(3));
             assert!(p1.is_empty());
             assert_eq!(p2.steal_into(&p1, true, || true), None);
+        }
+    }
+
+    // A thief that waits to take a running victim's runnext leaves it if the
+    // victim ran an item from runnext meanwhile (a fresh handoff, maybe of
+    // the same G), and takes it if the count stood still.
+    #[test]
+    fn runnext_left_to_a_victim_that_hands_over_meanwhile() {
+        use std::cell::Cell;
+        let p1 = Q::new();
+        let p2 = Q::new();
+        // SAFETY: this thread owns both queues; p2's ring is empty at each steal.
+        unsafe {
+            put_fits(&p1, 7, true);
+            // The count moves between the looks before and after the wait.
+            let handoffs = Cell::new(0u64);
+            let moving = || {
+                handoffs.set(handoffs.get() + 1);
+                Some(handoffs.get())
+            };
+            assert_eq!(p2.steal_into_counted(&p1, true, moving), None);
+            assert_eq!(handoffs.get(), 2, "looked before and after the wait");
+            assert!(!p1.is_empty(), "runnext left to its owner");
+            // The victim stopped running during the wait: take it.
+            let running = Cell::new(true);
+            let stops = || running.replace(false).then_some(5);
+            let got = p2
+                .steal_into_counted(&p1, true, stops)
+                .map(|(p, n)| (index(p), n));
+            assert_eq!(got, Some((7, 1)));
+            // A count that stands still: the victim kept running its own
+            // goroutine, and the readied one is taken after the wait.
+            put_fits(&p1, 8, true);
+            let got = p2
+                .steal_into_counted(&p1, true, || Some(5))
+                .map(|(p, n)| (index(p), n));
+            assert_eq!(got, Some((8, 1)));
+            assert!(p1.is_empty());
         }
     }
 

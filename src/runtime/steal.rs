@@ -51,8 +51,13 @@ pub(crate) fn steal_work(m: &'static M, pp: &PHandle, mut now: i64) -> Option<&'
             if victim.status() == PStatus::Idle {
                 continue;
             }
+            // While the victim runs, its count of goroutines run from
+            // runnext tells a thief waiting to take its runnext whether it
+            // has been handing goroutines over meanwhile (the run queue's
+            // `steal_into_counted`).
             let got = pp.runq_steal_from(victim, last || randomized_runnext(), || {
-                victim.status() == PStatus::Running
+                (victim.status() == PStatus::Running)
+                    .then(|| victim.counters.runnext_hits.load(Ordering::Relaxed))
             });
             if let Some((g, n)) = got {
                 stats::bump(&pp.counters.steals, 1);
