@@ -8,7 +8,13 @@
 //! about 55 us with the kernel's timer slack, as in Go; `p/runq.rs` says
 //! why it must be a sleep): a G in runnext was usually just readied by the
 //! running G and is about to run there, so taking it would only move it
-//! away from its cache. The last
+//! away from its cache. If the victim ran a goroutine from its runnext
+//! during the grace (its `runnext_hits` moved), the one there now is a fresh
+//! handoff, even when it is the same G (the two of a channel ping-pong take
+//! turns in runnext), and is left too; Go's check of the pointer alone took
+//! it and split such a pair across Ps every grace period. A victim that
+//! readied a G and kept running its own does not move the count and loses
+//! the G after the grace, as in Go. The last
 //! round also runs the victims' due timers (Go's stealTimersOrRunNextG).
 //! An M that may not spin runs the other Ps' due timers all the same
 //! (`run_due_timers`): they are work known to be there, not a search.
