@@ -315,10 +315,14 @@ fn sockets_are_nonblocking_and_cloexec() {
 #[test]
 fn connection_refused() {
     within(60, || {
-        let addr = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap()
-        };
+        // A port bound but not listening: refused, and held (without
+        // SO_REUSEADDR) so that no other test's listener can take it
+        // meanwhile, as it could a port closed before the connect.
+        use socket2::{Domain, Socket, Type};
+        let held = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+        held.bind(&any.into()).unwrap();
+        let addr = held.local_addr().unwrap().as_socket().unwrap();
         let e = TcpStream::connect(addr).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{e}");
         let e = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap_err();

@@ -104,11 +104,14 @@ mod tests {
 
     #[test]
     fn connect_refused_is_connection_refused() {
-        // A port that was just free: bind, note it, close, then connect.
-        let addr = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap()
-        };
+        // A port bound but not listening: the kernel refuses connections to
+        // it, and, held (without SO_REUSEADDR), no other test's listener
+        // can take it meanwhile (a port closed before the connect could be,
+        // and was: a parallel test's listener accepted the connection).
+        let held = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        held.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+            .unwrap();
+        let addr = held.local_addr().unwrap().as_socket().unwrap();
         let s = stream_socket(&addr).unwrap();
         let e = match connect(s.as_fd(), &addr) {
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {
