@@ -18,7 +18,10 @@
 //! ## Who may call what
 //!
 //! - The **owner** (the thread holding the P) is the only producer:
-//!   [`put`](RunQueue::put), [`push_back_batch`](RunQueue::push_back_batch),
+//!   [`put`](RunQueue::put) (in the scheduler its two halves,
+//!   [`try_put`](RunQueue::try_put) and
+//!   [`put_overflow`](RunQueue::put_overflow)),
+//!   [`push_back_batch`](RunQueue::push_back_batch),
 //!   [`get`](RunQueue::get), [`drain`](RunQueue::drain), and
 //!   [`steal_into`](RunQueue::steal_into) *with this queue as the
 //!   destination* (`self`).
@@ -43,7 +46,7 @@
 //!    (or, for the owner, after its own write), so the item's slot write
 //!    and everything the producer did to the item before publishing it are
 //!    visible to whoever takes it.
-//! 5. Only the owner stores a non-null `runnext` (`put`, by swap). The owner
+//! 5. Only the owner stores a non-null `runnext` (`try_put`, by swap). The owner
 //!    (`get`, `drain`) or a thief takes it by CAS to null, so exactly one
 //!    party takes a given runnext item.
 //!
@@ -355,7 +358,7 @@ impl<T> RunQueue<T> {
             // Relaxed: our own write (invariant 1); validated by the CAS.
             let item = self.slot(h).load(Ordering::Relaxed);
             // Release: commits the consumption; pairs with the producer's
-            // Acquire head load in `put` (invariant 3). Failure: Relaxed, we
+            // Acquire head load in `put_ring` (invariant 3). Failure: Relaxed, we
             // reload with Acquire.
             if self
                 .head
@@ -398,9 +401,9 @@ impl<T> RunQueue<T> {
     /// instead. Before that, if `victim_running()` says the victim's P is
     /// running, wait ~3 µs: the victim has most likely just readied that item
     /// and is about to block and run it itself, and stealing it would bounce
-    /// it between Ps. (The scheduler's form, [`steal_into_counted`]
-    /// (Self::steal_into_counted), also leaves `runnext` alone if the victim
-    /// ran an item from it during that wait.)
+    /// it between Ps. (The scheduler's form,
+    /// [`steal_into_counted`](Self::steal_into_counted), also leaves
+    /// `runnext` alone if the victim ran an item from it during that wait.)
     ///
     /// # Safety
     /// The caller owns `self` (see [`put`](Self::put)), and `self`'s ring
@@ -500,7 +503,7 @@ impl<T> RunQueue<T> {
             // Acquire: pairs with the Release head CAS of other consumers; a
             // head value implies the tail it was claimed under is visible.
             let h = self.head.load(Ordering::Acquire);
-            // Acquire: pairs with the owner's Release tail store in `put`,
+            // Acquire: pairs with the owner's Release tail store in `put_ring`,
             // `push_back_batch`, `steal_into`: the slots up to `t` are
             // visible (invariant 4).
             let t = self.tail.load(Ordering::Acquire);
@@ -524,7 +527,7 @@ impl<T> RunQueue<T> {
                     }
                 }
                 // SeqCst like Go's runnext cas. Its acquire half pairs with
-                // the owner's SeqCst swap in `put` (the item's contents are
+                // the owner's SeqCst swap in `try_put` (the item's contents are
                 // visible to us); against the owner's `get` CAS exactly one
                 // wins. Failure: Relaxed, we start over.
                 if self
@@ -549,7 +552,7 @@ impl<T> RunQueue<T> {
                     .store(item, Ordering::Relaxed);
             }
             // Release: commits the consumption; pairs with the victim owner's
-            // Acquire head load in `put` (invariant 3). Failure: Relaxed, we
+            // Acquire head load in `put_ring` (invariant 3). Failure: Relaxed, we
             // reload with Acquire.
             if self
                 .head

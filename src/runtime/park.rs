@@ -156,7 +156,7 @@ pub(crate) fn ready_here(g: &'static G, here: m::Here) {
 /// `runnext` swap is a full barrier, and in a batch of cold records every
 /// barrier waits for the stores that missed before it. With `wake`, the
 /// caller asks for an idle P's M as [`ready_here`] does, after a `SeqCst`
-/// fence (the ring publish is only a release store: `RunQueue::put`); a
+/// fence (the ring publish is only a release store: `RunQueue::try_put`); a
 /// batch does so at its first goroutine and then every few, so that an idle
 /// P starts helping at once and the goroutines published in between wait at
 /// most until the next one.

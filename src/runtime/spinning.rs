@@ -22,7 +22,7 @@
 //! nobody; meanwhile the only spinner gives up. Both sides therefore order a
 //! store before a load with a StoreLoad barrier (SeqCst):
 //! - submitter: publish the work with a SeqCst RMW (the runnext swap in
-//!   `RunQueue::put`, or the SeqCst `runqsize` store under the sched lock),
+//!   `RunQueue::try_put`, or the SeqCst `runqsize` store under the sched lock),
 //!   then load `npidle`/`nmspinning` with SeqCst (`try_claim_wake`);
 //! - spinner: release its P to the idle list, decrement `nmspinning` with a
 //!   SeqCst RMW followed by a SeqCst fence (`stop_spinning_for_recheck`),
