@@ -241,6 +241,27 @@ isolated_test! {
             assert!(life.ended.contains(g), "g{g} never ended");
         }
         assert!(blocks > 0);
+        // Most GoStarts come from the scheduler's quick path (this M's run
+        // queue, right after the last slice ended here) and share the slice
+        // end's timestamp instead of reading the clock; each such GoStart
+        // follows a GoEnd, GoBlock or GoStop in its batch.
+        let (mut starts, mut shared) = (0, 0);
+        for w in t.events.windows(2) {
+            if let Ev::GoStart { .. } = w[1].ev {
+                starts += 1;
+                let ends_slice = matches!(
+                    w[0].ev,
+                    Ev::GoEnd { .. } | Ev::GoBlock { .. } | Ev::GoStop { .. }
+                );
+                if w[0].batch == w[1].batch && w[0].ts == w[1].ts && ends_slice {
+                    shared += 1;
+                }
+            }
+        }
+        assert!(
+            shared * 4 >= starts,
+            "{shared} of {starts} GoStarts share a slice end's timestamp"
+        );
         // Per goroutine, the events are in causal order once sorted by time
         // (stable by file order): Create < Start, and nothing after End.
         let mut order: Vec<&Event> = t.events.iter().collect();

@@ -42,29 +42,29 @@ use crate::trace;
 /// goroutine exited while locked to this thread (the thread then ends).
 pub(crate) fn schedule(m: &'static M) {
     loop {
-        let (g, inherit) = if let Some(g) = m.lockedg() {
+        let found = if let Some(g) = m.lockedg() {
             // Our locked G stopped running: wait until it is runnable and
             // a locked-M switch hands us a P (lockosthread.rs).
             lockosthread::stoplockedm(m);
-            (g, false)
+            Found::new(g)
         } else {
-            let (g, inherit) = find_runnable(m);
+            let found = find_runnable(m);
             if m.is_spinning() {
                 reset_spinning(m);
             }
-            if let Some(target) = lockosthread::lockedm(g) {
+            if let Some(target) = lockosthread::lockedm(found.g) {
                 if !std::ptr::eq(target, m) {
                     lockosthread::startlockedm(m, target);
                     continue;
                 }
             }
-            (g, inherit)
+            found
         };
         // The one call site of `execute`, inlined: the switch back from a
         // goroutine then lands in this loop's frame, with no `ret` out of a
         // frame entered before the switch (`g::context`'s note, "Returns
         // after a switch").
-        if !execute(m, g, inherit) {
+        if !execute(m, found) {
             return;
         }
     }
@@ -160,11 +160,37 @@ pub(crate) fn count_spin(m: &'static M) {
     }
 }
 
+/// What `find_runnable` found.
+struct Found {
+    g: &'static G,
+    /// The G inherits the time slice (a runnext hand-off).
+    inherit: bool,
+    /// Found on this P's run queue with no wait since the last slice ended
+    /// on this M: its GoStart may share that end's timestamp
+    /// (`trace::go_start_quick`).
+    quick: bool,
+}
+
+impl Found {
+    /// A G that starts a new slice, found any other way.
+    fn new(g: &'static G) -> Found {
+        Found {
+            g,
+            inherit: false,
+            quick: false,
+        }
+    }
+}
+
 /// Finds a runnable G, blocking (parking the M) until there is one. Returns
-/// with the M holding a P, and whether the G inherits the time slice.
-fn find_runnable(m: &'static M) -> (&'static G, bool) {
+/// with the M holding a P.
+fn find_runnable(m: &'static M) -> Found {
     let s = sched();
+    // Nothing has waited yet: a stop-the-world's park, a spin and the M's
+    // park each lead to another pass.
+    let mut first_pass = true;
     loop {
+        let first = std::mem::replace(&mut first_pass, false);
         // 1. A stop-the-world is pending: stop this P. Acquire; pairs with
         // the store in `stop_the_world` (procresize.rs). A hint: what
         // `stw_stopm` reads (`stopwait`, `stopped`) is under the sched lock,
@@ -183,23 +209,30 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
         if pp.schedtick() % 61 == 0 && globrunq::has_work(pp) {
             let mut l = s.lock();
             if let Some(g) = globrunq::get(&mut l, pp, 1) {
-                return (g, false);
+                return Found::new(g);
             }
         }
 
-        // 4. Local run queue.
+        // 4. Local run queue. On the first pass the G is found without a
+        // wait since the last slice ended here, and it was queued by this
+        // P's holders before that end (only a P's holder puts to its ring
+        // and runnext): its GoStart may share the end's timestamp.
         if let Some((g, inherit)) = pp.runq_get() {
             if inherit {
                 stats::bump(&pp.counters.runnext_hits, 1);
             }
-            return (g, inherit);
+            return Found {
+                g,
+                inherit,
+                quick: first,
+            };
         }
 
         // 5. Global run queue.
         if globrunq::has_work(pp) {
             let mut l = s.lock();
             if let Some(g) = globrunq::get(&mut l, pp, 0) {
-                return (g, false);
+                return Found::new(g);
             }
         }
 
@@ -215,7 +248,7 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
                     trace::go_unblock(g.id(), 0, pp.id);
                 }
                 inject(list);
-                return (g, false);
+                return Found::new(g);
             }
         }
 
@@ -226,14 +259,18 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
                 become_spinning(m);
             }
             if let Some(g) = steal::steal_work(m, pp, now) {
-                return (g, false);
+                return Found::new(g);
             }
             // Timers run on the last round may have readied Gs here.
             if let Some((g, inherit)) = pp.runq_get() {
-                return (g, inherit);
+                return Found {
+                    g,
+                    inherit,
+                    quick: false,
+                };
             }
         } else if let Some(g) = steal::run_due_timers(pp, now) {
-            return (g, false);
+            return Found::new(g);
         }
 
         // 8. Nothing to do: give up the P.
@@ -244,7 +281,7 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
             continue;
         }
         if let Some(g) = globrunq::get(&mut l, pp, 0) {
-            return (g, false);
+            return Found::new(g);
         }
         // SAFETY: own thread, holding a P.
         let pp = unsafe { m.releasep() };
@@ -301,7 +338,7 @@ fn find_runnable(m: &'static M) -> (&'static G, bool) {
                         if was_spinning {
                             become_spinning(m);
                         }
-                        return (g, false);
+                        return Found::new(g);
                     }
                     if was_spinning {
                         become_spinning(m);
@@ -374,13 +411,18 @@ pub(crate) fn inject(mut list: Vec<&'static G>) {
     }
 }
 
-/// Runs `g` on this M until it switches out, then carries out its action.
-/// Returns false if the M must exit (its locked goroutine exited).
+/// Runs the G `find_runnable` found on this M until it switches out, then
+/// carries out its action. Returns false if the M must exit (its locked
+/// goroutine exited).
 /// Always inlined into `schedule`'s loop, its one caller (`g::context`'s
 /// note, "Returns after a switch").
 #[inline(always)]
-fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
-    let mut inherit = inherit;
+fn execute(m: &'static M, found: Found) -> bool {
+    let Found {
+        g,
+        mut inherit,
+        mut quick,
+    } = found;
     loop {
         // SAFETY: own thread, holding a P (find_runnable returned with one).
         let pp = unsafe { m.p() }.expect("execute without a P");
@@ -400,7 +442,11 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
         g.set_status(Status::Running);
         m.set_curg(Some(g));
         if trace::on() {
-            trace::go_start(g.id(), pp.id);
+            if quick {
+                trace::go_start_quick(g.id(), pp.id);
+            } else {
+                trace::go_start(g.id(), pp.id);
+            }
         }
 
         // SAFETY: the G is ours (we popped it from a run queue) and we are on
@@ -506,9 +552,11 @@ fn execute(m: &'static M, g: &'static G, inherit: bool) -> bool {
                 if unsafe { (*unlock)(g) } {
                     return true;
                 }
-                // Park cancelled: run it again at once, same time slice.
+                // Park cancelled: run it again at once, same time slice
+                // (its GoStart right after its GoBlock).
                 g.set_status(Status::Runnable);
                 inherit = true;
+                quick = true;
             }
         }
     }

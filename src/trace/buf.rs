@@ -55,6 +55,26 @@
 //! first event of a batch has the previous timestamp 0, and the TSC's
 //! reading converts to it with one multiply.
 //!
+//! # Shared timestamps
+//! A clock read is most of an event's cost (a TSC read takes 12-18 ns on
+//! the VMs we measure on, and skynet writes 6.7M events a round), so one
+//! event in three, the GoStart of the scheduler's quick path, reads none:
+//! - The scheduler passes `quick` when it found the goroutine without
+//!   waiting (this M's run queue, or the global one, on the first pass of
+//!   `find_runnable`; or a park that was cancelled), right after the last
+//!   goroutine's slice ended on this M.
+//! - `slice_ended` is set by the events that end a slice (GoEnd, GoBlock,
+//!   GoStop) and cleared by every other event and by a new batch. So the
+//!   GoStart takes the slice end's timestamp only when nothing else was
+//!   traced in between on this thread: no timer fired, no M parked, nothing
+//!   was stolen.
+//! - The time between the two is the runtime's own work between two
+//!   goroutines (freeing the last one's stack and G, readying and unlocking
+//!   for a park): tens of nanoseconds, more when freeing makes a system
+//!   call (a stack cache spilling to its pool) or a lock is contended. A
+//!   trace shows that time inside the next goroutine's slice
+//!   (docs/trace-format.md).
+//!
 //! Buffers are leaked and registered in `ALL` (so `stop` finds them); a
 //! thread that exits (a plain thread, or an M whose goroutine exited locked
 //! to it) flushes its buffer and puts it on `FREE` for the next thread.
@@ -207,6 +227,10 @@ struct Inner {
     /// Timestamp of the batch's last event, relative to the session's
     /// start (0 before the first).
     last_ts: i64,
+    /// The batch's last event ended a goroutine's slice (GoEnd, GoBlock,
+    /// GoStop): a GoStart on the scheduler's quick path may take its
+    /// timestamp (`emit_start_quick`, module note).
+    slice_ended: bool,
     events: u64,
     /// The session's TSC base and scale (`Session`), copied for the fast
     /// path (plain loads, next to `pos`) when it is enabled.
@@ -256,6 +280,7 @@ impl TraceBuf {
                 pos: ptr::null_mut(),
                 limit: ptr::null_mut(),
                 last_ts: 0,
+                slice_ended: false,
                 events: 0,
                 base_tsc: 0,
                 mult: 0,
@@ -396,6 +421,20 @@ impl Drop for ExitGuard {
 /// batch, no TSC) goes to `emit_slow`.
 #[inline(always)]
 pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
+    emit_at::<false>(ty, args, bytes)
+}
+
+/// `emit` for a GoStart on the scheduler's quick path (module note,
+/// "Shared timestamps"): if this thread's last event ended a goroutine's
+/// slice, the GoStart takes that event's timestamp instead of reading the
+/// clock.
+#[inline(always)]
+pub(super) fn emit_start_quick(ty: u8, args: &[u64]) {
+    emit_at::<true>(ty, args, &[])
+}
+
+#[inline(always)]
+fn emit_at<const SHARE: bool>(ty: u8, args: &[u64], bytes: &[u8]) {
     assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
     // Const thread-local without a destructor: a plain load.
     let tb = FAST.with(|c| c.get());
@@ -408,17 +447,21 @@ pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
     // visible). After the raise: see the module note. `fast_gen` is only
     // written by this thread.
     if LIVE.load(Ordering::Acquire) != tb.fast_gen.load(Ordering::Relaxed) {
-        return slow(ty, args, bytes);
+        return slow(ty, args, bytes, SHARE);
     }
     // SAFETY: we own the buffer, `busy` is up and `LIVE` set (`fast_gen` is
     // never 0).
     let inner = unsafe { tb.inner() };
     if inner.pos.addr() + bytes.len() >= inner.limit.addr() {
-        return slow(ty, args, bytes);
+        return slow(ty, args, bytes, SHARE);
     }
     // `fast_gen` matched: the session's clock is the TSC, its base and
     // scale copied into the buffer.
-    let ts = tsc_rel(inner.base_tsc, inner.mult).max(inner.last_ts);
+    let ts = if SHARE && inner.slice_ended {
+        inner.last_ts
+    } else {
+        tsc_rel(inner.base_tsc, inner.mult).max(inner.last_ts)
+    };
     // SAFETY: room checked just above.
     unsafe { inner.write(ty, ts, args, bytes) };
     tb.lower();
@@ -428,30 +471,31 @@ pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
 /// value, in registers, so that the fast path's way out is a tail call
 /// (no frame, no spilled fields).
 #[inline(always)]
-fn slow(ty: u8, args: &[u64], bytes: &[u8]) {
+fn slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) {
     if bytes.is_empty() {
         let a = |i: usize| args.get(i).copied().unwrap_or(0);
-        emit_slow_fields(ty, args.len(), a(0), a(1), a(2), a(3));
+        emit_slow_fields(ty, args.len(), share, a(0), a(1), a(2), a(3));
     } else {
-        emit_slow(ty, args, bytes);
+        emit_slow(ty, args, bytes, share);
     }
 }
 
 /// `emit_slow` for up to four fields (`n` of them), by value.
 #[cold]
 #[inline(never)]
-fn emit_slow_fields(ty: u8, n: usize, a0: u64, a1: u64, a2: u64, a3: u64) {
+fn emit_slow_fields(ty: u8, n: usize, share: bool, a0: u64, a1: u64, a2: u64, a3: u64) {
     let args = [a0, a1, a2, a3];
-    emit_slow(ty, &args[..n.min(4)], &[]);
+    emit_slow(ty, &args[..n.min(4)], &[], share);
 }
 
 /// Every case of `emit`, out of line: finds (or claims) the buffer, raises
 /// `busy` as the barrier's mode wants, resets the buffer for a new session,
-/// begins a batch and reads whichever clock the session uses. May follow a
-/// raise by the fast path (raising twice is harmless).
+/// begins a batch and reads whichever clock the session uses (with
+/// `share`, not if the batch's last event ended a slice: `emit_start_quick`).
+/// May follow a raise by the fast path (raising twice is harmless).
 #[cold]
 #[inline(never)]
-fn emit_slow(ty: u8, args: &[u64], bytes: &[u8]) {
+fn emit_slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) {
     assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
     let Some(tb) = local() else { return };
     tb.raise();
@@ -474,7 +518,12 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8]) {
         if inner.pos.addr() + bytes.len() >= inner.limit.addr() {
             inner.make_room(bytes.len());
         }
-        let ts = now_rel().max(inner.last_ts);
+        // A batch just begun (or discarded) has no slice end to share.
+        let ts = if share && inner.slice_ended {
+            inner.last_ts
+        } else {
+            now_rel().max(inner.last_ts)
+        };
         // SAFETY: `make_room` made room (it asserts it).
         unsafe { inner.write(ty, ts, args, bytes) };
     }
@@ -513,6 +562,7 @@ impl Inner {
         self.data.clear();
         self.pos = ptr::null_mut();
         self.limit = ptr::null_mut();
+        self.slice_ended = false;
     }
 
     fn begin_batch(&mut self) {
@@ -531,6 +581,7 @@ impl Inner {
             self.limit = base.add(HEADER + BATCH_BYTES - MAX_EVENT + 1);
         }
         self.last_ts = 0;
+        self.slice_ended = false;
         self.events = 0;
     }
 
@@ -558,6 +609,8 @@ impl Inner {
     unsafe fn write(&mut self, ty: u8, ts: i64, args: &[u64], bytes: &[u8]) {
         let delta = (ts - self.last_ts) as u64;
         self.last_ts = ts;
+        // A constant store: `ty` is a constant where this is inlined.
+        self.slice_ended = super::ends_slice(ty);
         // SAFETY: written in place, without bounds checks: the event takes
         // at most 1 + 10 * (1 + args.len()) + bytes.len() <= MAX_EVENT +
         // bytes.len() bytes, and `pos + bytes.len() < limit` leaves that

@@ -20,7 +20,9 @@
 //! # Cost
 //! Off, each event site is one predictable branch on a global flag
 //! (`on()`); the emit functions are `#[cold]` and out of line. On, an event
-//! costs a time-stamp counter read, a few varint bytes written in place into
+//! costs a time-stamp counter read (not a GoStart on the scheduler's quick
+//! path: it shares the timestamp of the slice end just before it, see
+//! `buf.rs`, "Shared timestamps"), a few varint bytes written in place into
 //! the calling thread's buffer, and two plain stores of a busy flag that
 //! let [`stop`] collect every buffer safely (its StoreLoad barrier is a
 //! `membarrier` issued by `stop`, so the hot path has no locked
@@ -158,6 +160,22 @@ pub(crate) fn go_create(g: u64, parent: u64, p: u32) {
 #[inline(never)]
 pub(crate) fn go_start(g: u64, p: u32) {
     buf::emit(GO_START, &[g, p as u64], &[]);
+}
+
+/// A GoStart on the scheduler's quick path: it takes the timestamp of the
+/// slice end traced just before it on this thread, if that was the last
+/// event (`buf.rs`, "Shared timestamps").
+#[cold]
+#[inline(never)]
+pub(crate) fn go_start_quick(g: u64, p: u32) {
+    buf::emit_start_quick(GO_START, &[g, p as u64]);
+}
+
+/// The events that end a goroutine's slice on its M, whose timestamp a
+/// quick GoStart after them may share.
+#[inline(always)]
+const fn ends_slice(ty: u8) -> bool {
+    matches!(ty, GO_END | GO_BLOCK | GO_STOP)
 }
 
 #[cold]
