@@ -529,6 +529,7 @@ impl G {
 
     /// Resets both counters, and the system-call history, of a G being
     /// recycled (owner only).
+    #[inline]
     pub(crate) fn reset_preempt_counters(&self) {
         self.region_depth.store(0, Ordering::Relaxed);
         self.in_runtime.store(0, Ordering::Relaxed);
