@@ -60,9 +60,12 @@
 //! the VMs we measure on, and skynet writes 6.7M events a round), so one
 //! event in three, the GoStart of the scheduler's quick path, reads none:
 //! - The scheduler passes `quick` when it found the goroutine without
-//!   waiting (this M's run queue, or the global one, on the first pass of
-//!   `find_runnable`; or a park that was cancelled), right after the last
-//!   goroutine's slice ended on this M.
+//!   waiting, right after the last goroutine's slice ended on this M: in
+//!   its P's run queue on the first pass of `find_runnable`, or a park that
+//!   was cancelled. Not from the global queue: another M may have queued
+//!   that goroutine after the slice end, and its GoUnblock would then come
+//!   after the GoStart in time. Only a P's holder fills its run queue, so
+//!   whatever this M finds there was queued before the slice end.
 //! - `slice_ended` is set by the events that end a slice (GoEnd, GoBlock,
 //!   GoStop) and cleared by every other event and by a new batch. So the
 //!   GoStart takes the slice end's timestamp only when nothing else was
