@@ -241,8 +241,8 @@ isolated_test! {
             assert!(life.ended.contains(g), "g{g} never ended");
         }
         assert!(blocks > 0);
-        // Most GoStarts come from the scheduler's quick path (this M's run
-        // queue, right after the last slice ended here) and share the slice
+        // Most GoStarts come from the scheduler's quick path (this P's run
+        // queue, right after the last slice ended on the M) and share the slice
         // end's timestamp instead of reading the clock; each such GoStart
         // follows a GoEnd, GoBlock or GoStop in its batch.
         let (mut starts, mut shared) = (0, 0);

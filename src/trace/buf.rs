@@ -57,8 +57,9 @@
 //!
 //! # Shared timestamps
 //! A clock read is most of an event's cost (a TSC read takes 12-18 ns on
-//! the VMs we measure on, and skynet writes 6.7M events a round), so one
-//! event in three, the GoStart of the scheduler's quick path, reads none:
+//! the VMs we measure on, and skynet writes 6.7M events a round), so the
+//! GoStart of the scheduler's quick path (a third of skynet's events)
+//! reads none:
 //! - The scheduler passes `quick` when it found the goroutine without
 //!   waiting, right after the last goroutine's slice ended on this M: in
 //!   its P's run queue on the first pass of `find_runnable`, or a park that
