@@ -780,3 +780,68 @@ fn echo_server_handler() {
         assert_eq!(server.join().unwrap(), data.len() as u64);
     });
 }
+
+// A P that keeps finding network work still runs goroutines queued on a P
+// whose M does not come back to them (in a server, an M the kernel keeps
+// off its CPU; here a goroutine that spins without a runtime call): before
+// it takes new work from the netpoller it looks at the other Ps' queues
+// (`steal::steal_queued`). Go polls first, and the queued goroutine waited
+// until the network went quiet: with this test's ping-pong, to its end.
+isolated_test! {
+    fn queued_goroutines_run_before_new_network_work() ["GOMAXPROCS" = "2"] {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+        const ROUNDS: u64 = 100_000;
+        within(120, || {
+            let (a, b) = UnixStream::pair().unwrap();
+            let rounds = Arc::new(AtomicU64::new(0));
+            let r = rounds.clone();
+            // One message in flight: each side's write readies the other in
+            // the netpoller at once, so a poll always finds work.
+            let pinger = go(move || {
+                let mut buf = [0u8; 1];
+                for _ in 0..ROUNDS {
+                    (&a).write_all(&[1]).unwrap();
+                    (&a).read_exact(&mut buf).unwrap();
+                    r.fetch_add(1, SeqCst);
+                }
+            });
+            let ponger = go(move || {
+                let mut buf = [0u8; 1];
+                while let Ok(1..) = (&b).read(&mut buf) {
+                    (&b).write_all(&buf).unwrap();
+                }
+            });
+            while rounds.load(SeqCst) < 1_000 {
+                goroutine::time::sleep(Duration::from_millis(1));
+            }
+            let ran_at = Arc::new(AtomicU64::new(u64::MAX));
+            let (ra, r) = (ran_at.clone(), rounds.clone());
+            let hog = go(move || {
+                let done = Arc::new(AtomicBool::new(false));
+                // Two spawns: the second takes runnext and moves the first
+                // into this P's ring, where another P may take it.
+                for _ in 0..2 {
+                    let (done, ra, r) = (done.clone(), ra.clone(), r.clone());
+                    go(move || {
+                        let _ = ra.compare_exchange(u64::MAX, r.load(SeqCst), SeqCst, SeqCst);
+                        done.store(true, SeqCst);
+                    });
+                }
+                // No runtime call: this P never schedules again until one
+                // of them ran elsewhere (or the ping-pong ended and the
+                // other P, idle, stole it).
+                while !done.load(SeqCst) {
+                    std::hint::spin_loop();
+                }
+            });
+            hog.join().unwrap();
+            pinger.join().unwrap();
+            ponger.join().unwrap();
+            let at = ran_at.load(SeqCst);
+            assert!(
+                at < ROUNDS,
+                "the queued goroutine ran only after the ping-pong's {ROUNDS} rounds"
+            );
+        });
+    }
+}

@@ -19,7 +19,8 @@
 //!   `sched.lastpoll` from non-zero to 0 (`find_runnable`, step 10). Its
 //!   deadline is the earliest timer (`sched.poll_until`). Anyone who adds an
 //!   earlier timer, or needs it back, calls [`netpoll_break`].
-//! - Non-blocking polls (`find_runnable`, step 6, before stealing; sysmon after 10 ms
+//! - Non-blocking polls (`find_runnable`, step 6, after one pass over the
+//!   other Ps' rings and before the spinning search; sysmon after 10 ms
 //!   without a poll) take the poll lock with `try_lock`, so they never wait
 //!   behind the blocked poller.
 //!

@@ -239,8 +239,13 @@ fn find_runnable(m: &'static M) -> Found {
         // 6. Non-blocking netpoll, if anyone waits there and nobody is
         // blocked in it. `lastpoll` pairs with step 10's swap and store by
         // another M; a hint (netpoll takes its poll lock with try_lock, so a
-        // stale value costs one skipped or one fruitless poll).
+        // stale value costs one skipped or one fruitless poll). First, one
+        // pass over the other Ps' rings: what waits there was readied before
+        // anything the poll returns (`steal::steal_queued`; Go polls first).
         if netpoll::any_waiters() && s.lastpoll.load(Ordering::SeqCst) != 0 {
+            if let Some(g) = steal::steal_queued(m, pp) {
+                return Found::new(g);
+            }
             let mut list = netpoll::netpoll(0);
             if !list.is_empty() {
                 let g = list.remove(0);

@@ -18,6 +18,13 @@
 //! round also runs the victims' due timers (Go's stealTimersOrRunNextG).
 //! An M that may not spin runs the other Ps' due timers all the same
 //! (`run_due_timers`): they are work known to be there, not a search.
+//!
+//! Before an M with nothing queued polls the network (`find_runnable`'s
+//! step 6), it makes one pass over the other Ps' rings (`steal_queued`),
+//! spinning or not: goroutines queued there are older than what the poll
+//! would bring, and their P's M may be off its CPU. Go polls first, so a P
+//! that keeps finding network work never helps a P whose M the kernel
+//! preempted with a full queue (the tail latency of a loaded server).
 
 use std::sync::atomic::Ordering;
 
@@ -66,16 +73,47 @@ pub(crate) fn steal_work(m: &'static M, pp: &PHandle, mut now: i64) -> Option<&'
                     .then(|| victim.counters.runnext_hits.load(Ordering::Relaxed))
             });
             if let Some((g, n)) = got {
-                stats::bump(&pp.counters.steals, 1);
-                stats::bump(&pp.counters.stolen, n as u64);
-                if trace::on() {
-                    trace::steal(pp.id, victim.id, n as u64);
-                }
+                count_steal(pp, victim, n);
                 return Some(g);
             }
         }
     }
     None
+}
+
+/// Takes half of the ring of the first other P that has queued goroutines,
+/// in one pass in random order: no runnext, no timers, no spinning. Called
+/// by `find_runnable` before it takes new work from the netpoller (step 6):
+/// goroutines queued on another P were readied earlier than anything the
+/// poll would return, and that P's M may be off the CPU (the kernel
+/// preempted it) while its queue waits. Go polls first, and a P that keeps
+/// finding network work then never helps: at GOMAXPROCS=2 on two cores
+/// shared with a load generator, echo_100's p99 was 4.5 ms, the time the
+/// kernel kept one M off its CPU with dozens of goroutines in its queue.
+pub(crate) fn steal_queued(m: &'static M, pp: &PHandle) -> Option<&'static G> {
+    let s = sched();
+    for id in RandomOrder::new(s.gomaxprocs(), m.fastrand()) {
+        let Some(victim) = s.allp(id as usize) else {
+            continue;
+        };
+        if std::ptr::eq(victim, pp.get()) || victim.status() == PStatus::Idle {
+            continue;
+        }
+        if let Some((g, n)) = pp.runq_steal_from(victim, false, || None) {
+            count_steal(pp, victim, n);
+            return Some(g);
+        }
+    }
+    None
+}
+
+/// Counts (and traces) a steal of `n` goroutines by `pp` from `victim`.
+fn count_steal(pp: &PHandle, victim: &crate::p::P, n: u32) {
+    stats::bump(&pp.counters.steals, 1);
+    stats::bump(&pp.counters.stolen, n as u64);
+    if trace::on() {
+        trace::steal(pp.id, victim.id, n as u64);
+    }
 }
 
 /// Runs the other Ps' timers that are already due, for an M that may not
