@@ -503,7 +503,7 @@ isolated_test! {
 // The hog_fairness probe as a behaviour check: as many hogs in regions as
 // Ps, and a goroutine sleeping 1 ms in a loop. Without asynchronous
 // preemption the sleeper never runs again; with it, each wakeup is late by
-// about 1-2 ms (sysmon preempts a hog that has run 1 ms for a due timer).
+// about 0.1 ms (sysmon preempts a hog that has run 100 us for a due timer).
 // The bounds are generous (a loaded 2-CPU machine);
 // the lateness is printed, and measured properly by the benchmark tool.
 isolated_test! {

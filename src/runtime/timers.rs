@@ -11,7 +11,7 @@
 //!   it ([`wake_netpoller`]), and with nobody polling, `wakep` starts an M
 //!   that will.
 //! - sysmon starts an M when a timer is overdue and no M looks at it; if
-//!   every P is busy, it preempts a goroutine that has run for 1 ms on a P
+//!   every P is busy, it preempts a goroutine that has run for 100 us on a P
 //!   holding a due timer (`sysmon::preempt_for_timers`); a new earliest
 //!   timer cuts sysmon's nap short if it would wake too late
 //!   (`sysmon::timer_started`).
