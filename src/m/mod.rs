@@ -47,6 +47,13 @@ pub(crate) struct M {
     nextp: UnsafeCell<Option<PHandle>>,
     spinning: AtomicBool,
     curg: AtomicPtr<G>,
+    /// The running goroutine's locals map (`G::locals_slot`, in the reserved
+    /// line at its stack top), null while none runs: set by `execute` just
+    /// before it switches into the goroutine and cleared when it switches
+    /// back, so `local::caller_map` finds the map with one load from the M
+    /// instead of three (the G, its stack bounds). Read only on the M's own
+    /// thread; atomic only to be `Sync`.
+    locals: AtomicPtr<u8>,
     pub(crate) park: Note,
     rand: Cell<u64>,
     /// The thread's kernel id (`gettid`), 0 until the thread has started.
@@ -204,16 +211,20 @@ pub(crate) fn current_g() -> Option<&'static G> {
     current().and_then(|m| m.curg())
 }
 
-/// [`current_g`] with the thread-local read inlined into the caller: one
-/// call fewer, for a hot lookup (`local::caller_map`). Only for use inside
-/// an out-of-line function that makes no runtime call (so cannot resume on
-/// another thread) between this lookup and its return: the compiler may
-/// then reuse the thread-local address only within that one call.
+/// The locals map of the goroutine running on the calling thread (null on
+/// a thread outside the runtime, or while its M runs no goroutine), with the
+/// thread-local read inlined into the caller: for the hot lookup of
+/// `local::caller_map`. Only for use inside an out-of-line function that
+/// makes no runtime call (so cannot resume on another thread) between this
+/// lookup and its return: the compiler may then reuse the thread-local
+/// address only within that one call. Two dependent loads, the thread's M
+/// and its `locals`, with the same hazard as [`current_g`]'s two under
+/// asynchronous preemption (see [`current_g_checked`]).
 #[inline(always)]
-pub(crate) fn current_g_inline() -> Option<&'static G> {
+pub(crate) fn current_locals_inline() -> *mut u8 {
     let m = CURRENT.with(|c| c.get());
     // SAFETY: CURRENT only ever holds a leaked (never freed) M.
-    unsafe { m.as_ref() }.and_then(|m| m.curg())
+    unsafe { m.as_ref() }.map_or(ptr::null_mut(), |m| m.locals())
 }
 
 /// The running goroutine, looked up safely from code that may be preempted
@@ -284,6 +295,7 @@ impl M {
             nextp: UnsafeCell::new(None),
             spinning: AtomicBool::new(false),
             curg: AtomicPtr::new(ptr::null_mut()),
+            locals: AtomicPtr::new(ptr::null_mut()),
             park: Note::new(),
             rand: Cell::new(0x9E37_79B9_7F4A_7C15 ^ id.wrapping_mul(0xA24B_AED4_963E_E407)),
             tid: AtomicI32::new(0),
@@ -307,6 +319,18 @@ impl M {
     pub(crate) fn curg(&self) -> Option<&'static G> {
         // SAFETY: curg is null or a leaked (never freed) G.
         unsafe { self.curg.load(Ordering::Relaxed).as_ref() }
+    }
+
+    /// Sets the running goroutine's locals map (see the field).
+    #[inline]
+    pub(crate) fn set_locals(&self, p: *mut u8) {
+        self.locals.store(p, Ordering::Relaxed)
+    }
+
+    /// The running goroutine's locals map, null if none runs.
+    #[inline]
+    pub(crate) fn locals(&self) -> *mut u8 {
+        self.locals.load(Ordering::Relaxed)
     }
 
     #[inline]

@@ -474,7 +474,10 @@ fn execute(m: &'static M, found: Found) -> bool {
             // it.
             prefetch_cold_resume(pp, g);
         }
+        // Where `local!` finds this goroutine's values (`M::locals`).
+        m.set_locals(g.locals_slot().map_or(std::ptr::null_mut(), |p| p.as_ptr()));
         let switch = context::resume(co);
+        m.set_locals(std::ptr::null_mut());
         m.set_curg(None);
         if let Switch::Action(Action::ExitSyscall) = switch {
             // Back from a system call with no P to run on.
