@@ -6,7 +6,9 @@
 //! - `block_on_wake`: a cross-thread wake round trip, 100K times (quick
 //!   10K): a plain thread wakes a task that waits in `block_on` (ours: a
 //!   goroutine on `recv_async`; tokio: a task awaiting an mpsc), and the
-//!   task answers; ns per round trip.
+//!   task answers; ns per round trip. Both directions are channels of
+//!   capacity 1 for both runtimes (tokio's mpsc has no capacity 0), so the
+//!   thread's send never waits for the task to take the value.
 //!
 //! may has no `block_on`; Go has no futures.
 
@@ -55,7 +57,7 @@ pub fn ready_tokio(c: Cfg) -> Figure {
 pub fn wake_ours(c: Cfg) -> Figure {
     let n = c.size(100_000, 10_000);
     ours_run(c.procs, move || {
-        let (ping_tx, ping_rx) = goroutine::chan::<u64>(0);
+        let (ping_tx, ping_rx) = goroutine::chan::<u64>(1);
         let (pong_tx, pong_rx) = goroutine::chan::<u64>(1);
         let echo = goroutine::go(move || {
             let mut sum = 0;
