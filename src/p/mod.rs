@@ -259,6 +259,18 @@ impl PHandle {
         Some(unsafe { &*g.as_ptr() })
     }
 
+    /// The ring position of the G this P's ring would give next, and up to
+    /// `N` Gs from there, left in place: prefetch hints only, as
+    /// [`runq_peek`](Self::runq_peek).
+    #[cfg(not(loom))]
+    #[inline]
+    pub(crate) fn runq_peek_n<const N: usize>(&self) -> (u32, [Option<&'static G>; N]) {
+        // SAFETY: holding the handle is owning the P (as in `runq_get`).
+        let (pos, gs) = unsafe { self.0.runq.peek_n::<N>() };
+        // SAFETY: run queues only hold leaked, never-freed Gs.
+        (pos, gs.map(|g| g.map(|g| unsafe { &*g.as_ptr() })))
+    }
+
     /// Puts `g` on this P's run queue (Go's runqput): into `runnext` with
     /// `next`. Returns the G that found the ring full (`g` or the kicked
     /// runnext), for [`runq_put_overflow`](Self::runq_put_overflow).

@@ -391,6 +391,27 @@ impl<T> RunQueue<T> {
         NonNull::new(self.slot(h).load(Ordering::Relaxed))
     }
 
+    /// The ring's position of the item it would give next, and up to `N`
+    /// items from there, without taking them (`None` past the tail): a hint
+    /// for prefetching, as [`peek`](Self::peek). Skips `runnext`.
+    ///
+    /// # Safety
+    /// As [`peek`](Self::peek): only the owner may call this.
+    #[cfg(not(loom))]
+    #[inline]
+    pub(crate) unsafe fn peek_n<const N: usize>(&self) -> (u32, [Option<NonNull<T>>; N]) {
+        // Relaxed: a hint; only the owner writes `tail`, and the slots in
+        // `[head, tail)` hold items it put (a thief may take them meanwhile).
+        let h = self.head.load(Ordering::Relaxed);
+        let t = self.tail.load(Ordering::Relaxed);
+        let n = (t.wrapping_sub(h) as usize).min(N);
+        let mut out = [None; N];
+        for (i, o) in out.iter_mut().enumerate().take(n) {
+            *o = NonNull::new(self.slot(h.wrapping_add(i as u32)).load(Ordering::Relaxed));
+        }
+        (h, out)
+    }
+
     /// Steals about half of `victim`'s ring (`n - n / 2` of its `n` items,
     /// oldest first) into this queue's ring (Go's `runqsteal`), and returns
     /// the last one stolen for the caller to run now; the others are
@@ -906,6 +927,29 @@ mod tests {
             assert_eq!(q.peek(), Some(item(3)));
             assert_eq!(q.get(), Some((item(3), false)));
             assert_eq!(q.peek(), None);
+        }
+    }
+
+    #[test]
+    fn peek_n_shows_the_ring_items_next_and_the_head() {
+        let q = Q::new();
+        // SAFETY: this thread owns `q` throughout.
+        unsafe {
+            assert_eq!(q.peek_n::<3>(), (0, [None; 3]));
+            put_fits(&q, 1, true); // runnext only: the ring is empty
+            assert_eq!(q.peek_n::<3>(), (0, [None; 3]));
+            for i in 2..=5 {
+                put_fits(&q, i, false);
+            }
+            assert_eq!(
+                q.peek_n::<3>(),
+                (0, [Some(item(2)), Some(item(3)), Some(item(4))])
+            );
+            assert_eq!(q.get(), Some((item(1), true)));
+            assert_eq!(q.get(), Some((item(2), false)));
+            assert_eq!(q.get(), Some((item(3), false)));
+            assert_eq!(q.peek_n::<3>(), (2, [Some(item(4)), Some(item(5)), None]));
+            assert_eq!(q.len(), 2);
         }
     }
 
