@@ -96,32 +96,31 @@ fn floor() {
         // SAFETY: an aligned word inside slot `i`'s touched page.
         unsafe { (word(i) as *mut usize).write(next) };
     }
-    let sweep = vec![1u8; 512 << 20];
-    let mut a = word(0);
-    let t = Instant::now();
-    while a != 0 {
-        // SAFETY: a chain of words written above, ending in 0.
-        a = unsafe { (a as *const usize).read_volatile() };
-    }
-    let hot = t.elapsed();
+    // Follows the chain from slot 0; returns the time it took.
+    let chase = || {
+        let (mut a, t) = (word(0), Instant::now());
+        while a != 0 {
+            // SAFETY: a chain of words written above, ending in 0.
+            a = unsafe { (a as *const usize).read_volatile() };
+        }
+        t.elapsed()
+    };
     // Evicts the slots' lines and translations: 512 MiB, a line at a time.
-    let sum = sweep.iter().step_by(64).map(|&b| b as u64).sum::<u64>();
-    assert_eq!(sum, (512 << 20) / 64);
-    let mut a = word(0);
-    let t = Instant::now();
-    while a != 0 {
-        // SAFETY: as above.
-        a = unsafe { (a as *const usize).read_volatile() };
-    }
-    let cold = t.elapsed();
+    let sweep = vec![1u8; 512 << 20];
+    let evict = || {
+        let sum = sweep.iter().step_by(64).map(|&b| b as u64).sum::<u64>();
+        assert_eq!(sum, (512 << 20) / 64);
+    };
+    let hot = chase();
+    evict();
+    let cold = chase();
     // The same reads, independent of each other (the CPU overlaps as many
     // as it can), cold again.
-    let sum = sweep.iter().step_by(64).map(|&b| b as u64).sum::<u64>();
-    assert_eq!(sum, (512 << 20) / 64);
+    evict();
     let t = Instant::now();
     let mut x = 0usize;
     for i in 0..n {
-        // SAFETY: as above.
+        // SAFETY: an aligned word inside slot `i`'s touched page.
         x ^= unsafe { (word(i) as *const usize).read_volatile() };
     }
     let overlapped = t.elapsed();
