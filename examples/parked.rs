@@ -8,10 +8,12 @@
 //! `parked floor [N] [STRIDE_KIB]` measures the floor instead: N touches of
 //! one byte, one per STRIDE_KIB (default 260) of a fresh reservation, i.e.
 //! what one resident page per stack costs, page tables included, with no
-//! runtime at all. Then the cold pass: one dependent read per slot in turn
-//! after a 512 MiB sweep has evicted them from the caches and the TLB, what
-//! a wake-up of goroutines parked a while pays per resume for the layout
-//! alone (stride 2 is Go's layout: 2 KiB stacks side by side).
+//! runtime at all. Then the cold pass: one read per slot in turn after a
+//! 512 MiB sweep has evicted them from the caches and the TLB, each read
+//! giving the next address (nothing overlaps) or independent (the CPU
+//! overlaps what it can): what a wake-up of goroutines parked a while pays
+//! per resume for the layout alone (stride 2 is Go's layout: 2 KiB stacks
+//! side by side).
 //!
 //! `parked carve [N]` times, per stack, the kernel's part of carving N fresh
 //! stacks at the default 260 KiB stride, the way the stack pool does it (one
@@ -105,13 +107,14 @@ fn floor() {
         }
         t.elapsed()
     };
+    // Before the sweep is allocated (filling it evicts too).
+    let hot = chase();
     // Evicts the slots' lines and translations: 512 MiB, a line at a time.
     let sweep = vec![1u8; 512 << 20];
     let evict = || {
         let sum = sweep.iter().step_by(64).map(|&b| b as u64).sum::<u64>();
         assert_eq!(sum, (512 << 20) / 64);
     };
-    let hot = chase();
     evict();
     let cold = chase();
     // The same reads, independent of each other (the CPU overlaps as many
