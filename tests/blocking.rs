@@ -34,30 +34,76 @@ fn ticker(stop: Arc<AtomicBool>) -> goroutine::JoinHandle<Duration> {
 }
 
 fn sleepers_do_not_stall_a_ticker() {
-    within(60, || {
-        let stop = Arc::new(AtomicBool::new(false));
-        let t = ticker(stop.clone());
-        let sleepers: Vec<_> = (0..2)
-            .map(|_| {
-                go(|| {
-                    for _ in 0..5 {
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                })
+    within(60, sleepers_beside_a_ticker);
+}
+
+/// Two goroutines sleep in `std::thread::sleep` 5 x 100 ms while a ticker
+/// runs: the ticker must never wait long, and the P must have been handed
+/// off.
+fn sleepers_beside_a_ticker() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let t = ticker(stop.clone());
+    let sleepers: Vec<_> = (0..2)
+        .map(|_| {
+            go(|| {
+                for _ in 0..5 {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
             })
-            .collect();
-        for s in sleepers {
-            s.join().unwrap();
+        })
+        .collect();
+    for s in sleepers {
+        s.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let worst = t.join().unwrap();
+    // Nothing else could run for 500 ms without the handoff; on a loaded
+    // machine allow a generous margin above the ~20 us-10 ms detection
+    // delay.
+    assert!(worst < Duration::from_millis(150), "worst gap {worst:?}");
+    let st = goroutine::stats();
+    assert!(st.blocked_handoffs > 0, "{st:?}");
+}
+
+isolated_test! {
+    /// With the descriptor table full, a thread blocked outside the runtime
+    /// still gives up its P (sysmon's probe needs no new descriptor), and
+    /// the runtime never frees a slot under the program: every open keeps
+    /// failing with EMFILE until the program closes something.
+    fn full_descriptor_table_neither_stalls_nor_frees_a_slot() ["GOMAXPROCS" = "1"] {
+        within(60, full_table_body);
+    }
+}
+
+/// Lowers the descriptor limit to 256, fills the table, runs the sleepers
+/// beside a ticker, then checks that no slot came free meanwhile.
+fn full_table_body() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a live rlimit for both calls.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        lim.rlim_cur = 256;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+    }
+    let mut hog = Vec::new();
+    let full = loop {
+        match std::fs::File::open("/dev/null") {
+            Ok(f) => hog.push(f),
+            Err(e) => break e,
         }
-        stop.store(true, Ordering::Relaxed);
-        let worst = t.join().unwrap();
-        // Nothing else could run for 500 ms without the handoff; on a
-        // loaded machine allow a generous margin above the ~20 us-10 ms
-        // detection delay.
-        assert!(worst < Duration::from_millis(150), "worst gap {worst:?}");
-        let st = goroutine::stats();
-        assert!(st.blocked_handoffs > 0, "{st:?}");
-    });
+    };
+    assert_eq!(full.raw_os_error(), Some(libc::EMFILE), "{full}");
+    sleepers_beside_a_ticker();
+    for _ in 0..50 {
+        let e = std::fs::File::open("/dev/null").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EMFILE), "{e}");
+        goroutine::time::sleep(Duration::from_millis(1));
+    }
+    drop(hog);
+    std::fs::File::open("/dev/null").unwrap();
 }
 
 // The first program, at GOMAXPROCS 1 and 2.

@@ -150,6 +150,27 @@ fn scenario(name: &str) {
             assert_eq!(rx.recv().unwrap(), 3);
             println!("ok");
         }),
+        // The descriptor table is full when everything blocks: the check
+        // reads the thread count through a descriptor opened at start.
+        "full_descriptor_table" => run(|| {
+            let mut lim = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: `lim` is a live rlimit for both calls.
+            unsafe {
+                assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+                lim.rlim_cur = 64;
+                assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+            }
+            let mut hog = Vec::new();
+            while let Ok(f) = std::fs::File::open("/dev/null") {
+                hog.push(f);
+            }
+            let (_tx, rx) = chan::<i32>(0);
+            let _ = rx.recv();
+            drop(hog);
+        }),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -249,6 +270,7 @@ fn main() {
         "recv_timeout_answered_then_block",
         "thread_exits_last",
         "thread_blocks_last",
+        "full_descriptor_table",
     ] {
         expect_deadlock_within(
             name,

@@ -25,7 +25,10 @@
 //! - `revoke` is the handshake through which sysmon or a stop-the-world
 //!   takes the P of an M blocked in the kernel outside the runtime
 //!   (`revoke.rs`); `cpu_clock` (written once at start) lets sysmon read the
-//!   thread's CPU time.
+//!   thread's CPU time, and `stat` its scheduler state: the file is opened
+//!   by the first probe that needs it, under the lock, and closed under it
+//!   by the M's own thread as the thread ends, so no reader ever uses a
+//!   closed (or reused) descriptor.
 
 pub(crate) mod note;
 pub(crate) mod revoke;
@@ -36,6 +39,7 @@ use std::ptr;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
+use std::sync::Mutex;
 
 use self::note::Note;
 use crate::g::G;
@@ -101,6 +105,15 @@ pub(crate) struct M {
     pub(crate) revoke: revoke::Revoke,
     /// The thread's CPU-time clock id (-1: unknown), written once at start.
     cpu_clock: AtomicI32,
+    /// The thread's stat file (see the note and [`M::thread_state`]).
+    stat: Mutex<StatSlot>,
+}
+
+/// `M::stat`: not opened yet, open, or closed for good (the thread ended).
+enum StatSlot {
+    Unopened,
+    Open(crate::sys::procfs::StatFile),
+    Closed,
 }
 
 /// `M::p_id` when the M holds no P.
@@ -312,6 +325,7 @@ impl M {
             g0_hi: AtomicUsize::new(0),
             revoke: revoke::Revoke::new(),
             cpu_clock: AtomicI32::new(-1),
+            stat: Mutex::new(StatSlot::Unopened),
         }))
     }
 
@@ -366,6 +380,29 @@ impl M {
     pub(crate) fn cpu_clock(&self) -> Option<libc::clockid_t> {
         let c = self.cpu_clock.load(Ordering::Relaxed);
         (c != -1).then_some(c)
+    }
+
+    /// The thread's scheduler state letter (`R` running or runnable, `S`
+    /// sleeping, ...), `None` if it cannot be read (the thread has not
+    /// started or has ended, or its stat file could not be opened: a full
+    /// descriptor table, no `/proc`). The first call opens the thread's
+    /// stat file, which stays open until the thread ends: see
+    /// `sys::procfs` for why it is never opened per read.
+    pub(crate) fn thread_state(&self) -> Option<u8> {
+        // Held for one open or read at most; the only other user is the
+        // thread itself as it ends.
+        let mut slot = self.stat.lock().unwrap_or_else(|e| e.into_inner());
+        if matches!(*slot, StatSlot::Unopened) {
+            let tid = self.tid();
+            if tid == 0 {
+                return None;
+            }
+            *slot = StatSlot::Open(crate::sys::procfs::StatFile::open(tid)?);
+        }
+        match &*slot {
+            StatSlot::Open(f) => f.state(),
+            _ => None,
+        }
     }
 
     /// The P this M holds.
@@ -565,5 +602,6 @@ fn mstart(m: &'static M, main: fn(&'static M)) {
     }
     main(m);
     // A goroutine exited while locked to this thread: the thread ends.
+    *m.stat.lock().unwrap_or_else(|e| e.into_inner()) = StatSlot::Closed;
     CURRENT.with(|c| c.set(ptr::null()));
 }

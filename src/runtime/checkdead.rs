@@ -14,11 +14,12 @@
 //! - no run queue holds a goroutine, no P has a timer, no goroutine waits in
 //!   the netpoller (an I/O wait can always complete);
 //! - at least one goroutine exists (all of them are then parked);
-//! - the process's thread count (`/proc/self/status`) equals the runtime's
-//!   own threads (live Ms, sysmon and other internal threads) plus the plain
-//!   threads blocked inside a runtime wait (a join, a channel operation, a
-//!   sync primitive: [`thread_blocked`] counts them). Any other thread might
-//!   still send on a channel, so its presence means "not dead".
+//! - the process's thread count (`/proc/self/status`, held open: see
+//!   `sys::procfs`) equals the runtime's own threads (live Ms, sysmon and
+//!   other internal threads) plus the plain threads blocked inside a
+//!   runtime wait (a join, a channel operation, a sync primitive:
+//!   [`thread_blocked`] counts them). Any other thread might still send on
+//!   a channel, so its presence means "not dead".
 //!
 //! The report carries every goroutine's frames (`traceback`), as Go's
 //! does, unless `GOTRACEBACK` is `none` or `single`.
@@ -151,12 +152,11 @@ impl Drop for ThreadBlocked {
     }
 }
 
-/// The number of threads in this process, from /proc.
-fn process_threads() -> Option<usize> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|v| v.trim().parse().ok())
+/// Opens the thread count's file when the runtime starts (`sys::procfs`
+/// keeps it open), so that a program that later fills its descriptor table
+/// still gets its deadlock reported.
+pub(crate) fn init() {
+    let _ = crate::sys::procfs::process_threads();
 }
 
 /// Why the process is not dead: what [`looks_dead`] and a [`check`] that
@@ -224,7 +224,7 @@ fn looks_dead() -> Result<u64, Verdict> {
     // the process creates its first thread (sysmon's, at the latest).
     #[cfg(goroutine_sanitize = "thread")]
     let accounted = accounted + 1;
-    match process_threads() {
+    match crate::sys::procfs::process_threads() {
         Some(n) if n == accounted => Ok(seen),
         Some(_) => Err(Verdict::OutsideThreads),
         None => Err(Verdict::Alive),

@@ -197,6 +197,7 @@ pub(crate) fn start() -> &'static Sched {
         if let Err(e) = crate::netpoll::init() {
             throw(&format!("cannot create the netpoller (epoll/eventfd): {e}"));
         }
+        checkdead::init();
         crate::sys::signal::install_overflow_handler(crate::m::overflow_lookup);
         dump::install_sigquit();
         env::godebug();

@@ -34,7 +34,13 @@
 //!    uses no CPU either, but is *not* blocked: taking its P would only add
 //!    a thread to a machine that has too many already. Checking `R` is what
 //!    keeps an overloaded machine from churning threads; measured cost: one
-//!    small read, only for threads that passed rule 3.
+//!    small read, only for threads that passed rule 3. The file is opened
+//!    once per M and kept until its thread ends (`M::thread_state`): sysmon
+//!    never opens and closes a descriptor per look, which would make a slot
+//!    of a full descriptor table come free under the program. Where the
+//!    file cannot be opened (the table is full, no `/proc`), rule 3 alone
+//!    decides: a P stalled behind a blocked thread is worse than a thread
+//!    too many.
 //!
 //! A stop-the-world (`procresize`) uses [`take_for_stw`]: every M in the
 //! same user stretch for 100 us counts as stopped (it will not touch its P
@@ -46,14 +52,16 @@
 //! `stats().blocked_handoffs` and `blocked_threads`, schedtrace's
 //! `blockedthreads=`, the trace event `ProcRevoke`, and with
 //! `GODEBUG=blockwarn=1` a one-time warning naming the goroutine and its
-//! system call. `GODEBUG=blockrevoke=0` turns revocation off.
+//! system call. `GODEBUG=blockrevoke=0` turns revocation off. The system
+//! call is read (`/proc/self/task/TID/syscall`, a short-lived descriptor)
+//! only for those two opt-in views, never on the default path.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::{env, sched, stats};
 use crate::m::M;
 use crate::p::{PHandle, PStatus, P};
-use crate::sys::thread;
+use crate::sys::{procfs, thread};
 
 /// Ms whose P was taken and that have not noticed yet.
 static BLOCKED_THREADS: AtomicUsize = AtomicUsize::new(0);
@@ -117,7 +125,10 @@ impl Probe {
         if cpu.saturating_sub(cpu0).saturating_mul(2) >= (now - t0).max(0) as u64 {
             return None;
         }
-        if thread::state(m.tid())? == b'R' {
+        // An unreadable state (no descriptor to open its file with) counts
+        // as not runnable: rule 3 alone then decides, since a stalled P
+        // is worse than a thread too many.
+        if m.thread_state() == Some(b'R') {
             return None;
         }
         Some((m, word, now - self.since))
@@ -166,7 +177,8 @@ pub(crate) fn take_for_stw(p: &'static P, seen: &mut Option<(usize, u32)>) -> Op
     // A goroutine computing in a preemptible region is stopped by signal
     // (which keeps its stack readable for a dump); only take its P if the
     // thread is blocked in the kernel.
-    if m.curg().is_some_and(|g| g.region_depth() > 0) && thread::state(m.tid())? == b'R' {
+    if m.curg().is_some_and(|g| g.region_depth() > 0) && m.thread_state().is_none_or(|s| s == b'R')
+    {
         return None;
     }
     take(p, m, word)
@@ -198,12 +210,13 @@ fn take(p: &'static P, m: &'static M, seen: u32) -> Option<PHandle> {
     BLOCKED_THREADS.fetch_add(1, Ordering::Relaxed);
     stats::bump(&stats::SYSMON.blocked_handoffs, 1);
     let g = m.curg();
-    let nr = thread::blocked_syscall(m.tid());
+    // The system call is read only for the opt-in views (module note).
+    let nr = || procfs::blocked_syscall(m.tid());
     if crate::trace::on() {
-        crate::trace::proc_revoke(g.map_or(0, |g| g.id()), pp.id, nr.unwrap_or(-1));
+        crate::trace::proc_revoke(g.map_or(0, |g| g.id()), pp.id, nr().unwrap_or(-1));
     }
     if env::godebug().blockwarn && !WARNED.swap(true, Ordering::Relaxed) {
-        warn(g, nr);
+        warn(g, nr());
     }
     m.revoke.finish();
     Some(pp)
@@ -213,7 +226,7 @@ fn take(p: &'static P, m: &'static M, seen: u32) -> Option<PHandle> {
 #[cold]
 fn warn(g: Option<&'static crate::g::G>, nr: Option<i64>) {
     let what = match nr {
-        Some(nr) => match thread::syscall_name(nr) {
+        Some(nr) => match procfs::syscall_name(nr) {
             Some(name) => format!("in system call {name} ({nr})"),
             None => format!("in system call {nr}"),
         },

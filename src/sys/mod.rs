@@ -14,6 +14,7 @@ pub(crate) mod mem;
 pub(crate) mod poll;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub(crate) mod preempt;
+pub(crate) mod procfs;
 pub(crate) mod signal;
 pub(crate) mod socket;
 pub(crate) mod thread;

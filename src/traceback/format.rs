@@ -142,7 +142,7 @@ fn frames(pcs: &[usize], level: Level) -> Vec<(usize, Sym)> {
 pub(crate) fn write_frames(out: &mut String, g: &GInfo, level: Level) {
     match &g.pcs {
         Ok(pcs) => {
-            for (_, s) in frames(pcs, level) {
+            for (pc, s) in frames(pcs, level) {
                 let _ = writeln!(out, "{}(...)", s.name);
                 match (&s.file, s.line) {
                     (Some(f), Some(l)) => {
@@ -151,7 +151,11 @@ pub(crate) fn write_frames(out: &mut String, g: &GInfo, level: Level) {
                     (Some(f), None) => {
                         let _ = write!(out, "\t{f}");
                     }
-                    _ => out.push_str("\t?"),
+                    // Not resolved (no debug info, or no descriptor left to
+                    // open the binary with): the return address at least.
+                    _ => {
+                        let _ = write!(out, "\t? pc={pc:#x}");
+                    }
                 }
                 if let Some(o) = s.offset {
                     let _ = write!(out, " +{o:#x}");
