@@ -106,6 +106,33 @@ fn full_table_body() {
     std::fs::File::open("/dev/null").unwrap();
 }
 
+isolated_test! {
+    /// sysmon keeps each probed thread's `/proc` stat file open, but at most
+    /// 32 of them however many threads block: 64 goroutines sleep in
+    /// `std::thread::sleep` at once.
+    fn probe_files_are_bounded() ["GOMAXPROCS" = "2"] {
+        within(60, || {
+            let sleepers: Vec<_> = (0..64)
+                .map(|_| go(|| std::thread::sleep(Duration::from_millis(300))))
+                .collect();
+            for s in sleepers {
+                s.join().unwrap();
+            }
+            let st = goroutine::stats();
+            assert!(st.blocked_handoffs >= 10, "{st:?}");
+            let stat_files = std::fs::read_dir("/proc/self/fd")
+                .unwrap()
+                .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|l| {
+                    let l = l.to_string_lossy();
+                    l.contains("/task/") && l.ends_with("/stat")
+                })
+                .count();
+            assert!((1..=32).contains(&stat_files), "{stat_files} stat files open");
+        });
+    }
+}
+
 // The first program, at GOMAXPROCS 1 and 2.
 isolated_test! {
     fn std_sleep_does_not_stall_others_p1() ["GOMAXPROCS" = "1"] {

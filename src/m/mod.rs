@@ -116,6 +116,17 @@ enum StatSlot {
     Closed,
 }
 
+/// The most stat files (`M::thread_state`) held open at once. Every M
+/// sysmon has probed keeps one until its thread ends, and a program with
+/// hundreds of goroutines blocked in plain system calls has as many Ms: an
+/// unbounded count would eat into a default descriptor limit of 1,024. The
+/// Ms that hold a P, the ones probed again and again, are at most
+/// GOMAXPROCS at a time; past the cap, rule 3 alone decides for the rest
+/// (`runtime/revoke.rs`).
+pub(crate) const STAT_FILES_MAX: usize = 32;
+/// Stat files held open now (Relaxed: a count, bounded within a few).
+static STAT_FILES: AtomicUsize = AtomicUsize::new(0);
+
 /// `M::p_id` when the M holds no P.
 pub(crate) const NO_P: u32 = u32::MAX;
 /// Stack size of M threads (the scheduler's g0 stack).
@@ -385,9 +396,9 @@ impl M {
     /// The thread's scheduler state letter (`R` running or runnable, `S`
     /// sleeping, ...), `None` if it cannot be read (the thread has not
     /// started or has ended, or its stat file could not be opened: a full
-    /// descriptor table, no `/proc`). The first call opens the thread's
-    /// stat file, which stays open until the thread ends: see
-    /// `sys::procfs` for why it is never opened per read.
+    /// descriptor table, no `/proc`, [`STAT_FILES_MAX`] reached). The
+    /// first call opens the thread's stat file, which stays open until the
+    /// thread ends: see `sys::procfs` for why it is never opened per read.
     pub(crate) fn thread_state(&self) -> Option<u8> {
         // Held for one open or read at most; the only other user is the
         // thread itself as it ends.
@@ -397,7 +408,17 @@ impl M {
             if tid == 0 {
                 return None;
             }
-            *slot = StatSlot::Open(crate::sys::procfs::StatFile::open(tid)?);
+            // At most `STAT_FILES_MAX` held at once (see there); the slot
+            // stays unopened, so a later probe tries again.
+            if STAT_FILES.fetch_add(1, Ordering::Relaxed) >= STAT_FILES_MAX {
+                STAT_FILES.fetch_sub(1, Ordering::Relaxed);
+                return None;
+            }
+            let Some(f) = crate::sys::procfs::StatFile::open(tid) else {
+                STAT_FILES.fetch_sub(1, Ordering::Relaxed);
+                return None;
+            };
+            *slot = StatSlot::Open(f);
         }
         match &*slot {
             StatSlot::Open(f) => f.state(),
@@ -602,6 +623,12 @@ fn mstart(m: &'static M, main: fn(&'static M)) {
     }
     main(m);
     // A goroutine exited while locked to this thread: the thread ends.
-    *m.stat.lock().unwrap_or_else(|e| e.into_inner()) = StatSlot::Closed;
+    let was = std::mem::replace(
+        &mut *m.stat.lock().unwrap_or_else(|e| e.into_inner()),
+        StatSlot::Closed,
+    );
+    if matches!(was, StatSlot::Open(_)) {
+        STAT_FILES.fetch_sub(1, Ordering::Relaxed);
+    }
     CURRENT.with(|c| c.set(ptr::null()));
 }

@@ -37,8 +37,9 @@
 //!    small read, only for threads that passed rule 3. The file is opened
 //!    once per M and kept until its thread ends (`M::thread_state`): sysmon
 //!    never opens and closes a descriptor per look, which would make a slot
-//!    of a full descriptor table come free under the program. Where the
-//!    file cannot be opened (the table is full, no `/proc`), rule 3 alone
+//!    of a full descriptor table come free under the program. At most
+//!    `m::STAT_FILES_MAX` (32) are held at once. Where the file cannot be
+//!    opened (the table is full, that cap, no `/proc`), rule 3 alone
 //!    decides: a P stalled behind a blocked thread is worse than a thread
 //!    too many.
 //!

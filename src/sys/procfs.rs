@@ -13,8 +13,10 @@
 //! the default path are [`ProcFile`]s: opened once, on first need, kept
 //! open and re-read in place (`pread` at offset 0 regenerates a `/proc`
 //! file), closed only when what they describe ends (a thread's, as that
-//! thread exits; the process's, never). That moves the limit by one, as any
-//! file the program holds does. Where the open fails (the table is already
+//! thread exits; the process's, never). That lowers the program's limit by
+//! the few files held, as any file the program holds does: the status file
+//! and one stat file per M that sysmon has probed, at most
+//! `m::STAT_FILES_MAX` of those. Where the open fails (the table is already
 //! full, no `/proc`), the caller does without, and tries again next time.
 //! Only the opt-in views (the trace, `GODEBUG=blockwarn`) open a file for
 //! one read ([`blocked_syscall`]).
