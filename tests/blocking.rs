@@ -78,23 +78,7 @@ isolated_test! {
 /// Lowers the descriptor limit to 256, fills the table, runs the sleepers
 /// beside a ticker, then checks that no slot came free meanwhile.
 fn full_table_body() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a live rlimit for both calls.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
-        lim.rlim_cur = 256;
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
-    }
-    let mut hog = Vec::new();
-    let full = loop {
-        match std::fs::File::open("/dev/null") {
-            Ok(f) => hog.push(f),
-            Err(e) => break e,
-        }
-    };
+    let (hog, full) = common::fill_descriptor_table(256);
     assert_eq!(full.raw_os_error(), Some(libc::EMFILE), "{full}");
     sleepers_beside_a_ticker();
     for _ in 0..50 {

@@ -9,6 +9,8 @@
 //! outside the runtime, and the runtime rightly refuses to call a process
 //! dead while a thread it cannot see into is alive.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -153,20 +155,8 @@ fn scenario(name: &str) {
         // The descriptor table is full when everything blocks: the check
         // reads the thread count through a descriptor opened at start.
         "full_descriptor_table" => run(|| {
-            let mut lim = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            // SAFETY: `lim` is a live rlimit for both calls.
-            unsafe {
-                assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
-                lim.rlim_cur = 64;
-                assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
-            }
-            let mut hog = Vec::new();
-            while let Ok(f) = std::fs::File::open("/dev/null") {
-                hog.push(f);
-            }
+            let (hog, full) = common::fill_descriptor_table(64);
+            assert_eq!(full.raw_os_error(), Some(libc::EMFILE), "{full}");
             let (_tx, rx) = chan::<i32>(0);
             let _ = rx.recv();
             drop(hog);

@@ -368,17 +368,8 @@ isolated_test! {
         within(60, || {
             let (l, addr) = listener();
             let clients: Vec<_> = (0..2).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
-            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            // SAFETY: `lim` is a live rlimit for both calls.
-            unsafe {
-                assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
-                lim.rlim_cur = 256;
-                assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
-            }
-            let mut hog = Vec::new();
-            while let Ok(f) = std::fs::File::open("/dev/null") {
-                hog.push(f);
-            }
+            let (mut hog, full) = common::fill_descriptor_table(256);
+            assert_eq!(full.raw_os_error(), Some(libc::EMFILE), "{full}");
             let e = l.accept().unwrap_err();
             assert_eq!(e.raw_os_error(), Some(libc::EMFILE), "{e}");
             hog.truncate(hog.len().saturating_sub(8));

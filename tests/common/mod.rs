@@ -75,3 +75,27 @@ pub fn within_thread<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send 
 pub fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
     within_thread(secs, move || goroutine::run(f))
 }
+
+/// Sets the soft open-file limit (`RLIMIT_NOFILE`) to `soft`, then opens
+/// `/dev/null` until the descriptor table is full. Returns the files
+/// (dropping them frees the table) and the error that stopped the loop,
+/// which the caller checks is EMFILE.
+pub fn fill_descriptor_table(soft: u64) -> (Vec<std::fs::File>, std::io::Error) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a live rlimit for both calls.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        lim.rlim_cur = soft;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+    }
+    let mut files = Vec::new();
+    loop {
+        match std::fs::File::open("/dev/null") {
+            Ok(f) => files.push(f),
+            Err(e) => return (files, e),
+        }
+    }
+}
