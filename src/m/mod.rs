@@ -124,7 +124,8 @@ enum StatSlot {
 /// GOMAXPROCS at a time; past the cap, rule 3 alone decides for the rest
 /// (`runtime/revoke.rs`).
 pub(crate) const STAT_FILES_MAX: usize = 32;
-/// Stat files held open now (Relaxed: a count, bounded within a few).
+/// Stat files held open now. Relaxed: only a count; an open that would
+/// pass the cap takes its increment back, so at most the cap are held.
 static STAT_FILES: AtomicUsize = AtomicUsize::new(0);
 
 /// `M::p_id` when the M holds no P.

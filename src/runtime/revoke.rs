@@ -126,9 +126,9 @@ impl Probe {
         if cpu.saturating_sub(cpu0).saturating_mul(2) >= (now - t0).max(0) as u64 {
             return None;
         }
-        // An unreadable state (no descriptor to open its file with) counts
-        // as not runnable: rule 3 alone then decides, since a stalled P
-        // is worse than a thread too many.
+        // An unreadable state (no descriptor left, the cap on held files:
+        // `M::thread_state`) counts as not runnable: rule 3 alone then
+        // decides, since a stalled P is worse than a thread too many.
         if m.thread_state() == Some(b'R') {
             return None;
         }
