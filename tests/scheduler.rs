@@ -443,6 +443,90 @@ isolated_test! {
     }
 }
 
+// set_max_procs every 1-2 ms from a plain thread beside 10,000 goroutines
+// that sleep, stop and reset timers, or receive with a timeout, in rounds.
+// Before the stop-the-world count ended in the same critical section that
+// idles the restarted Ps (runtime/stw.rs, invariant 4), an M that took an
+// idle P in the gap (back from the netpoller for a due timer) counted it
+// into a finished stop; the next stop then waited forever for it. That hung
+// most runs of this load; each round now must finish within its limit.
+isolated_test! {
+    fn set_max_procs_beside_timer_sleepers() ["GOMAXPROCS" = "2"] {
+        // Debug builds run the same load, smaller.
+        let (n, reps) = if cfg!(debug_assertions) { (4_000u64, 40) } else { (10_000u64, 300) };
+        // Plain threads that keep both cores busy: the kernel then
+        // preempts the resizer inside its critical stretches, as it does
+        // on a loaded machine, where the hang showed most.
+        let busy = Arc::new(AtomicBool::new(true));
+        let spinners: Vec<_> = (0..3)
+            .map(|_| {
+                let busy = busy.clone();
+                std::thread::spawn(move || {
+                    while busy.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        for round in 0..6u64 {
+            let variant = round % 3;
+            let stop = Arc::new(AtomicBool::new(false));
+            let st = stop.clone();
+            let resizer = std::thread::spawn(move || {
+                let mut i = 0usize;
+                while !st.load(Ordering::Relaxed) {
+                    goroutine::set_max_procs(1 + i % 4);
+                    i += 1;
+                    std::thread::sleep(Duration::from_micros(1_000 + (i as u64 * 7919) % 1_000));
+                }
+                i
+            });
+            let finished = common::within(60, move || {
+                let wg = goroutine::sync::WaitGroup::new();
+                let done = Arc::new(AtomicU64::new(0));
+                for k in 0..n {
+                    wg.add(1);
+                    let (wg, done) = (wg.clone(), done.clone());
+                    go(move || {
+                        let mut x = (k + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                        for _ in 0..reps {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            let d = Duration::from_micros(x % 2_000);
+                            match variant {
+                                0 => goroutine::time::sleep(d),
+                                1 => {
+                                    let t = goroutine::time::Timer::new(d);
+                                    t.stop();
+                                    t.reset(d);
+                                    t.c().recv().unwrap();
+                                }
+                                _ => {
+                                    let (_tx, rx) = goroutine::chan::<u8>(0);
+                                    assert!(rx.recv_timeout(d).is_err());
+                                }
+                            }
+                        }
+                        done.fetch_add(1, Ordering::Relaxed);
+                        wg.done();
+                    });
+                }
+                wg.wait();
+                done.load(Ordering::Relaxed)
+            });
+            stop.store(true, Ordering::Relaxed);
+            let resizes = resizer.join().unwrap();
+            assert_eq!(finished, n, "round {round}");
+            assert!(resizes > 0, "round {round}: no resize ran");
+        }
+        busy.store(false, Ordering::Relaxed);
+        for t in spinners {
+            t.join().unwrap();
+        }
+    }
+}
+
 fn gomaxprocs_child(value: &str) -> std::process::Output {
     common::spawn("gomaxprocs_env_probe", &[("GOMAXPROCS", value)])
 }

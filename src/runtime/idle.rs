@@ -16,8 +16,16 @@ use crate::m::{self, M};
 use crate::p::{PHandle, PStatus};
 use crate::trace;
 
-/// Puts `pp` on the idle list (Go's pidleput). Sched lock held.
+/// Puts `pp` on the idle list (Go's pidleput). Sched lock held. During a
+/// stop-the-world the P is counted as stopped instead: the idle list stays
+/// empty while a stop is active (`stw.rs`, invariant 2), whichever path
+/// gives a P up (the callers that know of the stop count it themselves
+/// first; this covers the rest, such as `startm` failing to make a thread).
 pub(crate) fn pidleput(l: &mut Locked, pp: PHandle) {
+    if l.stw.is_active() {
+        super::syscall::stop_for_stw_locked(l, pp);
+        return;
+    }
     pp.set_status(PStatus::Idle);
     l.pidle.push(pp);
     sched().spin.p_idle();

@@ -18,6 +18,8 @@
 //! - `proc.rs`: creating goroutines (newproc), their exit, G free lists.
 //! - `park.rs`: `park`/`ready`, the primitive under every blocking operation.
 //! - `procresize.rs`: stop-the-world and `set_max_procs`.
+//! - `stw.rs`: the stop-the-world count (which Ps stopped; when a stop
+//!   begins and ends), loom-checked.
 //! - `timers.rs` (with `p/timerheap.rs`): the per-P timer heaps (the heap
 //!   protocol is loom-checked).
 //! - `syscall.rs`: entering and leaving blocking system calls, `handoffp`.
@@ -57,6 +59,7 @@ pub(crate) mod schedule;
 pub(crate) mod spinning;
 pub(crate) mod stats;
 pub(crate) mod steal;
+pub(crate) mod stw;
 pub(crate) mod syscall;
 pub(crate) mod sysmon;
 pub(crate) mod timers;
@@ -85,9 +88,9 @@ pub(crate) struct Locked {
     pub(crate) pidle: Vec<PHandle>,
     /// Idle Ms parked on their notes.
     pub(crate) midle: Vec<&'static M>,
-    /// Stop-the-world: Ps still to stop, and the Ps stopped so far.
-    pub(crate) stopwait: u32,
-    pub(crate) stopped: Vec<PHandle>,
+    /// Stop-the-world: Ps still to stop, and the Ps stopped so far
+    /// (`stw.rs`).
+    pub(crate) stw: stw::Stop<PHandle>,
 }
 
 pub(crate) struct Sched {
@@ -136,8 +139,7 @@ static SCHED: Sched = Sched {
         runq: globrunq::GlobalQueue::new(),
         pidle: Vec::new(),
         midle: Vec::new(),
-        stopwait: 0,
-        stopped: Vec::new(),
+        stw: stw::Stop::new(),
     })),
     runqsize: CacheLine::new(AtomicU32::new(0)),
     spin: CacheLine::new(spinning::Spinning::new()),

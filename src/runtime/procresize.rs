@@ -5,21 +5,24 @@
 //! - `worldsema` serialises stop-the-worlds. A goroutine waiting for it
 //!   yields instead of blocking its M, so its P can still be stopped by the
 //!   stop-the-world that holds the sema.
-//! - Stopping: under the sched lock set `stw_waiting`, count GOMAXPROCS Ps in
-//!   `stopwait`, stop the caller's own P (if it holds one) and every idle P
-//!   at once. Each other P is held by an M that will see `stw_waiting` at its
-//!   next scheduling point (`find_runnable`, the steal loop), put the P on
-//!   `stopped` and decrement `stopwait`; the last one wakes `stopnote`.
-//!   Because Ps enter the idle list only under the lock and after checking
-//!   `stw_waiting`, every P is counted exactly once.
+//! - Stopping: under the sched lock begin the count (`stw.rs`, which sets
+//!   `stw_waiting`) of GOMAXPROCS Ps, stop the caller's own P (if it holds
+//!   one) and every idle P at once. Each other P is held by an M that will
+//!   see `stw_waiting` at its next scheduling point (`find_runnable`, the
+//!   steal loop) and, re-checking under the lock, count it as stopped; the
+//!   last one wakes `stopnote`. A P given up during the stop is counted
+//!   instead of idled (`idle::pidleput`), so every P is counted exactly once
+//!   (`stw.rs`'s invariants).
 //! - While stopped, no M holds a P except the caller: the idle list is empty,
 //!   so `wakep`/`startm` find nothing and spinning Ms without a P park.
 //! - Resizing: Ps with id >= the new count are destroyed (their queues go to
 //!   the global queue, free Gs and stacks to the global pools, status Dead;
 //!   the record stays in `allp`). New Ps are created or revived. The caller
 //!   keeps its P if it survives, else takes P0.
-//! - Starting: clear `stw_waiting`, put Ps without work on the idle list, start
-//!   an M for each P with local work, then `wakep`.
+//! - Starting: in one critical section with the resize, end the count
+//!   (clearing `stw_waiting`) and put Ps without work on the idle list, so
+//!   no M can take an idle P and still see the stop (`stw.rs`, invariant
+//!   4); then start an M for each P with local work, and `wakep`.
 //!
 //! - Ps in a system call are stopped by CASing them `Syscall -> Stopped`;
 //!   running Ps get their `preempt` flag set, so their goroutines yield at
@@ -34,7 +37,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{globrunq, idle, proc, sched, start, MAX_PROCS};
+use super::{globrunq, idle, proc, sched, start, Locked, MAX_PROCS};
 use crate::g::G;
 use crate::m;
 use crate::p::{PHandle, PStatus};
@@ -51,8 +54,7 @@ pub(crate) fn set_max_procs(n: usize) -> usize {
     let prev = s.gomaxprocs() as usize;
     if n != prev {
         stop_the_world();
-        let runnable = procresize(n as u32);
-        start_the_world(runnable);
+        start_the_world(n as u32);
     }
     // Release; pairs with the Acquire CAS in `acquire_worldsema`: the next
     // stop-the-world sees everything this one did.
@@ -68,8 +70,7 @@ pub(crate) fn with_world_stopped<R>(f: impl FnOnce() -> R) -> R {
     acquire_worldsema();
     stop_the_world();
     let r = f();
-    let runnable = procresize(s.gomaxprocs());
-    start_the_world(runnable);
+    start_the_world(s.gomaxprocs());
     // Release; pairs with the Acquire CAS in `acquire_worldsema`.
     s.worldsema.store(false, Ordering::Release);
     r
@@ -97,24 +98,23 @@ fn stop_the_world() {
     let s = sched();
     s.stopnote.clear();
     let mut l = s.lock();
-    // Under the sched lock. Pairs with every load of the flag: under the
-    // same lock (find_runnable's step 8, `handoffp`, sysmon's re-checks),
-    // which the lock orders; and lock-free hints (find_runnable's step 1,
-    // `execute`, the steal loop, `exitsyscall`, `entersyscall`, whose gap
-    // its comment describes in syscall.rs).
-    s.stw_waiting.store(true, Ordering::SeqCst);
-    l.stopwait = s.gomaxprocs();
+    // Sets `stw_waiting` under the sched lock. It pairs with every load of
+    // the flag: under the same lock (find_runnable's step 8, `stw_stopm`,
+    // `handoffp`, `pidleput`, sysmon's re-checks), which the lock orders;
+    // and lock-free hints (find_runnable's step 1, `execute`, the steal
+    // loop, `exitsyscall`, `entersyscall`, whose gap its comment describes
+    // in syscall.rs).
+    l.stw.begin(s.gomaxprocs(), &s.stw_waiting);
     if let Some(m) = m::current() {
         // SAFETY: m is the calling thread's own M.
         if let Some(pp) = unsafe { m.p() } {
             pp.set_status(PStatus::Stopped);
-            l.stopwait -= 1;
+            let _ = l.stw.stop_own();
         }
     }
     while let Some(pp) = idle::pidleget(&mut l) {
         pp.set_status(PStatus::Stopped);
-        l.stopped.push(pp);
-        l.stopwait -= 1;
+        count_locked(&mut l, pp);
     }
     // Ps whose M is in a system call: take them (their M will find no P
     // when it returns and queue its goroutine). Running Ps: ask their
@@ -122,8 +122,7 @@ fn stop_the_world() {
     for id in 0..s.gomaxprocs() as usize {
         if let Some(p) = s.allp(id) {
             if let Some(pp) = p.cas_from_syscall(PStatus::Stopped) {
-                l.stopped.push(pp);
-                l.stopwait -= 1;
+                count_locked(&mut l, pp);
             } else if p.status() == PStatus::Running {
                 // Release, though no load pairs with it: its readers load
                 // Relaxed (a request carries no data).
@@ -131,7 +130,7 @@ fn stop_the_world() {
             }
         }
     }
-    let wait = l.stopwait > 0;
+    let wait = l.stw.remaining() > 0;
     drop(l);
     if wait {
         // Goroutines in preemptible regions may never reach a runtime call:
@@ -151,6 +150,12 @@ fn stop_the_world() {
             }
             for (id, seen) in seen.iter_mut().enumerate() {
                 let Some(p) = s.allp(id) else { continue };
+                // A P that was in flight to an M at the first pass (in its
+                // `nextp`, not yet running) is asked now, as Go's
+                // stopTheWorldWithSema repeats preemptall every round.
+                if p.status() == PStatus::Running {
+                    p.preempt.store(true, Ordering::Release);
+                }
                 // A P that entered a system call after our first pass (its
                 // M's flag check and our CAS can miss each other: see
                 // `entersyscall`): stop it now.
@@ -182,13 +187,27 @@ fn preempt_running_async(s: &'static super::Sched) {
     }
 }
 
-/// Changes the number of Ps to `n` during stop-the-world; returns the Ps
-/// that have local work (each needs an M).
-fn procresize(n: u32) -> Vec<PHandle> {
+/// Counts `pp` (owned, not held by any M) as stopped: a stop is active,
+/// since the caller saw it under the lock or holds an uncounted P, without
+/// which the stop cannot complete (`stw.rs`, invariant 2).
+fn count_locked(l: &mut Locked, pp: PHandle) {
+    match l.stw.stop(pp) {
+        super::stw::Offer::Counted { last } => {
+            if last {
+                sched().stopnote.wakeup();
+            }
+        }
+        super::stw::Offer::NotStopping(_) => unreachable!("counted outside a stop"),
+    }
+}
+
+/// Changes the number of Ps to `n` during stop-the-world, under the sched
+/// lock; returns the Ps that have local work (each needs an M) and those
+/// without (for the idle list).
+fn procresize(l: &mut Locked, n: u32) -> (Vec<PHandle>, Vec<PHandle>) {
     let s = sched();
-    let mut l = s.lock();
     let old = s.gomaxprocs();
-    let mut handles: Vec<PHandle> = std::mem::take(&mut l.stopped);
+    let mut handles: Vec<PHandle> = l.stw.take_stopped();
     for id in old..n {
         let pp = s.create_p(id);
         pp.set_status(PStatus::Stopped);
@@ -230,20 +249,13 @@ fn procresize(n: u32) -> Vec<PHandle> {
         }
     }
     // A destroyed P's Gs were next in line: they go to the global queue's head.
-    globrunq::put_front_list_locked(&mut l, &mut moved);
+    globrunq::put_front_list_locked(l, &mut moved);
     // Pairs with the Acquire load in `Sched::gomaxprocs` (runtime/mod.rs):
     // who sees the new count sees the P records created above.
     s.gomaxprocs.store(n, Ordering::SeqCst);
 
-    let mut runnable = Vec::new();
-    for pp in keep {
-        if pp.runq.is_empty() && pp.timers.next() == 0 {
-            idle::pidleput(&mut l, pp);
-        } else {
-            runnable.push(pp);
-        }
-    }
-    runnable
+    keep.into_iter()
+        .partition(|pp| !pp.runq.is_empty() || pp.timers.next() != 0)
 }
 
 /// Moves everything a dying P holds to the global structures.
@@ -265,12 +277,21 @@ fn destroy_p(pp: &PHandle, moved: &mut Vec<&'static G>, timers_to: &'static crat
     pp.set_status(PStatus::Dead);
 }
 
-fn start_the_world(runnable: Vec<PHandle>) {
+/// Resizes to `n` Ps and restarts the world (Go's startTheWorldWithSema).
+fn start_the_world(n: u32) {
     let s = sched();
-    // Under no lock; pairs with the same loads as `stop_the_world`'s store.
-    // An M stopped by this stop-the-world does not wait for it: it parks in
-    // `stopm` and the `startm`s below (or later ones) hand it a P.
-    s.stw_waiting.store(false, Ordering::SeqCst);
+    let mut l = s.lock();
+    let (runnable, idle) = procresize(&mut l, n);
+    // Clears `stw_waiting` (pairs with the same loads as `stop_the_world`'s
+    // store), and only then, in the same critical section, publishes the
+    // idle Ps: an M that takes one sees the stop over (`stw.rs`, invariant
+    // 4). An M stopped by this stop-the-world does not wait for it: it
+    // parks in `stopm` and the `startm`s below (or later ones) hand it a P.
+    l.stw.end(&s.stw_waiting);
+    for pp in idle {
+        idle::pidleput(&mut l, pp);
+    }
+    drop(l);
     for pp in runnable {
         idle::startm(Some(pp), false);
     }

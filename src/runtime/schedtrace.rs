@@ -45,7 +45,7 @@ pub(crate) fn render(detailed: bool) -> String {
     let ms = (nanotime() - super::start_time()) / 1_000_000;
     let (idlethreads, stopwait) = {
         let l = s.lock();
-        (l.midle.len(), l.stopwait)
+        (l.midle.len(), l.stw.remaining())
     };
     let allm: Vec<_> = s
         .allm

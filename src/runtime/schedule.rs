@@ -208,11 +208,10 @@ fn find_runnable(m: &'static M) -> Found {
     loop {
         let first = std::mem::replace(&mut first_pass, false);
         // 1. A stop-the-world is pending: stop this P. Acquire; pairs with
-        // the store in `stop_the_world` (procresize.rs). A hint: what
-        // `stw_stopm` reads (`stopwait`, `stopped`) is under the sched lock,
-        // and a miss is caught at step 8's re-check under that lock.
-        if s.stw_waiting.load(Ordering::Acquire) {
-            stw_stopm(m);
+        // the stores in `stw.rs`. A hint: `stw_stopm` re-checks under the
+        // sched lock (a stale true keeps the P), and a miss is caught at
+        // step 8's re-check under that lock.
+        if s.stw_waiting.load(Ordering::Acquire) && stw_stopm(m) {
             continue;
         }
         // SAFETY: own thread; we hold a P between loop iterations.
@@ -586,9 +585,16 @@ fn execute(m: &'static M, found: Found) -> bool {
     }
 }
 
-/// Stops this M's P for a stop-the-world and parks the M (Go's `gcstopm`).
-pub(crate) fn stw_stopm(m: &'static M) {
+/// Stops this M's P for a stop-the-world and parks the M until a restart
+/// hands it a P (Go's `gcstopm`). The caller saw `stw_waiting` as a hint;
+/// under the sched lock the stop may turn out to be over (a stale read):
+/// then the M keeps its P and returns false.
+pub(crate) fn stw_stopm(m: &'static M) -> bool {
     let s = sched();
+    let mut l = s.lock();
+    if !l.stw.is_active() {
+        return false;
+    }
     if m.is_spinning() {
         m.set_spinning(false);
         s.spin.stop_spinning_found_work();
@@ -596,13 +602,16 @@ pub(crate) fn stw_stopm(m: &'static M) {
     // SAFETY: own thread, holding a P.
     let pp = unsafe { m.releasep() };
     pp.set_status(PStatus::Stopped);
-    let mut l = s.lock();
     globrunq::flush_yields_locked(&mut l, &pp);
-    l.stopped.push(pp);
-    l.stopwait -= 1;
-    if l.stopwait == 0 {
-        s.stopnote.wakeup();
+    match l.stw.stop(pp) {
+        super::stw::Offer::Counted { last } => {
+            if last {
+                s.stopnote.wakeup();
+            }
+        }
+        super::stw::Offer::NotStopping(_) => unreachable!("checked under the lock"),
     }
     drop(l);
     idle::stopm(m);
+    true
 }

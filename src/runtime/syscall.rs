@@ -137,17 +137,27 @@ fn entersyscall(m: &'static M, block: bool) {
     super::sysmon::wake_for_syscall();
 }
 
-/// Puts `pp` (owned, status being changed) on the stop-the-world list (Go's
-/// `entersyscall_gcwait` and handoffp's stop).
+/// Counts `pp` (owned by the caller, held by no M) as stopped for the
+/// stop-the-world in progress (Go's `entersyscall_gcwait` and handoffp's
+/// stop). The caller saw the stop, under the sched lock or as a hint while
+/// it owned the uncounted P, so the stop is still active (`stw.rs`,
+/// invariant 2); were it not, the P goes to the idle list.
 pub(crate) fn stop_for_stw(pp: PHandle) {
-    let s = sched();
+    let mut l = sched().lock();
+    stop_for_stw_locked(&mut l, pp);
+}
+
+/// [`stop_for_stw`] with the sched lock held.
+pub(crate) fn stop_for_stw_locked(l: &mut super::Locked, pp: PHandle) {
     pp.set_status(PStatus::Stopped);
-    let mut l = s.lock();
-    globrunq::flush_yields_locked(&mut l, &pp);
-    l.stopped.push(pp);
-    l.stopwait -= 1;
-    if l.stopwait == 0 {
-        s.stopnote.wakeup();
+    globrunq::flush_yields_locked(l, &pp);
+    match l.stw.stop(pp) {
+        super::stw::Offer::Counted { last } => {
+            if last {
+                sched().stopnote.wakeup();
+            }
+        }
+        super::stw::Offer::NotStopping(pp) => idle::pidleput(l, pp),
     }
 }
 
@@ -296,9 +306,8 @@ pub(crate) fn handoffp(pp: PHandle) {
     // Under the sched lock, as `stop_the_world`'s store and the `runqsize`
     // stores: the lock orders them. The P reaches the idle list only after
     // these checks under the lock, so a stop-the-world counts it.
-    if s.stw_waiting.load(Ordering::SeqCst) {
-        drop(l);
-        stop_for_stw(pp);
+    if l.stw.is_active() {
+        stop_for_stw_locked(&mut l, pp);
         return;
     }
     if s.runqsize.load(Ordering::SeqCst) != 0 {
