@@ -199,18 +199,7 @@ pub mod __private {
 /// Outside the runtime, yields the OS thread.
 #[cfg(not(loom))]
 pub fn yield_now() {
-    runtime::entry::call_here(move |here| {
-        if let Some(m) = here.m() {
-            // SAFETY: m is the calling thread's own M. Without a P (inside
-            // `syscall`) the goroutine cannot be rescheduled: yield the thread.
-            if let (Some(g), Some(_)) = (m.curg(), unsafe { m.p() }) {
-                // SAFETY: `g` is the goroutine running on this thread, on its stack.
-                unsafe { g::context::switch_to_scheduler(g, g::context::Action::Yield) };
-                return;
-            }
-        }
-        std::thread::yield_now()
-    })
+    runtime::entry::call_here(runtime::park::gosched)
 }
 
 /// A preemption point for long loops that make no other runtime call: if

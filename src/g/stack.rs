@@ -665,10 +665,17 @@ struct Pool {
 
 static GLOBAL: Pool = Pool::new(GuardPolicy::FromEnv);
 
+/// The releaser's wake-up (sysmon's `wake_from_nap`), registered by
+/// [`release_in_background`]: the stack cache lives below the scheduler
+/// and reaches it only through this hook (HACKING.md, "Layers").
+static RELEASER_WAKE: OnceLock<fn()> = OnceLock::new();
+
 /// From now on, excess warm stacks of the runtime's pool are released by
 /// whoever calls [`release_excess`] (sysmon, each cycle), not on the
-/// goroutine exit that spilled them (see `WARM_HARD_MAX`).
-pub(crate) fn release_in_background() {
+/// goroutine exit that spilled them (see `WARM_HARD_MAX`); the first spill
+/// past the bound calls `wake` to end the releaser's nap.
+pub(crate) fn release_in_background(wake: fn()) {
+    let _ = RELEASER_WAKE.set(wake);
     GLOBAL.background.store(true, Ordering::Relaxed);
 }
 
@@ -940,7 +947,9 @@ impl Pool {
                 inner.releaser_seen = crate::sys::time::nanotime();
                 self.paced.store(false, Ordering::Relaxed);
                 drop(inner);
-                crate::runtime::sysmon::wake_from_nap();
+                if let Some(wake) = RELEASER_WAKE.get() {
+                    wake();
+                }
                 return;
             }
             if len <= WARM_HARD_MAX

@@ -433,7 +433,13 @@ impl M {
     /// Only on this M's own thread.
     #[inline]
     pub(crate) unsafe fn p(&self) -> Option<&PHandle> {
-        crate::runtime::entry::debug_check_in_runtime(self);
+        // Debug builds: the M is in runtime code (its handshake word is
+        // odd: `runtime::entry`'s gate), or its P could be revoked under it.
+        debug_assert!(
+            self.revoke.in_runtime() || std::thread::panicking(),
+            "M{}: runtime code outside the entry gate (its P could be revoked)",
+            self.id
+        );
         // SAFETY: own-thread access (caller's contract); no &mut is live.
         unsafe { (*self.p.get()).as_ref() }
     }

@@ -344,7 +344,7 @@ pub use self::unix_stream::UnixStream;
 
 /// Resolves `addr` without holding up other goroutines.
 fn resolve<A: ToSocketAddrs>(addr: A) -> io::Result<Vec<SocketAddr>> {
-    crate::syscall(|| addr.to_socket_addrs().map(Iterator::collect))
+    crate::runtime::syscall::syscall(false, || addr.to_socket_addrs().map(Iterator::collect))
 }
 
 /// std's `each_addr`: tries `f` on every address `addr` resolves to and

@@ -28,13 +28,17 @@ impl UnixStream {
     /// holds up no other goroutine.
     pub fn connect<P: AsRef<Path>>(path: P) -> io::Result<UnixStream> {
         let path = path.as_ref();
-        crate::syscall(|| std::os::unix::net::UnixStream::connect(path)).map(UnixStream::from)
+        crate::runtime::syscall::syscall(false, || std::os::unix::net::UnixStream::connect(path))
+            .map(UnixStream::from)
     }
 
     /// Connects to the socket at `addr` (a path or, on Linux, an abstract
     /// name), as [`connect`](Self::connect).
     pub fn connect_addr(addr: &SocketAddr) -> io::Result<UnixStream> {
-        crate::syscall(|| std::os::unix::net::UnixStream::connect_addr(addr)).map(UnixStream::from)
+        crate::runtime::syscall::syscall(false, || {
+            std::os::unix::net::UnixStream::connect_addr(addr)
+        })
+        .map(UnixStream::from)
     }
 
     /// A connected pair of unnamed sockets.

@@ -216,14 +216,3 @@ fn settle(m: &'static M) {
     super::revoke::returned();
     super::syscall::exit_revoked(m);
 }
-
-/// Debug builds: the calling M is in runtime code (for code that touches
-/// the M's P).
-#[inline]
-pub(crate) fn debug_check_in_runtime(m: &M) {
-    debug_assert!(
-        m.revoke.in_runtime() || std::thread::panicking(),
-        "M{}: runtime code outside the entry gate (its P could be revoked)",
-        m.id
-    );
-}

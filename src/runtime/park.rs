@@ -117,6 +117,23 @@ fn park_in_syscall(reason: WaitReason, unlock: &mut dyn FnMut(&'static G) -> boo
     super::syscall::reentersyscall();
 }
 
+/// Go's Gosched for runtime code already inside the entry gate: the
+/// running goroutine yields (`Action::Yield`, the order `yield_now`
+/// documents); without a goroutine or a P (inside `syscall`), the OS
+/// thread yields. `crate::yield_now` is this behind the gate.
+pub(crate) fn gosched(here: m::Here) {
+    if let Some(m) = here.m() {
+        // SAFETY: m is the calling thread's own M. Without a P (inside
+        // `syscall`) the goroutine cannot be rescheduled: yield the thread.
+        if let (Some(g), Some(_)) = (m.curg(), unsafe { m.p() }) {
+            // SAFETY: `g` is the goroutine running on this thread, on its stack.
+            unsafe { context::switch_to_scheduler(g, Action::Yield) };
+            return;
+        }
+    }
+    std::thread::yield_now()
+}
+
 /// Lets the goroutine just readied into this P's runnext run now, and puts
 /// the caller at the tail of the local ring (Go's goyield, as `semrelease`
 /// does after a direct grant). No-op outside a goroutine.

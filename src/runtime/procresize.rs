@@ -87,7 +87,9 @@ fn acquire_worldsema() {
         .is_err()
     {
         if in_goroutine {
-            crate::yield_now();
+            // Inside the gate: `set_max_procs` and `with_world_stopped`'s
+            // callers run their bodies through it.
+            super::park::gosched(m::Here::lookup());
         } else {
             std::thread::sleep(std::time::Duration::from_micros(50));
         }

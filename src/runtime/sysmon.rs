@@ -143,7 +143,7 @@ fn sysmon() {
     let s = sched();
     crate::trace::set_sysmon_thread();
     // Excess warm stacks are released here from now on, off any P.
-    crate::g::stack::release_in_background();
+    crate::g::stack::release_in_background(wake_from_nap);
     let mut views: Vec<PView> = Vec::new();
     let mut idle_cycles = 0u32;
     let mut delay_us = 20u64;

@@ -94,7 +94,7 @@ where
         let (tx, rx) = chan(0);
         let t = timers::Timer::new(TimerFn::Call(Box::new(move || {
             let f = f.clone();
-            crate::go(move || f());
+            crate::spawn::go(move || f());
         })));
         t.start(deadline_after(nanotime(), d), 0);
         Timer {
