@@ -527,6 +527,38 @@ isolated_test! {
     }
 }
 
+// sysmon's preemption request is for the goroutine it was made for (Go's
+// per-G `gp.preempt`, cleared by every `execute`). Goroutine A computes
+// for 15 ms without a runtime call, so sysmon asks it to yield; before it
+// makes a runtime call it blocks in the kernel, so sysmon revokes its P and
+// hands it to another M, which runs B from runnext, inheriting A's slice.
+// B must not honour A's request: before the fix it yielded to the global
+// queue at its first check, about 1 us into its run (issue 38's lead).
+isolated_test! {
+    fn inherited_slice_does_not_honour_predecessors_request() ["GOMAXPROCS" = "1"] {
+        let yields = run(|| {
+            let before = goroutine::stats().preempt_yields;
+            let a = go(|| {
+                let b = go(|| {
+                    for _ in 0..3 {
+                        goroutine::preempt_point();
+                    }
+                });
+                let t = Instant::now();
+                let mut x = 1u64;
+                while t.elapsed() < Duration::from_millis(15) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+                std::thread::sleep(Duration::from_millis(60));
+                b
+            });
+            a.join().unwrap().join().unwrap();
+            goroutine::stats().preempt_yields - before
+        });
+        assert_eq!(yields, 0, "a goroutine honoured a request made for another");
+    }
+}
+
 fn gomaxprocs_child(value: &str) -> std::process::Output {
     common::spawn("gomaxprocs_env_probe", &[("GOMAXPROCS", value)])
 }

@@ -27,6 +27,11 @@ pub(crate) fn pidleput(l: &mut Locked, pp: PHandle) {
         return;
     }
     pp.set_status(PStatus::Idle);
+    // No goroutine runs here now: a preemption request left on the P was
+    // for one that has gone (a G that takes the P from the idle list, back
+    // from a system call or a revoked stretch, runs no `execute` first).
+    pp.preempt.store(false, Ordering::Relaxed);
+    pp.preempt_for_timer.store(false, Ordering::Relaxed);
     l.pidle.push(pp);
     sched().spin.p_idle();
 }

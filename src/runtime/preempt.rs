@@ -5,8 +5,9 @@
 //! flag at runtime calls (spawning, channel and mutex operations, sleeps,
 //! system-call exits, socket I/O) and at `goroutine::preempt_point()`, and if
 //! set, yields to the global queue (`Action::Preempt`). The flag is cleared
-//! when a G starts a new time slice, so a request aimed at one goroutine is
-//! not served by the next.
+//! whenever a G starts running (`execute`, also for a G that inherits the
+//! slice through runnext) and when the P goes idle, so a request aimed at
+//! one goroutine is never served by the next (Go's flag is per G).
 //!
 //! A loop that never makes a runtime call cannot be stopped this way; that
 //! is what asynchronous preemption is for.

@@ -448,15 +448,19 @@ fn execute(m: &'static M, found: Found) -> bool {
         let pp = unsafe { m.p() }.expect("execute without a P");
         if !inherit {
             pp.bump_schedtick();
-            // A new slice: sysmon's request was for the previous G; a
-            // stop-the-world's request stands. `stw_waiting`: Acquire, pairs
-            // with `stop_the_world`'s store. A stale false only delays the
-            // stop: the flag is re-checked at every scheduling point, and
-            // `stop_the_world` re-signals running Ps every 100 us.
-            if pp.preempt.load(Ordering::Relaxed) && !sched().stw_waiting.load(Ordering::Acquire) {
-                pp.preempt.store(false, Ordering::Relaxed);
-                pp.preempt_for_timer.store(false, Ordering::Relaxed);
-            }
+        }
+        // sysmon's request was for the G that ran before, even when this
+        // one inherits its slice (Go clears the per-G `gp.preempt` in every
+        // execute): a G woken into runnext must not step aside for a
+        // request made for its waker, or for the G of a revoked slice. If
+        // that slice is used up, sysmon sees the same schedtick and asks
+        // again. A stop-the-world's request stands. `stw_waiting`: Acquire,
+        // pairs with `stw.rs`'s stores. A stale false only delays the stop:
+        // the flag is re-checked at every scheduling point, and
+        // `stop_the_world` asks running Ps again every 100 us.
+        if pp.preempt.load(Ordering::Relaxed) && !sched().stw_waiting.load(Ordering::Acquire) {
+            pp.preempt.store(false, Ordering::Relaxed);
+            pp.preempt_for_timer.store(false, Ordering::Relaxed);
         }
         debug_assert_eq!(g.status(), Status::Runnable);
         g.set_status(Status::Running);
