@@ -17,9 +17,10 @@ fn rss_bytes() -> u64 {
 // 1,000,000 goroutines spawned before any of them runs cost only their G
 // record and task cell: no stack until first run (Go needs ~2,700 B each).
 // The only P is held by a goroutine spinning without runtime calls (so
-// cooperative preemption cannot move it), while a plain thread spawns.
+// cooperative preemption cannot move it, and `hogrevoke=0` keeps sysmon
+// from taking the P away from it), while a plain thread spawns.
 isolated_test! {
-    fn million_unstarted_goroutines_under_512_bytes_each() ["GOMAXPROCS" = "1"] {
+    fn million_unstarted_goroutines_under_512_bytes_each() ["GOMAXPROCS" = "1", "GODEBUG" = "hogrevoke=0"] {
         use std::sync::atomic::AtomicBool;
         const N: usize = 1_000_000;
         let counter = Arc::new(AtomicU64::new(0));

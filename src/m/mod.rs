@@ -103,6 +103,10 @@ pub(crate) struct M {
     g0_hi: AtomicUsize,
     /// The revocation handshake (see `revoke.rs`).
     pub(crate) revoke: revoke::Revoke,
+    /// Its P was revoked while its goroutine computed (a hog,
+    /// `runtime/revoke.rs` rule 5), not while it blocked: set by the
+    /// revoker inside the handshake, cleared by the M when it notices.
+    pub(crate) revoked_hog: std::sync::atomic::AtomicBool,
     /// The thread's CPU-time clock id (-1: unknown), written once at start.
     cpu_clock: AtomicI32,
     /// The thread's stat file (see the note and [`M::thread_state`]).
@@ -336,6 +340,7 @@ impl M {
             sigmask: AtomicU64::new(0),
             g0_hi: AtomicUsize::new(0),
             revoke: revoke::Revoke::new(),
+            revoked_hog: std::sync::atomic::AtomicBool::new(false),
             cpu_clock: AtomicI32::new(-1),
             stat: Mutex::new(StatSlot::Unopened),
         }))

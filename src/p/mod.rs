@@ -84,6 +84,9 @@ pub(crate) struct PLocal {
     /// Goroutines that yielded while the global queue was non-empty, on their
     /// way to the global queue's tail (see `globrunq`'s note).
     pub(crate) yieldq: Vec<&'static G>,
+    /// The global queue's fairness turn was put off once because a G
+    /// waited in runnext (`find_runnable`, step 3): taken at the next pass.
+    pub(crate) fair_owed: bool,
     goid_next: u64,
     goid_end: u64,
 }
@@ -147,6 +150,7 @@ impl P {
                 tasks: TaskCache::new(),
                 chan_timers: ChanTimerCache::new(),
                 yieldq: Vec::new(),
+                fair_owed: false,
                 goid_next: 0,
                 goid_end: 0,
             }),
@@ -234,6 +238,13 @@ impl PHandle {
     /// only live one.
     pub(crate) unsafe fn claim_revoked(p: &'static P) -> PHandle {
         PHandle(p)
+    }
+
+    /// Whether a G waits in this P's runnext (owner only; a thief may take
+    /// it meanwhile, so a hint).
+    #[inline]
+    pub(crate) fn runq_has_next(&self) -> bool {
+        self.0.runq.has_next()
     }
 
     /// Takes the next goroutine from this P's run queue, `runnext` first

@@ -596,6 +596,14 @@ impl<T> RunQueue<T> {
     /// All loads are `SeqCst`: the scheduler's spinning-M protocol (decrement
     /// the spinning count, then re-check every run queue) relies on them
     /// pairing with `put`'s `SeqCst` runnext swap as a Dekker-style handshake.
+    /// Whether `runnext` holds an item (a hint: a thief may take it).
+    #[cfg_attr(loom, allow(dead_code))]
+    #[inline]
+    pub(crate) fn has_next(&self) -> bool {
+        // Relaxed: a hint; its reader acts on `get`'s CAS.
+        !self.runnext.load(Ordering::Relaxed).is_null()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         loop {
             // SeqCst (acquire half): pairs with the Release head CAS of

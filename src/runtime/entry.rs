@@ -213,6 +213,6 @@ fn settle(m: &'static M) {
     // SAFETY: own thread; the handshake reported the P taken.
     unsafe { m.forget_revoked_p() };
     m.revoke.acknowledge();
-    super::revoke::returned();
+    super::revoke::returned(m);
     super::syscall::exit_revoked(m);
 }

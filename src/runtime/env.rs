@@ -83,6 +83,9 @@ pub(crate) struct GoDebug {
     pub(crate) blockwarn: bool,
     /// `blockrevoke=0`: never take the P of such a goroutine (default on).
     pub(crate) blockrevoke: bool,
+    /// `hogrevoke=0`: never take the P of a goroutine that computes
+    /// without runtime calls (`runtime::revoke`, rule 5; default on).
+    pub(crate) hogrevoke: bool,
     /// `syscallhandoff=0`: no hand-off at entry of a system call predicted
     /// to block (`runtime::syscall`), only sysmon's retake, as in Go
     /// (default on).
@@ -96,6 +99,7 @@ impl Default for GoDebug {
             scheddetail: false,
             blockwarn: false,
             blockrevoke: true,
+            hogrevoke: true,
             syscallhandoff: true,
         }
     }
@@ -133,6 +137,7 @@ pub(crate) fn parse_godebug(value: &str) -> (GoDebug, Vec<String>) {
             "scheddetail",
             "blockwarn",
             "blockrevoke",
+            "hogrevoke",
             "syscallhandoff",
         ]
         .contains(&key)
@@ -145,6 +150,7 @@ pub(crate) fn parse_godebug(value: &str) -> (GoDebug, Vec<String>) {
                 "scheddetail" => d.scheddetail = n > 0,
                 "blockwarn" => d.blockwarn = n > 0,
                 "blockrevoke" => d.blockrevoke = n > 0,
+                "hogrevoke" => d.hogrevoke = n > 0,
                 _ => d.syscallhandoff = n > 0,
             },
             _ => warnings.push(format!(
@@ -187,6 +193,8 @@ mod tests {
         assert!(b.blockwarn && !b.blockrevoke && b.syscallhandoff);
         assert!(GoDebug::default().blockrevoke && !GoDebug::default().blockwarn);
         assert!(!parse_godebug("syscallhandoff=0").0.syscallhandoff);
+        assert!(GoDebug::default().hogrevoke && !parse_godebug("hogrevoke=0").0.hogrevoke);
+        assert_eq!(parse_godebug("hogrevoke=x").1.len(), 1);
     }
 
     #[test]

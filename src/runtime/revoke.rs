@@ -43,6 +43,35 @@
 //!    decides: a P stalled behind a blocked thread is worse than a thread
 //!    too many.
 //!
+//! # Goroutines that compute without runtime calls (rule 5, hogs)
+//! 5. **A slice, others waiting.** A P in `Running` whose M passed rule 1
+//!    for half a slice as sysmon saw it (`sysmon::force_preempt_ns` / 2,
+//!    5 ms), on the CPU for at least half of it (it computes; a thread the
+//!    kernel keeps waiting is no hog), is taken too when work waits for
+//!    that P (its run queue, the global queue, or a due timer of its heap),
+//!    the goroutine is not in a `preemptible` region (signals stop those),
+//!    `GODEBUG=hogrevoke=0` is not set, and fewer than GOMAXPROCS Ms run
+//!    hogs without a P already.
+//!
+//! Why: at GOMAXPROCS=1, one goroutine looping for 300 ms kept every other
+//! goroutine off the CPU for 300 ms (Go preempts it by signal after about
+//! 10 ms; signal preemption of arbitrary Rust code is unsound here, see
+//! docs/preemption.md). Revocation is sound for it as it is for a blocked
+//! thread: the same handshake, and the M touches no runtime state until its
+//! next runtime call, where it takes a P back (or queues its goroutine and
+//! parks) like a returning system call. The cost: the hog's thread runs on
+//! beside the Ps as a plain OS thread, scheduled by the kernel, so the
+//! process may use up to GOMAXPROCS more CPUs than GOMAXPROCS while hogs
+//! run (at most one extra thread per P, `HOG_THREADS`), the same bargain
+//! as Go's Ms in system calls. `stats().hog_handoffs` counts these.
+//!
+//! Why half a slice: sysmon measures a stretch from its first look at it,
+//! and while Ps go idle between ticks it naps up to 10 ms (Go's back-off),
+//! so a stretch may be that old when first seen. Go's own 10 ms then reads
+//! 10-20 ms (its 22-33 ms beside a 300 ms hog at GOMAXPROCS=1); half a
+//! slice keeps the ready goroutine's wait under about 16 ms, and a hog
+//! still computes at least 5 ms before its P moves.
+//!
 //! A stop-the-world (`procresize`) uses [`take_for_stw`]: every M in the
 //! same user stretch for 100 us counts as stopped (it will not touch its P
 //! before its next runtime call), whether blocked or computing, as Go counts
@@ -66,6 +95,8 @@ use crate::sys::{procfs, thread};
 
 /// Ms whose P was taken and that have not noticed yet.
 static BLOCKED_THREADS: AtomicUsize = AtomicUsize::new(0);
+/// Of those, the Ms taken as hogs (rule 5): at most GOMAXPROCS.
+static HOG_THREADS: AtomicUsize = AtomicUsize::new(0);
 /// `blockwarn` printed its warning.
 static WARNED: AtomicBool = AtomicBool::new(false);
 
@@ -79,8 +110,23 @@ pub(crate) fn blocked_threads() -> usize {
 }
 
 /// A revoked M re-entered the runtime.
-pub(crate) fn returned() {
+pub(crate) fn returned(m: &M) {
     BLOCKED_THREADS.fetch_sub(1, Ordering::Relaxed);
+    if m.revoked_hog.swap(false, Ordering::Relaxed) {
+        HOG_THREADS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What [`Probe::look`] found: an M whose P may be taken.
+#[derive(Clone, Copy)]
+pub(crate) struct Look {
+    m: &'static M,
+    /// The stretch seen (its even word).
+    word: u32,
+    /// How long the stretch has been seen.
+    lasted: i64,
+    /// It computes (rule 5), rather than blocks (rules 3 and 4).
+    hog: bool,
 }
 
 /// sysmon's view of one P's M (module note, rules 1, 3 and 4).
@@ -93,13 +139,15 @@ pub(crate) struct Probe {
     since: i64,
     /// The thread's CPU time at the previous look in this stretch, and when.
     cpu: Option<(u64, i64)>,
+    /// The same at the first look that read it (rule 5's evidence).
+    cpu_first: Option<(u64, i64)>,
 }
 
 impl Probe {
     /// Looks at `p`'s M; returns it and its stretch if the thread is
-    /// blocked in the kernel by rules 1, 3 and 4, with how long the stretch
-    /// has been seen.
-    pub(crate) fn look(&mut self, p: &'static P, now: i64) -> Option<(&'static M, u32, i64)> {
+    /// blocked in the kernel by rules 1, 3 and 4, or computes by rules 1
+    /// and 5, with how long the stretch has been seen.
+    pub(crate) fn look(&mut self, p: &'static P, now: i64) -> Option<Look> {
         if !enabled() {
             return None;
         }
@@ -112,28 +160,59 @@ impl Probe {
                 word,
                 since: now,
                 cpu: None,
+                cpu_first: None,
             };
             return None;
         }
         if now == self.since {
             return None;
         }
+        let lasted = now - self.since;
+        let look = |hog| Look {
+            m,
+            word,
+            lasted,
+            hog,
+        };
         let cpu = thread::cpu_time_ns(m.cpu_clock()?)?;
+        let (cpu1, t1) = *self.cpu_first.get_or_insert((cpu, now));
         let (cpu0, t0) = self.cpu.replace((cpu, now))?;
         // Mostly off the CPU since the previous look: a goroutine looping on
         // short blocking calls (a 1 ms sleep, then a few us of its own
         // code) never makes a runtime call and never shows a still clock.
-        if cpu.saturating_sub(cpu0).saturating_mul(2) >= (now - t0).max(0) as u64 {
-            return None;
+        if cpu.saturating_sub(cpu0).saturating_mul(2) < (now - t0).max(0) as u64 {
+            // An unreadable state (no descriptor left, the cap on held
+            // files: `M::thread_state`) counts as not runnable: rule 3
+            // alone then decides, since a stalled P is worse than a thread
+            // too many. A runnable thread off the CPU is neither blocked
+            // nor computing: the kernel has it waiting (rule 4).
+            return (m.thread_state() != Some(b'R')).then(|| look(false));
         }
-        // An unreadable state (no descriptor left, the cap on held files:
-        // `M::thread_state`) counts as not runnable: rule 3 alone then
-        // decides, since a stalled P is worse than a thread too many.
-        if m.thread_state() == Some(b'R') {
-            return None;
-        }
-        Some((m, word, now - self.since))
+        // Rule 5: on the CPU since the previous look, and for at least half
+        // of the stretch since the first reading. A thread that an
+        // overloaded machine keeps waiting is no hog, and taking its P
+        // would queue its goroutine behind all the others at its next
+        // runtime call (a 1 ms ticker, so taken, waited 1.2 s behind 1,000
+        // goroutines at GOMAXPROCS=1 with the cores shared 3 ways).
+        let computing = cpu.saturating_sub(cpu1).saturating_mul(2) >= (now - t1).max(0) as u64;
+        (computing && lasted >= super::sysmon::force_preempt_ns() / 2 && hog_waits_for(p, m, now))
+            .then(|| look(true))
     }
+}
+
+/// Rule 5 for a computing M that has held `p` for half a slice: work waits
+/// for the P, the goroutine is not in a preemptible region, the knob is on,
+/// and the hog budget (one extra thread per P) is not spent.
+fn hog_waits_for(p: &'static P, m: &'static M, now: i64) -> bool {
+    let s = sched();
+    if !env::godebug().hogrevoke
+        || HOG_THREADS.load(Ordering::Relaxed) >= s.gomaxprocs() as usize
+        || m.curg().is_none_or(|g| g.region_depth() > 0)
+    {
+        return false;
+    }
+    let next = p.timers.next();
+    !p.runq.is_empty() || s.runqsize.load(Ordering::Relaxed) != 0 || (next != 0 && next <= now)
 }
 
 /// Whether revocation is on: `GODEBUG=blockrevoke=0` turns it off, and so
@@ -142,19 +221,20 @@ fn enabled() -> bool {
     env::godebug().blockrevoke
 }
 
-/// sysmon: takes `p` from its blocked M `m` (stretch `seen`, lasting
-/// `lasted` ns) if Go's retake conditions hold (module note, rule 2), and
+/// sysmon: takes `p` from the M `look` found (module note: rule 2 for a
+/// blocked M, rule 5 for a hog, whose conditions `look` checked), and
 /// gives it a P handoff. True if it did.
-pub(crate) fn retake(p: &'static P, m: &'static M, seen: u32, lasted: i64) -> bool {
+pub(crate) fn retake(p: &'static P, look: Look) -> bool {
     let s = sched();
-    if p.runq.is_empty()
+    if !look.hog
+        && p.runq.is_empty()
         && s.runqsize.load(Ordering::Relaxed) == 0
         && s.spin.nmspinning() + s.spin.npidle() > 0
-        && lasted < IDLE_RETAKE_NS
+        && look.lasted < IDLE_RETAKE_NS
     {
         return false;
     }
-    let Some(pp) = take(p, m, seen) else {
+    let Some(pp) = take(p, look.m, look.word, look.hog) else {
         return false;
     };
     super::syscall::handoffp(pp);
@@ -182,12 +262,13 @@ pub(crate) fn take_for_stw(p: &'static P, seen: &mut Option<(usize, u32)>) -> Op
     {
         return None;
     }
-    take(p, m, word)
+    take(p, m, word, false)
 }
 
 /// The handshake (`m::revoke`): the P if `m` is still in stretch `seen`
-/// and holds `p`.
-fn take(p: &'static P, m: &'static M, seen: u32) -> Option<PHandle> {
+/// and holds `p`. `hog`: taken by rule 5 (counted against the budget until
+/// the M notices, `returned`).
+fn take(p: &'static P, m: &'static M, seen: u32, hog: bool) -> Option<PHandle> {
     if !m.revoke.begin(seen, || {
         if !thread::heavy_barrier() {
             // Unreachable in practice: the probe needs the same kernel
@@ -209,7 +290,14 @@ fn take(p: &'static P, m: &'static M, seen: u32) -> Option<PHandle> {
     pp.set_m(None);
     m.mark_p_revoked();
     BLOCKED_THREADS.fetch_add(1, Ordering::Relaxed);
-    stats::bump(&stats::SYSMON.blocked_handoffs, 1);
+    if hog {
+        // Before `finish`: the M reads it only after it saw `TAKEN`.
+        m.revoked_hog.store(true, Ordering::Relaxed);
+        HOG_THREADS.fetch_add(1, Ordering::Relaxed);
+        stats::bump(&stats::SYSMON.hog_handoffs, 1);
+    } else {
+        stats::bump(&stats::SYSMON.blocked_handoffs, 1);
+    }
     let g = m.curg();
     // The system call is read only for the opt-in views (module note).
     let nr = || procfs::blocked_syscall(m.tid());

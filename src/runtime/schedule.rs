@@ -7,7 +7,8 @@
 //! 1. stop-the-world pending? stop this P (`stw_stopm`).
 //! 2. run this P's due timers (they may ready goroutines into runnext).
 //! 3. every 61st schedtick, one G from the global queue (fairness: a P
-//!    whose local queue never drains still serves the global queue).
+//!    whose local queue never drains still serves the global queue); put
+//!    off by one pass while a G waits in runnext.
 //! 4. the local queue: runnext (inherits the time slice), then the ring.
 //! 5. the global queue, a batch.
 //! 6. a non-blocking netpoll, if anyone waits there and no M is blocked in
@@ -221,10 +222,26 @@ fn find_runnable(m: &'static M) -> Found {
         let (now, _) = timers::check_timers(pp, 0);
 
         // 3. Fairness: every 61st tick, look at the global queue first.
-        if pp.schedtick() % 61 == 0 && globrunq::has_work(pp) {
-            let mut l = s.lock();
-            if let Some(g) = globrunq::get(&mut l, pp, 1) {
-                return Found::new(g);
+        // The turn is put off once if a G waits in runnext: that G was
+        // just readied (a timer fired for it), and while the global G ran
+        // the next wake-up would kick it to the ring's tail, behind
+        // hundreds (a 1 ms ticker waited 125 ms beside 1,000 CPU-bound
+        // goroutines at GOMAXPROCS=1 in one run of three). It runs first,
+        // and the global queue's turn comes at the next pass. Go takes the
+        // turn at once.
+        // SAFETY: short exclusive borrow of our own P's local state.
+        let owed = unsafe { pp.local() }.fair_owed;
+        if (owed || pp.schedtick() % 61 == 0) && globrunq::has_work(pp) {
+            if !owed && pp.runq_has_next() {
+                // SAFETY: as above.
+                unsafe { pp.local() }.fair_owed = true;
+            } else {
+                // SAFETY: as above.
+                unsafe { pp.local() }.fair_owed = false;
+                let mut l = s.lock();
+                if let Some(g) = globrunq::get(&mut l, pp, 1) {
+                    return Found::new(g);
+                }
             }
         }
 

@@ -67,12 +67,16 @@ pub(crate) struct SysmonCounters {
     /// Ps taken from Ms blocked in the kernel outside the runtime, by
     /// sysmon or a stop-the-world (`revoke.rs`).
     pub(crate) blocked_handoffs: AtomicU64,
+    /// Ps taken from threads computing without runtime calls (`revoke.rs`,
+    /// rule 5).
+    pub(crate) hog_handoffs: AtomicU64,
 }
 
 pub(crate) static SYSMON: SysmonCounters = SysmonCounters {
     retakes: AtomicU64::new(0),
     preempt_requests: AtomicU64::new(0),
     blocked_handoffs: AtomicU64::new(0),
+    hog_handoffs: AtomicU64::new(0),
 };
 
 /// Goroutines readied by the netpoller.
@@ -164,6 +168,12 @@ pub struct Stats {
     /// revocations, each followed by a P handoff (see the README's "Blocking calls outside the
     /// runtime").
     pub blocked_handoffs: u64,
+    /// Ps taken from threads whose goroutine computed for a whole slice
+    /// (10 ms) without a runtime call while others waited: the thread goes
+    /// on as a plain OS thread and takes a P back at its next runtime call
+    /// (see the README's "Asynchronous preemption"). Counted apart from
+    /// `blocked_handoffs`.
+    pub hog_handoffs: u64,
     /// Gauge: threads running a goroutine without a P because their P was
     /// taken that way; each re-acquires one at its next runtime call.
     pub blocked_threads: usize,
@@ -256,6 +266,7 @@ pub(crate) fn stats() -> Stats {
     st.syscall_handoffs += SYSMON.retakes.load(Ordering::Relaxed);
     st.preempt_requests = SYSMON.preempt_requests.load(Ordering::Relaxed);
     st.blocked_handoffs = SYSMON.blocked_handoffs.load(Ordering::Relaxed);
+    st.hog_handoffs = SYSMON.hog_handoffs.load(Ordering::Relaxed);
     st.blocked_threads = super::revoke::blocked_threads();
     st.netpoll_ready = NETPOLL_READY.load(Ordering::Relaxed);
     st.global_runq = s.runqsize.load(Ordering::Relaxed) as usize;

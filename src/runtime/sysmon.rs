@@ -64,7 +64,7 @@ pub(crate) const FORCE_PREEMPT_NS: i64 = 10_000_000;
 /// second. Written once before sysmon starts.
 static FORCE_PREEMPT: AtomicI64 = AtomicI64::new(FORCE_PREEMPT_NS);
 
-fn force_preempt_ns() -> i64 {
+pub(crate) fn force_preempt_ns() -> i64 {
     FORCE_PREEMPT.load(Ordering::Relaxed)
 }
 
@@ -144,6 +144,9 @@ fn sysmon() {
     crate::trace::set_sysmon_thread();
     // Excess warm stacks are released here from now on, off any P.
     crate::g::stack::release_in_background(wake_from_nap);
+    if env::godebug().blockrevoke || env::godebug().hogrevoke {
+        crate::sys::thread::prepare_heavy_barrier();
+    }
     let mut views: Vec<PView> = Vec::new();
     let mut idle_cycles = 0u32;
     let mut delay_us = 20u64;
@@ -493,8 +496,8 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
         }
         if status == PStatus::Running {
             // An M blocked in the kernel outside the runtime (`revoke.rs`).
-            if let Some((m, seen, lasted)) = pd.probe.look(p, now) {
-                if super::revoke::retake(p, m, seen, lasted) {
+            if let Some(look) = pd.probe.look(p, now) {
+                if super::revoke::retake(p, look) {
                     taken += 1;
                 }
             }

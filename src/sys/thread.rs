@@ -33,14 +33,25 @@ pub(crate) fn cpu_time_ns(clock: libc::clockid_t) -> Option<u64> {
 /// the global command where that is refused). False if neither is
 /// available, and then P revocation is off.
 pub(crate) fn heavy_barrier() -> bool {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Kind {
-        Private,
-        Global,
-        None,
+    match barrier_kind() {
+        Kind::Private => super::membarrier(),
+        Kind::Global => membarrier_global(),
+        Kind::None => false,
     }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Private,
+    Global,
+    None,
+}
+
+/// Which barrier [`heavy_barrier`] issues, chosen (and the private command
+/// registered) on first use.
+fn barrier_kind() -> Kind {
     static KIND: OnceLock<Kind> = OnceLock::new();
-    let kind = *KIND.get_or_init(|| {
+    *KIND.get_or_init(|| {
         if super::membarrier_register() {
             Kind::Private
         } else if membarrier_global() {
@@ -48,12 +59,15 @@ pub(crate) fn heavy_barrier() -> bool {
         } else {
             Kind::None
         }
-    });
-    match kind {
-        Kind::Private => super::membarrier(),
-        Kind::Global => membarrier_global(),
-        Kind::None => false,
-    }
+    })
+}
+
+/// Registers for [`heavy_barrier`] ahead of need (sysmon, as it starts).
+/// Registration waits for the kernel to sync every thread of the process,
+/// measured here at 15-25 ms: paid by the first P revocation, it made the
+/// goroutines waiting for that P wait as long.
+pub(crate) fn prepare_heavy_barrier() {
+    barrier_kind();
 }
 
 /// `MEMBARRIER_CMD_GLOBAL` (Linux >= 4.16; earlier `MEMBARRIER_CMD_SHARED`,
