@@ -85,6 +85,7 @@ impl Options {
                             "echo" => o.workloads.extend(
                                 ["echo_100", "echo_10k", "echo_100_512b"].map(String::from),
                             ),
+                            "latency" => o.workloads.extend(LATENCY.map(String::from)),
                             n if known.contains(&n) => o.workloads.push(n.to_string()),
                             n => match workloads::NOT_YET.iter().find(|(w, _)| *w == n) {
                                 Some((_, why)) => return Err(format!("{n}: {why}")),
@@ -106,6 +107,17 @@ impl Options {
         Ok(o)
     }
 }
+
+/// The workloads `latency` names: the ticker beside each load
+/// (`workloads::ticker`).
+const LATENCY: [&str; 6] = [
+    "latency_yield",
+    "latency_spin",
+    "latency_blocking",
+    "latency_hog",
+    "latency_mpsc",
+    "latency_echo",
+];
 
 /// `bench __worker <runtime> <workload> <procs> <quick>`: one measurement,
 /// one line `RESULT\t<value>\t<unit>\t<answer>` on stdout, then one line
@@ -1022,6 +1034,11 @@ mod tests {
         );
         let o = Options::parse(&args("echo_10k,http,echo_100_512b")).unwrap();
         assert_eq!(o.workloads, ["echo_10k", "http", "echo_100_512b"]);
+        let o = Options::parse(&args("latency,latency_echo")).unwrap();
+        assert_eq!(o.workloads, LATENCY);
+        for name in LATENCY {
+            assert!(workloads::all().iter().any(|w| w.name == name), "{name}");
+        }
     }
 
     #[test]

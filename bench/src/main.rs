@@ -20,11 +20,14 @@ use into target/go-peers), tokio, may and OS threads, each run in its own
 process, interleaved; prints median (min-max) over the runs, peak RSS and
 ours / best peer. `prodcons` means prodcons0,prodcons10,prodcons100;
 `fanout` means fanout4,fanout64,fanout1024; `echo` means
-echo_100,echo_10k,echo_100_512b. Secondary figures of a run
+echo_100,echo_10k,echo_100_512b; `latency` means latency_yield,
+latency_spin,latency_blocking,latency_hog,latency_mpsc,latency_echo (a
+1 ms ticker's worst gap beside each load). Secondary figures of a run
 (parked's spawn+park and wake-all times, timers' p50 and max oversleep,
 hog_fairness' probe lateness, syscalls' peak threads, echo's and http's
-p50/p99 latency) get rows <workload>.<metric>. Rates (req/s) are better
-higher, every other figure lower. echo and http run each server in its own
+p50/p99 latency, the latency family's p99 gap and ticks per second) get
+rows <workload>.<metric>. Rates (req/s, ticks/s) are better higher,
+every other figure lower. echo and http run each server in its own
 process and the load generator (a one-thread tokio client; wrk) in another;
 their RSS is the server's.
 --quick: small sizes (a few seconds in all), for CI.

@@ -1,6 +1,6 @@
-//! Helpers shared by the latency workloads (`timers`, `hog_fairness`) and
-//! `syscalls`: lateness samples and their percentiles, and the thread count
-//! of this process from /proc/self/status.
+//! Helpers shared by the latency workloads (`timers`, `hog_fairness`,
+//! `latency_*`) and `syscalls`: lateness samples and their percentiles, and
+//! the thread count of this process from /proc/self/status.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;

@@ -25,6 +25,7 @@ pub mod spawn_remote;
 pub mod steal_skew;
 pub mod syscalls;
 pub mod thread_ring;
+pub mod ticker;
 pub mod timers;
 pub mod yields;
 
@@ -407,6 +408,72 @@ pub fn all() -> Vec<Workload> {
             go: Ok(timers::churn_go),
         },
         Workload {
+            name: "latency_yield",
+            what: "a 1 ms Ticker read by a goroutine beside 1,000 goroutines x 20 pieces of 30 us CPU work, a yield after each (quick 200 goroutines): the ticker's worst gap (ms; rows .p99: ms, .ticks_per_s: higher is better)",
+            min_procs: 1,
+            client: None,
+            ours: ticker::yield_ours,
+            tokio: Err(ticker::TOKIO_NA),
+            may: Err(ticker::MAY_NA),
+            threads: Err(ticker::THREADS_NA),
+            go: Ok(ticker::yield_go),
+        },
+        Workload {
+            name: "latency_spin",
+            what: "the same, the pieces without yields (each goroutine ~0.6 ms without a runtime call)",
+            min_procs: 1,
+            client: None,
+            ours: ticker::spin_ours,
+            tokio: Err(ticker::TOKIO_NA),
+            may: Err(ticker::MAY_NA),
+            threads: Err(ticker::THREADS_NA),
+            go: Ok(ticker::spin_go),
+        },
+        Workload {
+            name: "latency_blocking",
+            what: "the ticker beside 1,000 goroutines each calling plain std::thread::sleep(100 ms) 5 times (quick 100 x 2); Go: syscall.Nanosleep, a real blocking system call it hands off",
+            min_procs: 1,
+            client: None,
+            ours: ticker::blocking_ours,
+            tokio: Err(ticker::TOKIO_NA),
+            may: Err(ticker::MAY_NA),
+            threads: Err(ticker::THREADS_NA),
+            go: Ok(ticker::blocking_go),
+        },
+        Workload {
+            name: "latency_hog",
+            what: "the ticker beside one goroutine computing 300 ms (quick 100) without a runtime call (ours: plain code, not preemptible())",
+            min_procs: 1,
+            client: None,
+            ours: ticker::hog_ours,
+            tokio: Err(ticker::TOKIO_NA),
+            may: Err(ticker::MAY_NA),
+            threads: Err(ticker::THREADS_NA),
+            go: Ok(ticker::hog_go),
+        },
+        Workload {
+            name: "latency_mpsc",
+            what: "the ticker beside 500 producer + 500 consumer goroutines paired over std::sync::mpsc::sync_channel(0), 200 messages a pair (quick 100 pairs x 50); Go: its own unbuffered channels (no foreign blocking channel)",
+            min_procs: 1,
+            client: None,
+            ours: ticker::mpsc_ours,
+            tokio: Err(ticker::TOKIO_NA),
+            may: Err(ticker::MAY_NA),
+            threads: Err(ticker::THREADS_NA),
+            go: Ok(ticker::mpsc_go),
+        },
+        Workload {
+            name: "latency_echo",
+            what: "the ticker beside TCP echo over loopback in the same process: 100 connections x 2,000 round trips of 64 B (quick 200), client and server goroutines (ours goroutine::net, Go net)",
+            min_procs: 1,
+            client: None,
+            ours: ticker::echo_ours,
+            tokio: Err(ticker::TOKIO_NA),
+            may: Err(ticker::MAY_NA),
+            threads: Err(ticker::THREADS_NA),
+            go: Ok(ticker::echo_go),
+        },
+        Workload {
             name: "local",
             what: "goroutine-local storage: one goroutine per worker increments its own counter 10M times (quick 200K) through goroutine::local! / task_local! / coroutine_local! / thread_local! (ns per access; row .thread_local: ours' goroutines through std thread_local!)",
             min_procs: 1,
@@ -635,6 +702,12 @@ mod tests {
             "syscalls",
             "blocking",
             "hog_fairness",
+            "latency_yield",
+            "latency_spin",
+            "latency_blocking",
+            "latency_hog",
+            "latency_mpsc",
+            "latency_echo",
         ] {
             assert!(all().iter().any(|w| w.name == want), "{want}");
         }
@@ -678,7 +751,16 @@ mod tests {
     #[test]
     fn better() {
         assert!(higher_is_better("req/s"));
-        for unit in ["ns/yield", "ms", "us", "B/parked", "ms oversleep p99", "x"] {
+        assert!(higher_is_better("ticks/s"));
+        for unit in [
+            "ns/yield",
+            "ms",
+            "us",
+            "B/parked",
+            "ms oversleep p99",
+            "x",
+            ticker::UNIT,
+        ] {
             assert!(!higher_is_better(unit), "{unit}");
         }
     }
