@@ -559,6 +559,73 @@ isolated_test! {
     }
 }
 
+// A goroutine woken from outside every P (here by a plain thread's send;
+// likewise a signal's handler, the netpoller's wake-ups) waits on the
+// global queue. Behind 10,000 ping-pong pairs that each keep a 10 ms slice
+// through runnext, that queue holds thousands of goroutines and is served
+// once per 61 slices: the woken goroutine did not run within 45 s (Go
+// 1.19: not within 120 s). Woken goroutines now wait in a part of the
+// queue of their own, served in turn with the rest, and a P serves it at
+// its next scheduling point once one has waited 2 ms.
+isolated_test! {
+    fn woken_goroutine_runs_behind_runnext_pingpong_pairs() ["GOMAXPROCS" = "1"] {
+        let pairs = if cfg!(debug_assertions) { 2_000 } else { 10_000 };
+        let stop = Arc::new(AtomicBool::new(false));
+        let (mark_tx, mark_rx) = goroutine::chan::<Instant>(0);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+        let (seen_tx, seen_rx) = std::sync::mpsc::channel::<Duration>();
+        let st = stop.clone();
+        let load = std::thread::spawn(move || {
+            run(move || {
+                let marker = go(move || {
+                    ready_tx.send(()).unwrap();
+                    let sent = mark_rx.recv().unwrap();
+                    seen_tx.send(sent.elapsed()).unwrap();
+                });
+                // The marker parks on its channel before the pairs start.
+                while goroutine::num_goroutine() < 2 {
+                    yield_now();
+                }
+                yield_now();
+                let mut hs = Vec::new();
+                for _ in 0..pairs {
+                    let (ping_tx, ping_rx) = goroutine::chan::<u64>(0);
+                    let (pong_tx, pong_rx) = goroutine::chan::<u64>(0);
+                    let st = st.clone();
+                    hs.push(go(move || {
+                        let mut n = 0u64;
+                        while !st.load(Ordering::Relaxed) {
+                            ping_tx.send(n).unwrap();
+                            n = pong_rx.recv().unwrap() + 1;
+                        }
+                    }));
+                    hs.push(go(move || {
+                        while let Ok(v) = ping_rx.recv() {
+                            if pong_tx.send(v).is_err() {
+                                break;
+                            }
+                        }
+                    }));
+                }
+                for h in hs {
+                    h.join().unwrap();
+                }
+                marker.join().unwrap();
+            })
+        });
+        ready_rx.recv_timeout(Duration::from_secs(30)).expect("the marker never started");
+        // Let the pairs fill the queues, then wake the marker from here.
+        std::thread::sleep(Duration::from_millis(300));
+        mark_tx.send(Instant::now()).unwrap();
+        let waited = seen_rx.recv_timeout(Duration::from_secs(30));
+        stop.store(true, Ordering::Relaxed);
+        let waited = waited.expect("the woken goroutine never ran (30 s)");
+        eprintln!("the woken goroutine waited {waited:?} behind {pairs} pairs");
+        assert!(waited < Duration::from_secs(5), "it waited {waited:?} behind the pairs");
+        load.join().unwrap();
+    }
+}
+
 fn gomaxprocs_child(value: &str) -> std::process::Output {
     common::spawn("gomaxprocs_env_probe", &[("GOMAXPROCS", value)])
 }

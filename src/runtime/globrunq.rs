@@ -36,6 +36,25 @@
 //! ring drains) rather than in strict FIFO with the ring's, as in tokio.
 //! Preempted goroutines still go to the global tail (`Preempt`), so CPU
 //! hogs share the processors as in Go.
+//!
+//! # Woken goroutines first
+//! Goroutines woken from outside every P (`put_woken`: a plain thread's
+//! send, the signal thread, the netpoller's injection, a system call or a
+//! revoked stretch that ends without a P) wait in a queue of their own
+//! beside the rest (spawns from outside, overflow, preempted and yielding
+//! goroutines). Takers alternate between the two while both hold Gs, so
+//! neither can starve the other; and a P also serves the global queue at
+//! its next scheduling point once a woken G has waited there for
+//! `WOKEN_OVERDUE_MS` of the coarse clock (`woken_overdue`), not only every
+//! 61st tick. Why: behind 10,000 channel ping-pong pairs, each pair keeping
+//! a 10 ms slice through runnext, the global queue holds thousands of Gs
+//! and is served once per 61 slices; a goroutine readied from outside
+//! there (a signal's handler, beside 4,000 channel churners: 1.1-1.9 s)
+//! waited behind all of them, past 45 s (Go 1.19: past 120 s).
+
+/// How long (coarse ms) a woken goroutine may wait on the global queue
+/// before a P serves it at its next scheduling point.
+const WOKEN_OVERDUE_MS: u32 = 2;
 
 use std::collections::VecDeque;
 use std::ptr::NonNull;
@@ -46,32 +65,109 @@ use crate::g::G;
 use crate::p::runq::RUNQ_SIZE;
 use crate::p::PHandle;
 
-/// The global run queue's contents. An array of pointers, not a list
-/// linked through the Gs: grabbing a batch must not touch (cache-miss on)
-/// each G. Only this file touches the deque, so every change republishes
+/// The global run queue's contents. Arrays of pointers, not lists linked
+/// through the Gs: grabbing a batch must not touch (cache-miss on) each G.
+/// Only this file touches the deques, so every change republishes
 /// `Sched::runqsize` (`set_size`).
-pub(crate) struct GlobalQueue(VecDeque<&'static G>);
+pub(crate) struct GlobalQueue {
+    /// Woken from outside every P (module note, "Woken goroutines first").
+    woken: VecDeque<&'static G>,
+    /// Everything else, in FIFO order (Go's queue).
+    rest: VecDeque<&'static G>,
+    /// The last take with both non-empty came from `woken`.
+    took_woken: bool,
+    /// The coarse clock when `woken` last became non-empty (0: empty).
+    woken_since: u32,
+}
 
 impl GlobalQueue {
     pub(crate) const fn new() -> GlobalQueue {
-        GlobalQueue(VecDeque::new())
+        GlobalQueue {
+            woken: VecDeque::new(),
+            rest: VecDeque::new(),
+            took_woken: false,
+            woken_since: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.woken.len() + self.rest.len()
+    }
+
+    /// The next G: from `woken` and `rest` in turn while both hold Gs.
+    fn pop(&mut self) -> Option<&'static G> {
+        let from_woken = match (self.woken.is_empty(), self.rest.is_empty()) {
+            (true, true) => return None,
+            (false, true) => true,
+            (true, false) => false,
+            (false, false) => !self.took_woken,
+        };
+        if from_woken {
+            self.took_woken = true;
+            self.woken.pop_front()
+        } else {
+            self.took_woken = false;
+            self.rest.pop_front()
+        }
     }
 }
 
-/// Publishes the new length. SeqCst: pairs with the spinning protocol's
-/// fence (a giving-up spinner re-reads `runqsize` after it).
+/// Publishes the new length, and when the oldest woken G began to wait.
+/// SeqCst: pairs with the spinning protocol's fence (a giving-up spinner
+/// re-reads `runqsize` after it).
 #[inline]
-fn set_size(l: &Locked) {
-    sched()
-        .runqsize
-        .store(l.runq.0.len() as u32, Ordering::SeqCst);
+fn set_size(l: &mut Locked) {
+    let s = sched();
+    let since = if l.runq.woken.is_empty() {
+        0
+    } else if l.runq.woken_since == 0 {
+        super::stats::coarse_ms().max(1)
+    } else {
+        l.runq.woken_since
+    };
+    if since != l.runq.woken_since {
+        l.runq.woken_since = since;
+        // Relaxed: a hint for `woken_overdue`; the queue is read under the
+        // lock.
+        s.woken_since.store(since, Ordering::Relaxed);
+    }
+    s.runqsize.store(l.runq.len() as u32, Ordering::SeqCst);
+}
+
+/// A woken G has waited on the global queue for `WOKEN_OVERDUE_MS` or more
+/// (module note): `find_runnable` serves the global queue now. One relaxed
+/// load when none waits.
+#[inline]
+pub(crate) fn woken_overdue() -> bool {
+    let since = sched().woken_since.load(Ordering::Relaxed);
+    since != 0 && super::stats::coarse_ms().wrapping_sub(since) >= WOKEN_OVERDUE_MS
 }
 
 /// Puts `g` at the tail of the global queue.
 pub(crate) fn put(g: &'static G) {
     let mut l = sched().lock();
-    l.runq.0.push_back(g);
-    set_size(&l);
+    l.runq.rest.push_back(g);
+    set_size(&mut l);
+}
+
+/// Puts `g`, woken from outside every P, at the tail of the global queue's
+/// woken part (module note).
+pub(crate) fn put_woken(g: &'static G) {
+    let mut l = sched().lock();
+    put_woken_locked(&mut l, g);
+}
+
+/// [`put_woken`] with the sched lock held.
+pub(crate) fn put_woken_locked(l: &mut Locked, g: &'static G) {
+    l.runq.woken.push_back(g);
+    set_size(l);
+}
+
+/// Appends `list`, woken from outside every P (the netpoller's), to the
+/// woken part, emptying it. Sched lock held.
+pub(crate) fn put_woken_list_locked(l: &mut Locked, list: &mut Vec<&'static G>) {
+    l.runq.woken.extend(list.drain(..));
+    set_size(l);
 }
 
 /// Puts a batch at the tail of the global queue in one locked operation.
@@ -79,29 +175,23 @@ pub(crate) fn put_batch(batch: impl IntoIterator<Item = NonNull<G>>) {
     let mut l = sched().lock();
     // SAFETY: run queues only hold leaked, never-freed Gs.
     l.runq
-        .0
+        .rest
         .extend(batch.into_iter().map(|g| unsafe { &*g.as_ptr() }));
-    set_size(&l);
-}
-
-/// Puts `g` at the tail of the global queue. Sched lock held.
-pub(crate) fn put_locked(l: &mut Locked, g: &'static G) {
-    l.runq.0.push_back(g);
-    set_size(l);
+    set_size(&mut l);
 }
 
 /// Puts `list` at the head of the global queue, in order, emptying it
 /// (goroutines that were next in line elsewhere). Sched lock held.
 pub(crate) fn put_front_list_locked(l: &mut Locked, list: &mut Vec<&'static G>) {
     for g in list.drain(..).rev() {
-        l.runq.0.push_front(g);
+        l.runq.rest.push_front(g);
     }
     set_size(l);
 }
 
 /// Appends `list` to the global queue, emptying it. Sched lock held.
 pub(crate) fn put_list_locked(l: &mut Locked, list: &mut Vec<&'static G>) {
-    l.runq.0.extend(list.drain(..));
+    l.runq.rest.extend(list.drain(..));
     set_size(l);
 }
 
@@ -114,7 +204,7 @@ pub(crate) fn get(l: &mut Locked, pp: &PHandle, max: usize) -> Option<&'static G
     if n == 0 {
         return None;
     }
-    let first = l.runq.0.pop_front();
+    let first = l.runq.pop();
     super::stats::bump(&pp.counters.global_grabs, 1);
     move_to_ring(l, pp, n - 1);
     first
@@ -123,7 +213,7 @@ pub(crate) fn get(l: &mut Locked, pp: &PHandle, max: usize) -> Option<&'static G
 /// How many Gs one P takes from the global queue at a time:
 /// `min(len, len / gomaxprocs + 1, max (if > 0), RUNQ_SIZE / 2)`.
 fn share(l: &Locked, max: usize) -> usize {
-    let len = l.runq.0.len();
+    let len = l.runq.len();
     let procs = sched().gomaxprocs().max(1) as usize;
     let mut n = len.min(len / procs + 1);
     if max > 0 {
@@ -136,7 +226,7 @@ fn share(l: &Locked, max: usize) -> usize {
 /// publication (Go's runqputbatch). It only pulls while the ring has room,
 /// so what does not fit stays on the global queue untouched.
 fn move_to_ring(l: &mut Locked, pp: &PHandle, n: usize) {
-    let mut rest = std::iter::from_fn(|| l.runq.0.pop_front().map(NonNull::from)).take(n);
+    let mut rest = std::iter::from_fn(|| l.runq.pop().map(NonNull::from)).take(n);
     pp.runq_push_back_batch(&mut rest);
     set_size(l);
 }

@@ -99,6 +99,9 @@ pub(crate) struct Sched {
     /// SeqCst under the lock: pairs with the spinning protocol's fence (see
     /// `spinning.rs`) so a spinning M that stops cannot miss global work.
     pub(crate) runqsize: CacheLine<AtomicU32>,
+    /// The coarse clock when the global queue's woken part last became
+    /// non-empty, 0 while it is empty (`globrunq::woken_overdue`).
+    pub(crate) woken_since: CacheLine<AtomicU32>,
     /// nmspinning and npidle.
     pub(crate) spin: CacheLine<spinning::Spinning>,
     pub(crate) gomaxprocs: AtomicU32,
@@ -142,6 +145,7 @@ static SCHED: Sched = Sched {
         stw: stw::Stop::new(),
     })),
     runqsize: CacheLine::new(AtomicU32::new(0)),
+    woken_since: CacheLine::new(AtomicU32::new(0)),
     spin: CacheLine::new(spinning::Spinning::new()),
     gomaxprocs: AtomicU32::new(0),
     stw_waiting: AtomicBool::new(false),

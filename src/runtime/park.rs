@@ -194,7 +194,7 @@ fn ready_with(g: &'static G, here: m::Here, next: bool, wake: bool) {
             let by = m::current_g().map_or(0, |c| c.id());
             trace::go_unblock(g.id(), by, trace::GLOBAL);
         }
-        globrunq::put(g);
+        globrunq::put_woken(g);
         idle::wakep();
         return;
     }
@@ -227,7 +227,7 @@ fn ready_global(g: &'static G, m: Option<&'static m::M>) {
     if trace::on() {
         trace_unblock(g, m, trace::GLOBAL);
     }
-    globrunq::put(g)
+    globrunq::put_woken(g)
 }
 
 #[cold]

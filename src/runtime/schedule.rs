@@ -221,7 +221,9 @@ fn find_runnable(m: &'static M) -> Found {
         // 2. This P's due timers (they ready goroutines into runnext).
         let (now, _) = timers::check_timers(pp, 0);
 
-        // 3. Fairness: every 61st tick, look at the global queue first.
+        // 3. Fairness: every 61st tick, look at the global queue first;
+        // also once a goroutine woken from outside every P has waited
+        // there 2 ms (globrunq's note, "Woken goroutines first").
         // The turn is put off once if a G waits in runnext: that G was
         // just readied (a timer fired for it), and while the global G ran
         // the next wake-up would kick it to the ring's tail, behind
@@ -231,7 +233,8 @@ fn find_runnable(m: &'static M) -> Found {
         // turn at once.
         // SAFETY: short exclusive borrow of our own P's local state.
         let owed = unsafe { pp.local() }.fair_owed;
-        if (owed || pp.schedtick() % 61 == 0) && globrunq::has_work(pp) {
+        if (owed || pp.schedtick() % 61 == 0 || globrunq::woken_overdue()) && globrunq::has_work(pp)
+        {
             if !owed && pp.runq_has_next() {
                 // SAFETY: as above.
                 unsafe { pp.local() }.fair_owed = true;
@@ -431,7 +434,7 @@ pub(crate) fn inject(mut list: Vec<&'static G>) {
     }
     if !list.is_empty() {
         let mut l = s.lock();
-        globrunq::put_list_locked(&mut l, &mut list);
+        globrunq::put_woken_list_locked(&mut l, &mut list);
         drop(l);
         for _ in 0..n {
             if s.spin.npidle() == 0 {

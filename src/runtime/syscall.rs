@@ -250,7 +250,7 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
     if m.lockedg().is_some() {
         // A locked G: queue it; the schedule loop's stoplockedm waits until
         // whoever picks it hands us a P (a locked-M switch, lockosthread.rs).
-        globrunq::put(g);
+        globrunq::put_woken(g);
         idle::wakep();
         return;
     }
@@ -270,7 +270,7 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
         );
         return;
     }
-    globrunq::put_locked(&mut l, g);
+    globrunq::put_woken_locked(&mut l, g);
     drop(l);
     if trace::on() {
         trace::syscall_exit(g.id(), trace::GLOBAL, false);
