@@ -145,7 +145,7 @@ fn sysmon() {
     // Excess warm stacks are released here from now on, off any P.
     crate::g::stack::release_in_background(wake_from_nap);
     if env::godebug().blockrevoke || env::godebug().hogrevoke {
-        crate::sys::thread::prepare_heavy_barrier();
+        prepare_revocation();
     }
     let mut views: Vec<PView> = Vec::new();
     let mut idle_cycles = 0u32;
@@ -280,6 +280,29 @@ fn sysmon() {
             last_sample = now;
             crate::trace::sample();
         }
+    }
+}
+
+/// Registers the barrier P revocation issues (`sys::thread::heavy_barrier`)
+/// ahead of the first revocation, on a short-lived thread of its own: the
+/// kernel takes 15-25 ms to register, which on sysmon's thread delayed its
+/// first looks at the Ps by as much (a 30 ms loop at GOMAXPROCS=1 was then
+/// never asked to yield), and on the first revocation kept the goroutines
+/// waiting for that P as long. A revoker that comes first waits for the
+/// registration as before. The thread counts as the runtime's own for the
+/// deadlock detector while it lives.
+fn prepare_revocation() {
+    super::checkdead::internal_thread_started();
+    let spawned = std::thread::Builder::new()
+        .name("goroutine-membarrier".into())
+        .stack_size(64 * 1024)
+        .spawn(|| {
+            crate::sys::thread::prepare_heavy_barrier();
+            super::checkdead::internal_thread_exited();
+        });
+    if spawned.is_err() {
+        // No thread: the first revocation registers, as before.
+        super::checkdead::internal_thread_exited();
     }
 }
 
