@@ -3,7 +3,8 @@
 //! A goroutine reads a 1 ms `time::Ticker` and records its worst gap while
 //! a load runs beside it, at GOMAXPROCS 1 and 2 (each in its own process).
 //! The bound is generous, 100 ms (debug builds: 400 ms, `DEBUG_FACTOR`),
-//! so that a loaded 2-core box passes; the
+//! and a load gets up to three measurements (`ATTEMPTS`), so that a loaded
+//! 2-core VM passes; the
 //! runtime's own figures (a few ms) are in BENCHMARKS.md's latency rows.
 //! Before the fixes of 2026-12-06 several loads left the ticker waiting
 //! 130-370 ms (the hog at GOMAXPROCS=1: 300 ms).
@@ -83,96 +84,109 @@ fn many(n: u64, f: impl Fn(u64) + Send + Sync + 'static) {
     }
 }
 
-fn check(what: &str, (worst, ticks): (Duration, usize)) {
-    eprintln!(
-        "{what} at GOMAXPROCS={}: worst gap {worst:?}, {ticks} ticks",
-        run(goroutine::max_procs)
-    );
-    assert!(ticks > 0, "{what}: the ticker never ticked");
-    assert!(
-        worst < BOUND,
-        "{what}: the ticker waited {worst:?} (bound {BOUND:?})"
-    );
+/// Measurements of one load before it fails: the first under the bound
+/// passes. The test machines are VMs whose host now and then stalls a
+/// virtual CPU (CI once saw 117-457 ms gaps in four loads of one run that
+/// gave 1-7 ms on the rerun); the bugs these tests guard against stall the
+/// ticker in every measurement (a hog at GOMAXPROCS=1: 300 ms, always).
+const ATTEMPTS: usize = 3;
+
+/// Runs `measure` (the load beside the ticker, returning the ticker's
+/// worst gap and tick count) until a worst gap is under [`BOUND`], at most
+/// [`ATTEMPTS`] times; fails with every figure otherwise.
+fn check(what: &str, mut measure: impl FnMut() -> (Duration, usize)) {
+    let procs = run(goroutine::max_procs);
+    let mut seen = Vec::new();
+    for _ in 0..ATTEMPTS {
+        let (worst, ticks) = measure();
+        eprintln!("{what} at GOMAXPROCS={procs}: worst gap {worst:?}, {ticks} ticks");
+        assert!(ticks > 0, "{what}: the ticker never ticked");
+        if worst < BOUND {
+            return;
+        }
+        seen.push(worst);
+    }
+    panic!("{what}: the ticker waited {seen:?} in {ATTEMPTS} runs (bound {BOUND:?})");
 }
 
 /// 1,000 goroutines, each 20 pieces of ~30 us CPU work, with `yield_now`
 /// after each piece or not.
 fn cpu_pieces(yields: bool) {
-    let done = Arc::new(AtomicU64::new(0));
-    let d = done.clone();
-    let r = worst_gap(move || {
-        many(1_000, move |_| {
-            for _ in 0..20 {
-                std::hint::black_box(spin(30));
-                if yields {
-                    goroutine::yield_now();
+    let what = if yields {
+        "pieces with yields"
+    } else {
+        "pieces without yields"
+    };
+    check(what, || {
+        let done = Arc::new(AtomicU64::new(0));
+        let d = done.clone();
+        let r = worst_gap(move || {
+            many(1_000, move |_| {
+                for _ in 0..20 {
+                    std::hint::black_box(spin(30));
+                    if yields {
+                        goroutine::yield_now();
+                    }
                 }
-            }
-            d.fetch_add(1, Ordering::Relaxed);
-        })
+                d.fetch_add(1, Ordering::Relaxed);
+            })
+        });
+        assert_eq!(done.load(Ordering::Relaxed), 1_000);
+        r
     });
-    assert_eq!(done.load(Ordering::Relaxed), 1_000);
-    check(
-        if yields {
-            "pieces with yields"
-        } else {
-            "pieces without yields"
-        },
-        r,
-    );
 }
 
 /// A burst of plain blocking calls: 1,000 goroutines, each 2 x
 /// `std::thread::sleep(50 ms)`.
 fn blocking_burst() {
-    check(
-        "1,000 plain blocking sleeps",
+    check("1,000 plain blocking sleeps", || {
         worst_gap(|| {
             many(1_000, |_| {
                 for _ in 0..2 {
                     std::thread::sleep(Duration::from_millis(50));
                 }
             })
-        }),
-    );
+        })
+    });
 }
 
 /// One goroutine computing 300 ms without a runtime call.
 fn hog() {
-    check(
-        "a 300 ms hog",
+    check("a 300 ms hog", || {
         worst_gap(|| {
             go(|| spin(300_000)).join().unwrap();
-        }),
-    );
+        })
+    });
 }
 
 /// 500 producer and 500 consumer goroutines over std's rendezvous channel.
 fn std_mpsc() {
-    let got = Arc::new(AtomicU64::new(0));
-    let g = got.clone();
-    let r = worst_gap(move || {
-        let mut hs = Vec::new();
-        for _ in 0..500 {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<u64>(0);
-            hs.push(go(move || {
-                for i in 0..100 {
-                    tx.send(i).unwrap();
-                }
-            }));
-            let g = g.clone();
-            hs.push(go(move || {
-                while let Ok(v) = rx.recv() {
-                    g.fetch_add(v, Ordering::Relaxed);
-                }
-            }));
-        }
-        for h in hs {
-            h.join().unwrap();
-        }
+    check("std mpsc pairs", || {
+        let got = Arc::new(AtomicU64::new(0));
+        let g = got.clone();
+        let r = worst_gap(move || {
+            let mut hs = Vec::new();
+            for _ in 0..500 {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<u64>(0);
+                hs.push(go(move || {
+                    for i in 0..100 {
+                        tx.send(i).unwrap();
+                    }
+                }));
+                let g = g.clone();
+                hs.push(go(move || {
+                    while let Ok(v) = rx.recv() {
+                        g.fetch_add(v, Ordering::Relaxed);
+                    }
+                }));
+            }
+            for h in hs {
+                h.join().unwrap();
+            }
+        });
+        assert_eq!(got.load(Ordering::Relaxed), 500 * (99 * 100 / 2));
+        r
     });
-    assert_eq!(got.load(Ordering::Relaxed), 500 * (99 * 100 / 2));
-    check("std mpsc pairs", r);
 }
 
 /// One child process at a time: these children measure latency, and ten
