@@ -101,7 +101,12 @@ fn check(what: &str, mut measure: impl FnMut() -> (Duration, usize)) {
         let (worst, ticks) = measure();
         eprintln!("{what} at GOMAXPROCS={procs}: worst gap {worst:?}, {ticks} ticks");
         assert!(ticks > 0, "{what}: the ticker never ticked");
-        if worst < BOUND {
+        // Randomized scheduling (`--cfg goroutine_randomize`, Go's
+        // randomizeScheduler) sends half the goroutines meant for runnext
+        // to the ring's tail, on purpose: a woken ticker then waits behind
+        // hundreds (240-490 ms here). The loads run there for their
+        // behaviour; the bound is the default scheduler's promise.
+        if worst < BOUND || cfg!(goroutine_randomize) {
             return;
         }
         seen.push(worst);
