@@ -149,3 +149,64 @@ fn panics_outside_goroutines_still_reach_the_previous_hook() {
     let r = std::panic::catch_unwind(|| panic!("plain thread panic"));
     assert!(r.is_err());
 }
+
+/// A guard whose `Drop` parks: a send on an unbuffered channel (the
+/// receiver takes it later) and a receive with a timeout.
+struct ParkingGuard(goroutine::Sender<u32>);
+
+impl Drop for ParkingGuard {
+    fn drop(&mut self) {
+        let _ = self.0.send(1);
+        let (_tx, rx) = goroutine::chan::<u32>(0);
+        let _ = rx.recv_timeout(Duration::from_micros(50));
+        // Still this thread's own panic.
+        assert!(std::thread::panicking());
+    }
+}
+
+isolated_test! {
+    /// std counts panics per thread: a goroutine whose unwinding parks
+    /// comes back on the thread whose count it raised, and nobody else runs
+    /// there meanwhile (lockosthread.rs, "Unwinding"). Before the fix, the
+    /// yielders beside it saw `panicking() == true` (447 of 800 in the
+    /// issue's count) and std mutexes were poisoned by plain guards.
+    fn parking_while_unwinding_keeps_the_panic_count_on_its_thread() ["GOMAXPROCS" = "2"] {
+        let m = std::sync::Arc::new(std::sync::Mutex::new(0u64));
+        let wrong = common::within(120, move || {
+            let mut wrong = 0;
+            for round in 0..200u32 {
+                let (tx, rx) = goroutine::chan::<u32>(0);
+                let h = go(move || {
+                    let _g = ParkingGuard(tx);
+                    panic!("round {round}");
+                });
+                let others: Vec<_> = (0..4)
+                    .map(|_| {
+                        let m = m.clone();
+                        go(move || {
+                            let mut seen = false;
+                            for _ in 0..3 {
+                                goroutine::yield_now();
+                                seen |= std::thread::panicking();
+                                // A plain guard: poisons the mutex if this
+                                // thread's count says it is panicking.
+                                *m.lock().unwrap() += 1;
+                            }
+                            seen
+                        })
+                    })
+                    .collect();
+                goroutine::yield_now();
+                assert_eq!(rx.recv().unwrap(), 1);
+                let e = h.join().unwrap_err();
+                assert_eq!(e.message(), format!("round {round}"));
+                for o in others {
+                    wrong += u32::from(o.join().unwrap());
+                }
+            }
+            wrong
+        });
+        assert_eq!(wrong, 0, "goroutines saw panicking() while not panicking");
+        assert!(!std::thread::panicking());
+    }
+}

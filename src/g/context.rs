@@ -172,6 +172,8 @@ pub(crate) fn resume(co: &mut Option<GCoroutine>) -> Switch {
 
 /// Switches from the running goroutine `g` to its M's scheduler context with
 /// `action`; returns when the G is next resumed (possibly on another thread).
+/// The runtime calls it only through `runtime::lockosthread::switch_out`,
+/// which keeps an unwinding goroutine on its thread.
 ///
 /// # Safety
 /// `g` must be the goroutine running on the calling thread, and the call

@@ -180,7 +180,7 @@ mod imp {
     use std::sync::Once;
 
     use super::*;
-    use crate::g::context::{self, Action};
+    use crate::g::context::Action;
     use crate::g::Status;
     use crate::m::M;
     use crate::p::P;
@@ -388,7 +388,7 @@ mod imp {
         }
         // SAFETY: g is the goroutine running on this thread and we are on
         // its stack (the handler checked the interrupted SP).
-        unsafe { context::switch_to_scheduler(g, Action::Preempt) };
+        unsafe { crate::runtime::lockosthread::switch_out(g, Action::Preempt) };
         debug_assert_eq!(g.in_runtime(), 1, "the handler raised it from 0");
         if outer {
             // Back to the goroutine's own code: nothing below touches the P.

@@ -22,6 +22,23 @@
 //!   (the `PINNED` bit of `locked`; `gdestroy` clears it with the rest):
 //!   it never changes thread, and its thread ends with it.
 //!
+//! # Unwinding
+//! std counts panics per thread (`std::thread::panicking`, and the count a
+//! `MutexGuard` reads to decide whether to poison). A goroutine whose
+//! unwinding parks (a `Drop` that sends, receives or sleeps) must therefore
+//! come back on the thread whose count it raised, and no other goroutine
+//! may run there meanwhile: it would see `panicking() == true`, and the
+//! unwinding one, resumed elsewhere, would lower a count it never raised.
+//! So every switch out of a goroutine goes through [`switch_out`], which
+//! wires a goroutine that is unwinding to its M (the `UNWINDING` bit of
+//! `Inner::locked`, one level besides the user's), and unwires it at the
+//! first switch out after its unwinding ended. While wired it is a locked
+//! goroutine like any other (the rules above), except that exiting wired
+//! only by `UNWINDING` does not end the thread: the panic is over, and the
+//! thread's count is back to what it was ([`exit_ends_thread`]). When no
+//! thread of the process is panicking, the check costs one load of std's
+//! global panic count and one of `Inner::locked`.
+//!
 //! Ownership of the P moves only through `nextp` + note wakeup (the same
 //! edge `startm` uses) or `handoffp`, so the one-owner rule holds. A locked
 //! M's note is woken at most once per sleep: only the single M that popped
@@ -35,14 +52,21 @@ use crate::m::{self, M};
 /// the nesting depth, which includes the pin's own level).
 pub(crate) const PINNED: u32 = 1 << 31;
 
+/// The bit of `Inner::locked` held while the goroutine unwinds a panic
+/// (module note, "Unwinding").
+const UNWINDING: u32 = 1 << 30;
+
+/// The nesting depth's bits of `Inner::locked`.
+const DEPTH: u32 = !(PINNED | UNWINDING);
+
 /// See `crate::lock_os_thread`.
 pub(crate) fn lock_os_thread() {
     let Some(m) = m::current() else { return };
     let Some(g) = m.curg() else { return };
     // SAFETY: the running G owns its Inner.
     let inner = unsafe { g.inner() };
-    let depth = inner.locked & !PINNED;
-    if depth == !PINNED {
+    let depth = inner.locked & DEPTH;
+    if depth == DEPTH {
         super::throw("lock_os_thread nesting overflow");
     }
     inner.locked += 1;
@@ -58,7 +82,7 @@ pub(crate) fn unlock_os_thread() {
     let inner = unsafe { g.inner() };
     // A pinned goroutine's own level stays (module note).
     let floor = u32::from(inner.locked & PINNED != 0);
-    if inner.locked & !PINNED <= floor {
+    if inner.locked & DEPTH <= floor {
         return;
     }
     inner.locked -= 1;
@@ -77,6 +101,54 @@ pub(crate) fn pin() {
     };
     // SAFETY: the running G owns its Inner.
     unsafe { g.inner() }.locked |= PINNED;
+}
+
+/// Switches the running goroutine `g` out to its M's scheduler with
+/// `action`, keeping an unwinding goroutine on its thread (module note,
+/// "Unwinding"). Every switch out of a goroutine goes through here.
+///
+/// # Safety
+/// As `context::switch_to_scheduler`: `g` runs on the calling thread, and
+/// the call is made from its own stack.
+#[inline(always)]
+pub(crate) unsafe fn switch_out(g: &'static G, action: crate::g::context::Action) {
+    // SAFETY: the running G owns its Inner (caller's contract).
+    if std::thread::panicking() || unsafe { g.inner() }.locked & UNWINDING != 0 {
+        rewire_for_unwinding(g);
+    }
+    // SAFETY: the caller's contract.
+    unsafe { crate::g::context::switch_to_scheduler(g, action) };
+}
+
+/// Wires `g` to its M while its thread is panicking; unwires it once that
+/// is over (module note, "Unwinding").
+#[cold]
+#[inline(never)]
+fn rewire_for_unwinding(g: &'static G) {
+    let Some(m) = m::current() else { return };
+    // SAFETY: the running G owns its Inner.
+    let inner = unsafe { g.inner() };
+    if std::thread::panicking() {
+        if inner.locked & UNWINDING == 0 {
+            inner.locked |= UNWINDING;
+            inner.lockedm = Some(m);
+            m.set_lockedg(Some(g));
+        }
+    } else if inner.locked & UNWINDING != 0 {
+        inner.locked &= !UNWINDING;
+        if inner.locked == 0 {
+            inner.lockedm = None;
+            m.set_lockedg(None);
+        }
+    }
+}
+
+/// Whether the exit of `g`, locked to its M, ends the M's thread: yes when
+/// the program locked it (or spawned it pinned), not when only its
+/// unwinding did (module note). Called by its M, on g0, after it exited.
+pub(crate) fn exit_ends_thread(g: &'static G) -> bool {
+    // SAFETY: the G exited; its M owns it.
+    unsafe { g.inner() }.locked & !UNWINDING != 0
 }
 
 /// The M locked to `g`, if any (read by the M that owns `g`: its runner or

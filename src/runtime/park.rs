@@ -23,7 +23,7 @@
 //! every primitive also works from plain threads outside the runtime.
 
 use super::{globrunq, idle};
-use crate::g::context::{self, Action};
+use crate::g::context::Action;
 use crate::g::{WaitReason, G};
 use crate::m;
 use crate::trace;
@@ -103,7 +103,7 @@ pub(crate) fn park_inline(
         unsafe { std::mem::transmute(unlock as *mut (dyn FnMut(&'static G) -> bool + '_)) };
     // SAFETY: `g` is the goroutine running on this thread, and we are on its
     // stack.
-    unsafe { context::switch_to_scheduler(g, Action::Park(unlock)) };
+    unsafe { super::lockosthread::switch_out(g, Action::Park(unlock)) };
     g.set_wait_reason(WaitReason::None);
 }
 
@@ -127,7 +127,7 @@ pub(crate) fn gosched(here: m::Here) {
         // `syscall`) the goroutine cannot be rescheduled: yield the thread.
         if let (Some(g), Some(_)) = (m.curg(), unsafe { m.p() }) {
             // SAFETY: `g` is the goroutine running on this thread, on its stack.
-            unsafe { context::switch_to_scheduler(g, Action::Yield) };
+            unsafe { super::lockosthread::switch_out(g, Action::Yield) };
             return;
         }
     }
@@ -140,7 +140,7 @@ pub(crate) fn gosched(here: m::Here) {
 pub(crate) fn goyield() {
     if let Some(g) = m::current_g() {
         // SAFETY: `g` is the goroutine running on this thread, on its stack.
-        unsafe { context::switch_to_scheduler(g, Action::YieldLocal) };
+        unsafe { super::lockosthread::switch_out(g, Action::YieldLocal) };
     }
 }
 

@@ -14,7 +14,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::g::context::{self, Action};
+use crate::g::context::Action;
 use crate::m;
 
 /// Yields if sysmon asked the running goroutine to; a no-op outside one.
@@ -50,5 +50,5 @@ fn preempt(m: &'static m::M) {
         pp.preempt.store(false, Ordering::Relaxed);
     }
     // SAFETY: g is the goroutine running on this thread, on its own stack.
-    unsafe { context::switch_to_scheduler(g, Action::Preempt) };
+    unsafe { super::lockosthread::switch_out(g, Action::Preempt) };
 }

@@ -530,8 +530,13 @@ fn execute(m: &'static M, found: Found) -> bool {
         match switch {
             Switch::Exited(stack) => {
                 let locked = lockosthread::lockedm(g).is_some();
+                let ends_thread = locked && lockosthread::exit_ends_thread(g);
+                if locked && !ends_thread {
+                    // Wired only while it unwound: the thread stays.
+                    m.set_lockedg(None);
+                }
                 proc::gdestroy(pp, g, Some(stack));
-                if locked {
+                if ends_thread {
                     lockosthread::mexit(m);
                     return false;
                 }

@@ -49,7 +49,7 @@ use std::sync::atomic::Ordering;
 
 use super::asyncpreempt::in_runtime;
 use super::{globrunq, idle, sched, stats, throw};
-use crate::g::context::{self, Action};
+use crate::g::context::Action;
 use crate::g::Status;
 use crate::m::{self, M};
 use crate::p::{PHandle, PStatus};
@@ -215,7 +215,7 @@ pub(crate) fn exitsyscall() {
     }
     // Slow path: no P. The scheduler queues this G and parks the M.
     // SAFETY: g runs on this thread, on its own stack.
-    unsafe { context::switch_to_scheduler(g, Action::ExitSyscall) };
+    unsafe { super::lockosthread::switch_out(g, Action::ExitSyscall) };
 }
 
 /// The M's goroutine was blocked in the kernel outside the runtime and its
@@ -241,7 +241,7 @@ pub(crate) fn exit_revoked(m: &'static M) {
         return;
     }
     // SAFETY: g runs on this thread, on its own stack.
-    unsafe { context::switch_to_scheduler(g, Action::ExitSyscall) };
+    unsafe { super::lockosthread::switch_out(g, Action::ExitSyscall) };
 }
 
 /// The scheduler side of the slow path (Go's exitsyscall0): on g0, no P.
