@@ -71,7 +71,8 @@
 //! - `GOROUTINE_STACK_SIZE`: default usable stack bytes (`256K`, `1M`, ...).
 //! - `GOROUTINE_STACK_GUARD=mprotect`: use the pre-6.13 guard page fallback.
 //! - `GOROUTINE_MAX_THREADS`: the OS thread cap (default 10,000).
-//! - `GOROUTINE_PANIC=abort`: an unjoined goroutine panic ends the process.
+//! - `GOROUTINE_PANIC=abort`: a goroutine panic that reaches the top of its
+//!   goroutine ends the process, as Go's does (joined or not).
 //! - `GOTRACEBACK=none|single|all|system`: how much the SIGQUIT, deadlock
 //!   and panic-abort reports print, as in Go (runtime frames with `system`).
 //! - `GODEBUG=schedtrace=N[,scheddetail=1]`: sysmon prints Go's `SCHED`

@@ -61,8 +61,6 @@ pub(crate) struct VTable {
     pub(crate) take_output: unsafe fn(NonNull<Header>, *mut ()),
     /// Drops the stage and frees the block.
     pub(crate) dealloc: unsafe fn(NonNull<Header>),
-    /// The stage is final: report it if it is a panic (nobody will join).
-    pub(crate) report_unjoined: unsafe fn(NonNull<Header>),
 }
 
 #[repr(C)]
@@ -162,16 +160,10 @@ impl Header {
     }
 
     /// Sets COMPLETE and returns the waiter to wake, if any (module note).
-    /// If the JoinHandle was already gone, reports a panic result.
     fn complete(&self) -> Option<Waiter> {
         // AcqRel: Release publishes the stage to the joiner; Acquire pairs
         // with the joiner's CAS that published `waiter`.
         let prev = self.state.fetch_or(COMPLETE, Ordering::AcqRel);
-        if prev >> 2 == 1 {
-            // Only our (the G's) reference is left: nobody can join.
-            // SAFETY: we hold a reference and the stage is final.
-            unsafe { (self.vtable.report_unjoined)(NonNull::from(self)) };
-        }
         if prev & WAITER != 0 {
             // SAFETY: WAITER is set, so the joiner handed `waiter` over and
             // will not touch it again; we are the only completer, and we still
@@ -283,12 +275,11 @@ impl TaskRef {
     }
 }
 
-/// The common case of dropping a `JoinHandle`: the goroutine has not
-/// completed and holds its own reference, so giving ours up is one CAS and
-/// touches no runtime state (no entry gate needed). Returns false, having
-/// done nothing, when the caller must call [`drop_joiner`] instead (behind
-/// the gate): the task completed (an unjoined panic may be reported) or
-/// ours is the last reference (the cell is freed into the P's cache).
+/// The common case of dropping a `JoinHandle`: ours is not the last
+/// reference, so giving it up is one CAS and touches no runtime state (no
+/// entry gate needed). Returns false, having done nothing, when the caller
+/// must call [`drop_joiner`] instead (behind the gate): ours is the last
+/// reference (the cell is freed into the P's cache).
 ///
 /// # Safety
 /// As for [`drop_joiner`]; on true, the reference is given up.
@@ -298,9 +289,9 @@ pub(crate) unsafe fn try_drop_joiner(h: NonNull<Header>) -> bool {
     let header = unsafe { h.as_ref() };
     let mut cur = header.state.load(Ordering::Acquire);
     loop {
-        // Both states are final: COMPLETE stays set, and no reference is
-        // ever added, so `drop_joiner` finds the same one.
-        if cur & COMPLETE != 0 || cur >> 2 == 1 {
+        // Final: no reference is ever added, so `drop_joiner` finds the
+        // same state.
+        if cur >> 2 == 1 {
             return false;
         }
         // Release: as in `release`. Not the last reference (checked).
@@ -315,40 +306,12 @@ pub(crate) unsafe fn try_drop_joiner(h: NonNull<Header>) -> bool {
 }
 
 /// Gives up the `JoinHandle`'s reference (a handle dropped, joined or
-/// not): if the goroutine already finished, reports a panic result now;
-/// otherwise the goroutine will (it sees our reference gone when it
-/// completes). The CAS orders the two cases against the completer's
-/// `fetch_or` on the same word.
+/// not), freeing the cell if it was the last.
 ///
 /// # Safety
 /// The caller owns the `JoinHandle`'s reference to the live cell `h` and
 /// gives it up.
 pub(crate) unsafe fn drop_joiner(h: NonNull<Header>) {
-    // SAFETY: the caller holds the `JoinHandle`'s reference.
-    let header = unsafe { h.as_ref() };
-    let mut cur = header.state.load(Ordering::Acquire);
-    loop {
-        if cur & COMPLETE != 0 {
-            // SAFETY: COMPLETE observed (Acquire): the stage is final;
-            // our reference keeps the cell alive. After `join` the stage
-            // is `Taken` and nothing is reported.
-            unsafe { (header.vtable.report_unjoined)(h) };
-            break;
-        }
-        if cur >> 2 == 1 {
-            // We are the last reference and it is not complete: the
-            // task was dropped unrun (the release below frees it).
-            break;
-        }
-        // Release: as in `release`. Not the last reference (checked).
-        match header
-            .state
-            .compare_exchange(cur, cur - REF_ONE, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => return,
-            Err(now) => cur = now,
-        }
-    }
     // SAFETY: we give up the JoinHandle's reference, once.
     unsafe { release(h) }
 }

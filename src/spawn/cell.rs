@@ -73,8 +73,7 @@ impl<T> Drop for JoinRef<T> {
     }
 }
 
-/// The rest of `JoinRef::drop`: reporting an unjoined panic (printing) or
-/// freeing the cell (into the P's task cache) is runtime work, behind the
+/// The rest of `JoinRef::drop`: freeing the cell (into the P's task cache) is runtime work, behind the
 /// entry gate.
 ///
 /// # Safety
@@ -130,7 +129,6 @@ where
         fail: fail::<F, T>,
         take_output: take_output::<F, T>,
         dealloc: dealloc::<F, T>,
-        report_unjoined: report_unjoined::<F, T>,
     };
 }
 
@@ -152,29 +150,23 @@ where
     // The goroutine's own code: outside the entry gate (`runtime::entry`).
     let mut out =
         crate::runtime::entry::user(f).map_err(|payload| JoinError::panicked(id, name, payload));
+    if let Err(e) = &out {
+        e.reached_top();
+    }
     // The goroutine's locals go with it, returned or panicked, before its
     // result is published: `join` returns after their destructors. One that
     // panics is the goroutine's panic if it had none.
     if let Some(payload) = crate::local::goroutine_exit() {
         if out.is_ok() {
-            out = Err(JoinError::panicked(id, name, payload));
+            let e = JoinError::panicked(id, name, payload);
+            e.reached_top();
+            out = Err(e);
         }
     }
+    // Its panics' record, if any, goes with it.
+    crate::runtime::panics::forget(id);
     // SAFETY: still the only user until COMPLETE is published.
     unsafe { *cell.stage.get() = Stage::Done(out) };
-}
-
-/// # Safety
-/// `h` is a live `Cell<F, T>` whose stage is final (COMPLETE published and
-/// observed), and only one party calls this (module note on reporting).
-unsafe fn report_unjoined<F, T>(h: NonNull<Header>) {
-    // SAFETY: per the contract.
-    let cell = unsafe { h.cast::<Cell<F, T>>().as_ref() };
-    // SAFETY: the stage is final; nobody writes it any more (the joiner, the
-    // only other reader, is gone or is us).
-    if let Stage::Done(Err(e)) = unsafe { &*cell.stage.get() } {
-        e.report_unjoined();
-    }
 }
 
 /// # Safety

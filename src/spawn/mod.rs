@@ -350,26 +350,21 @@ impl JoinError {
                 name: name.map(str::to_owned),
                 kind: ErrorKind::Panic {
                     message: panic_message(&*payload),
-                    location: crate::runtime::panics::take_location(id),
+                    location: crate::runtime::panics::location(id),
                     payload,
                 },
             }),
         }
     }
 
-    /// Prints (or, with `GOROUTINE_PANIC=abort`, dies of) a panic nobody
-    /// will join; other errors are not reported.
-    pub(crate) fn report_unjoined(&self) {
+    /// The panic reached the top of the goroutine's stack: with
+    /// `GOROUTINE_PANIC=abort` the process ends here (`runtime::panics`).
+    pub(crate) fn reached_top(&self) {
         if let ErrorKind::Panic {
             message, location, ..
         } = &self.inner.kind
         {
-            crate::runtime::panics::unjoined(
-                self.inner.id,
-                self.inner.name.as_deref(),
-                message,
-                location.as_deref(),
-            );
+            crate::runtime::panics::reached_top(self.inner.id, message, location.as_deref());
         }
     }
 

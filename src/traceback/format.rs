@@ -110,10 +110,55 @@ pub(crate) fn status_str(status: Status, reason: WaitReason) -> &'static str {
 
 /// Frames of the standard library.
 fn is_std(name: &str) -> bool {
+    const STD: [&str; 3] = ["core::", "std::", "alloc::"];
     let n = name.trim_start_matches('<');
-    ["core::", "std::", "alloc::"]
-        .iter()
-        .any(|p| n.starts_with(p))
+    // `<T as Trait>::f`: the standard library's when both the trait and
+    // the type are (a primitive, or a std path): `<usize as
+    // core::slice::index::SliceIndex<[T]>>::index` is, `<app::Foo as
+    // core::fmt::Display>::fmt` is not.
+    if let Some((ty, rest)) = n.split_once(" as ") {
+        let ty = ty.trim_start_matches(['&', '*', '[', '(']);
+        let std_type = !ty.contains("::") || STD.iter().any(|p| ty.starts_with(p));
+        return std_type && STD.iter().any(|p| rest.starts_with(p));
+    }
+    STD.iter().any(|p| n.starts_with(p))
+}
+
+/// A panic's frames (`pcs`, innermost first, as the panic hook captured
+/// them) in the form of std's `RUST_BACKTRACE` output: `stack backtrace:`,
+/// then `  N: name` with `at file:line` under it. Short (`full` false):
+/// from the first frame outside the panic machinery, the standard library
+/// and the runtime, without the runtime's frames; full: every frame, with
+/// its address.
+pub(crate) fn rust_backtrace(pcs: &[usize], full: bool) -> String {
+    let mut out = String::from("stack backtrace:\n");
+    let mut n = 0;
+    let mut leading = true;
+    for &pc in pcs {
+        for s in symbolise(pc).iter() {
+            if !full {
+                if s.internal || (leading && is_std(&s.name)) {
+                    continue;
+                }
+                leading = false;
+            }
+            if full {
+                let _ = writeln!(out, "{n:>4}: {pc:#018x} - {}", s.name);
+            } else {
+                let _ = writeln!(out, "{n:>4}: {}", s.name);
+            }
+            if let (Some(f), Some(l)) = (&s.file, s.line) {
+                let _ = writeln!(out, "             at {f}:{l}");
+            }
+            n += 1;
+        }
+    }
+    if !full {
+        out.push_str(
+            "note: Some details are omitted, run with `RUST_BACKTRACE=full` for a verbose backtrace.\n",
+        );
+    }
+    out
 }
 
 /// The visible frames of `pcs` (innermost first). Below `System`, the

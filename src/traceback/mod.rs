@@ -406,6 +406,20 @@ unsafe fn parked_frames(
     Err(NoStack::Unsupported)
 }
 
+/// The running goroutine's spawn record (module note), from the header of
+/// its stack, whose usable range is `range`. Sanitizer builds keep no
+/// header: unknown there.
+pub(crate) fn own_spawn(range: Option<(usize, usize)>) -> Spawn {
+    #[cfg(not(any(goroutine_sanitize = "address", goroutine_sanitize = "thread")))]
+    if let Some((_, hi)) = range {
+        // SAFETY: the caller's own running stack: its header was written
+        // by the goroutine itself at its first run.
+        return unsafe { (*StackHeader::at(hi)).spawn };
+    }
+    let _ = range;
+    Spawn::default()
+}
+
 /// The calling goroutine's own frames, from its live registers, up to the
 /// top of its stack.
 #[inline(never)]
