@@ -1,8 +1,11 @@
 //! A minimal HTTP/1.1 server answering every request with
 //! `Hello, World!\n`: keep-alive, pipelined requests, `Connection: close`,
-//! HTTP/1.0 clients, request bodies with `Content-Length`, an idle timeout.
-//! One goroutine per connection; requests are parsed by the `httparse`
-//! crate (the parser under hyper), over `goroutine::net` sockets.
+//! HTTP/1.0 clients, request bodies with `Content-Length`, an idle timeout
+//! between requests and a deadline for each whole request (Go's
+//! `IdleTimeout` and `ReadHeaderTimeout`), both with Go-style read
+//! deadlines. One goroutine per connection; requests are parsed by the
+//! `httparse` crate (the parser under hyper), over `goroutine::net`
+//! sockets.
 //!
 //! ```text
 //! cargo run --release --example http_hello [ADDR]    # default 127.0.0.1:8080
@@ -13,9 +16,9 @@
 //! The connection handler, [`serve`], is also run by `tests/net.rs`.
 
 use std::io::{self, Read, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use goroutine::net::TcpListener;
+use goroutine::net::{TcpListener, TcpStream};
 
 const BODY: &[u8] = b"Hello, World!\n";
 
@@ -25,14 +28,60 @@ const MAX_REQUEST: usize = 16 * 1024;
 /// How long a connection may stay silent between requests.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a request may take to arrive whole (head and body), from its
+/// first byte: a client that sends one byte every 29 s must not hold a
+/// connection (and its goroutine) forever. Go's `ReadHeaderTimeout`.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The bounds [`serve_with`] keeps.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Silence allowed between requests (then the connection is closed).
+    pub idle: Duration,
+    /// Time allowed for one request to arrive whole, from its first byte
+    /// (then `408 Request Timeout` and close).
+    pub request: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            idle: IDLE_TIMEOUT,
+            request: REQUEST_TIMEOUT,
+        }
+    }
+}
+
+/// What [`serve`] needs of a connection besides `Read` and `Write`: Go's
+/// read deadline, which also ends a read already waiting.
+pub trait Conn: Read + Write {
+    fn set_read_deadline(&self, deadline: Option<Instant>);
+}
+
+impl Conn for &TcpStream {
+    fn set_read_deadline(&self, deadline: Option<Instant>) {
+        TcpStream::set_read_deadline(self, deadline);
+    }
+}
+
+/// [`serve_with`] with the default [`Limits`].
+pub fn serve<S: Conn>(conn: S) -> io::Result<()> {
+    serve_with(conn, Limits::default())
+}
+
 /// Serves requests on `conn` until the client closes it, asks for
-/// `Connection: close`, sends something that is not HTTP/1.x, or an I/O
-/// error. Every complete request already received is answered before the
-/// next read, and the answers go out in one write (pipelining).
-pub fn serve<S: Read + Write>(mut conn: S) -> io::Result<()> {
+/// `Connection: close`, sends something that is not HTTP/1.x, stays idle
+/// longer than `limits.idle`, takes longer than `limits.request` to send
+/// one request, or an I/O error. Every complete request already received is
+/// answered before the next read, and the answers go out in one write
+/// (pipelining).
+pub fn serve_with<S: Conn>(mut conn: S, limits: Limits) -> io::Result<()> {
     let mut buf = vec![0u8; MAX_REQUEST];
     let (mut start, mut end) = (0, 0);
     let mut out = Vec::with_capacity(4096);
+    // The deadline of the request whose bytes are in the buffer, set when
+    // its first byte arrived; `None` between requests.
+    let mut request_deadline: Option<Instant> = None;
     loop {
         let mut close = false;
         while !close {
@@ -41,6 +90,7 @@ pub fn serve<S: Read + Write>(mut conn: S) -> io::Result<()> {
                 Parsed::Request(req) => {
                     start += req.len;
                     close = !req.keep_alive;
+                    request_deadline = None;
                     respond(&mut out, &req);
                 }
                 Parsed::Bad(status) => {
@@ -64,18 +114,31 @@ pub fn serve<S: Read + Write>(mut conn: S) -> io::Result<()> {
         buf.copy_within(start..end, 0);
         end -= start;
         start = 0;
+        // Part of a request is here: it has until its deadline, however
+        // slowly the rest trickles in. Otherwise: the idle timeout.
+        if end > 0 && request_deadline.is_none() {
+            request_deadline = Some(Instant::now() + limits.request);
+        }
+        conn.set_read_deadline(Some(
+            request_deadline.unwrap_or_else(|| Instant::now() + limits.idle),
+        ));
         let n = match conn.read(&mut buf[end..]) {
             Ok(0) => return Ok(()),
             Ok(n) => n,
-            // The idle timeout (`IDLE_TIMEOUT`, set by the caller) passed:
-            // close, as servers do, without an answer.
+            // A deadline passed (or a read timeout the caller set): in the
+            // middle of a request, say so; between requests, close as
+            // servers do, without an answer.
             Err(e)
                 if matches!(
                     e.kind(),
                     io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
                 ) =>
             {
-                return Ok(())
+                if end > 0 {
+                    error(&mut out, "408 Request Timeout");
+                    let _ = conn.write_all(&out);
+                }
+                return Ok(());
             }
             Err(e) => return Err(e),
         };
@@ -198,7 +261,6 @@ fn main() {
                     goroutine::go(move || {
                         // Small answers: do not wait for more to coalesce.
                         let _ = conn.set_nodelay(true);
-                        let _ = conn.set_read_timeout(Some(IDLE_TIMEOUT));
                         let _ = serve(&conn);
                     });
                 }

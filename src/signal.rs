@@ -174,18 +174,18 @@ fn invalid(msg: String) -> io::Error {
 /// Refuses what the module note lists, with a message naming why.
 fn check(sig: i32) -> io::Result<()> {
     let why = match sig {
-        libc::SIGURG => Some("used by the runtime for asynchronous preemption"),
-        libc::SIGQUIT => Some("used by the runtime for its goroutine dump"),
+        libc::SIGURG => Some("is used by the runtime for asynchronous preemption"),
+        libc::SIGQUIT => Some("is used by the runtime for its goroutine dump"),
         libc::SIGSEGV | libc::SIGBUS => {
-            Some("used by the runtime to detect goroutine stack overflow")
+            Some("is used by the runtime to detect goroutine stack overflow")
         }
-        libc::SIGKILL | libc::SIGSTOP => Some("cannot be caught"),
+        libc::SIGKILL | libc::SIGSTOP => Some("cannot be caught or ignored by any process"),
         libc::SIGILL | libc::SIGFPE => Some("reports a fault in the faulting thread"),
         _ => None,
     };
     if let Some(why) = why {
         return Err(invalid(format!(
-            "signal::notify: signal {sig} ({}) is {why}; it cannot be registered",
+            "signal::notify: signal {sig} ({}) {why}; it cannot be registered",
             name(sig)
         )));
     }

@@ -697,6 +697,61 @@ fn options_clones_and_conversions() {
 // ---------------------------------------------------------------------------
 // The examples' handlers
 
+/// A client that trickles a request head one byte at a time, each within
+/// the idle timeout, is cut off by the request deadline with a 408 (Go's
+/// `ReadHeaderTimeout`); before, it held its connection forever.
+#[test]
+fn http_hello_bounds_a_trickled_request() {
+    within(60, || {
+        let (l, addr) = listener();
+        let limits = http_hello::Limits {
+            idle: Duration::from_secs(20),
+            request: Duration::from_millis(300),
+        };
+        go(move || {
+            for conn in l.incoming() {
+                let conn = conn.unwrap();
+                go(move || http_hello::serve_with(&conn, limits).unwrap());
+            }
+        });
+        let mut c = TcpStream::connect(addr).unwrap();
+        let head = b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: yes\r\n\r\n";
+        // One byte every 50 ms (each read waits that long), until the
+        // server answers: writing after its close would reset the
+        // connection and could lose the answer.
+        c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let (mut sent, mut got) = (0, Vec::new());
+        for b in head {
+            c.write_all(&[*b]).unwrap();
+            sent += 1;
+            let mut chunk = [0u8; 256];
+            match c.read(&mut chunk) {
+                Ok(n) => {
+                    got.extend_from_slice(&chunk[..n]);
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        c.set_read_timeout(None).unwrap();
+        c.read_to_end(&mut got).unwrap();
+        let rest = String::from_utf8(got).unwrap();
+        assert!(sent < head.len(), "the whole head went through");
+        assert_eq!(
+            rest,
+            "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        // A prompt client on the same server is served as before.
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut rest = String::new();
+        c.read_to_string(&mut rest).unwrap();
+        assert!(rest.starts_with("HTTP/1.1 200 OK\r\n"), "{rest}");
+    });
+}
+
 #[test]
 fn http_hello_handler() {
     within(60, || {

@@ -78,7 +78,14 @@ isolated_test! {
             let e = notify(&[sig]).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::InvalidInput);
             assert!(e.to_string().contains(word), "{sig}: {e}");
+            // Grammatical: "is used by", "cannot be caught", never "is cannot".
+            assert!(!e.to_string().contains("is cannot"), "{sig}: {e}");
         }
+        let e = notify(&[libc::SIGKILL]).unwrap_err().to_string();
+        assert!(
+            e.contains("signal 9 (SIGKILL) cannot be caught or ignored"),
+            "{e}"
+        );
         let e = notify(&[]).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidInput);
         assert!(notify(&[libc::SIGUSR2, libc::SIGURG]).is_err());

@@ -351,7 +351,9 @@ fn stack_size_from_env(value: Option<Result<&str, &std::ffi::OsStr>>) -> (usize,
         (DEFAULT_STACK_SIZE, Some(w))
     };
     match value {
-        None => (DEFAULT_STACK_SIZE, None),
+        // Unset or empty (`GOROUTINE_STACK_SIZE=`): the default, silently,
+        // as for GOMAXPROCS.
+        None | Some(Ok("")) => (DEFAULT_STACK_SIZE, None),
         Some(Err(os)) => fallback(format!("{os:?}"), "not valid UTF-8".to_owned()),
         Some(Ok(s)) => match parse_stack_size(s)
             .and_then(|b| validate_stack_size(b).map_err(|e| e.to_string()))
@@ -2331,6 +2333,11 @@ mod tests {
     #[test]
     fn stack_size_env_handling() {
         assert_eq!(stack_size_from_env(None), (DEFAULT_STACK_SIZE, None));
+        // Empty is unset, silently, as for GOMAXPROCS.
+        assert_eq!(
+            stack_size_from_env(Some(Ok(""))),
+            (DEFAULT_STACK_SIZE, None)
+        );
         assert_eq!(stack_size_from_env(Some(Ok("1M"))), (1 << 20, None));
         assert_eq!(stack_size_from_env(Some(Ok("20000"))).0, 20480);
         for bad in ["lots", "4K", "2G"] {
