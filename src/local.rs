@@ -538,6 +538,10 @@ impl LocalMap {
 /// the thread-local read inlined into it is fresh on every call. The usual
 /// case (a goroutine, no preemptible region in use) needs no frame; the
 /// rest is in `caller_map_slow`.
+///
+/// Out of line (`#[inline(never)]`) with no switch point inside: what
+/// keeps `local!` immune to the compiler's thread-local hazard
+/// (docs/soundness.md, "The compiler's side"; `m::current`).
 #[inline(never)]
 fn caller_map() -> Result<NonNull<LocalMap>, AccessError> {
     // The plain lookup is right unless a signal can stop the caller between

@@ -150,9 +150,15 @@ thread_local! {
 
 /// The M of the calling thread, if it is one of the runtime's threads.
 ///
-/// Out of line on purpose: a goroutine can resume on another thread after any
-/// runtime call, and an inlined thread-local access could let the compiler
-/// reuse a thread-local address computed before the switch.
+/// Immune by construction to the compiler's thread-local hazard
+/// (docs/soundness.md, "The compiler's side"): a goroutine can resume on
+/// another thread after any runtime call, and LLVM may reuse a
+/// thread-local's address within one function. This function is out of
+/// line (`#[inline(never)]`, kept under LTO) and loads through the address
+/// it computes, with no switch point inside; a load cannot be merged across
+/// the switch, which writes memory, so every call reads the slot of the
+/// thread it runs on. Every lookup of the current M, G and P goes through
+/// here (or through [`current_locals_inline`], inside such a function).
 #[inline(never)]
 pub(crate) fn current() -> Option<&'static M> {
     let m = CURRENT.with(|c| c.get());

@@ -84,6 +84,9 @@ pub(crate) fn call_here<R>(f: impl FnOnce(Here) -> R) -> R {
         return call_guarded(f);
     }
     // One call site of `f`, so LLVM inlines large bodies (spawn's) too.
+    // The M is looked up through the out-of-line `m::current`, never an
+    // inlined thread-local read: `f` may switch, and this function goes on
+    // after it (docs/soundness.md, "The compiler's side").
     let m = m::current();
     let g = m.and_then(|m| m.curg());
     let outer = match m.map(|m| (m, m.revoke.enter())) {
