@@ -67,7 +67,9 @@
 //!   `goroutine-trace` tool).
 //!
 //! # Environment
-//! - `GOMAXPROCS`: number of Ps; default = CPUs available to the process.
+//! - `GOMAXPROCS`: number of Ps; default = CPUs available to the process,
+//!   lowered to its cgroup CPU limit (rounded up, at least 2), followed at run
+//!   time unless set explicitly.
 //! - `GOROUTINE_STACK_SIZE`: default usable stack bytes (`256K`, `1M`, ...).
 //! - `GOROUTINE_STACK_GUARD=mprotect`: use the pre-6.13 guard page fallback.
 //! - `GOROUTINE_MAX_THREADS`: the OS thread cap (default 10,000).
@@ -305,6 +307,13 @@ pub mod __test {
         crate::runtime::asyncpreempt::stats()
     }
 
+    /// The cgroup CPU limit GOMAXPROCS's default follows (`None`: none),
+    /// read now from the files the runtime keeps open.
+    // entry: reads files the runtime opened; no runtime state
+    pub fn cgroup_cpu_limit() -> Option<f64> {
+        crate::runtime::env::cgroup_cpu_limit()
+    }
+
     /// Runs `f` as if it were a runtime call: no signal may stop the
     /// goroutine inside it.
     pub fn as_runtime_call<R>(f: impl FnOnce() -> R) -> R {
@@ -426,7 +435,7 @@ pub fn max_procs() -> usize {
 /// ```
 #[cfg(not(loom))]
 pub fn set_max_procs(n: usize) -> usize {
-    runtime::asyncpreempt::in_runtime(move || runtime::procresize::set_max_procs(n))
+    runtime::asyncpreempt::in_runtime(move || runtime::procresize::set_max_procs_chosen(n))
 }
 
 /// A snapshot of the scheduler: goroutines by status, run queue lengths,

@@ -24,12 +24,43 @@ pub(crate) fn max_threads_from_env() {
     }
 }
 
-/// The default: CPUs available to this process (affinity and cgroup aware).
+/// The process's cgroup CPU limit files, opened on first use (none outside
+/// a limited cgroup, or with `GODEBUG=containermaxprocs=0`).
+fn cgroup_limit() -> Option<&'static crate::sys::cgroup::CpuLimit> {
+    static LIMIT: OnceLock<Option<crate::sys::cgroup::CpuLimit>> = OnceLock::new();
+    LIMIT
+        .get_or_init(|| {
+            godebug()
+                .containermaxprocs
+                .then(|| crate::sys::cgroup::CpuLimit::open(std::path::Path::new("/")))
+                .flatten()
+        })
+        .as_ref()
+}
+
+/// The default GOMAXPROCS, as Go 1.25 computes it: the CPUs in the
+/// affinity mask, lowered to the cgroup CPU limit rounded up (at least 2
+/// unless fewer CPUs are available), the tightest of the cgroup and its
+/// parents (`sys::cgroup`). Read again by sysmon every second
+/// ([`crate::runtime::procresize::follow_cgroup`]).
 pub(crate) fn default_procs() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(MAX_PROCS)
+    let cpus = crate::sys::cgroup::affinity_cpus();
+    let limit = cgroup_limit().and_then(|l| l.read());
+    crate::sys::cgroup::procs_for(limit, cpus).min(MAX_PROCS)
+}
+
+/// The cgroup CPU limit now (`None`: none, or not followed).
+pub(crate) fn cgroup_cpu_limit() -> Option<f64> {
+    cgroup_limit().and_then(|l| l.read())
+}
+
+/// Whether sysmon should follow the cgroup limit: there is one, and
+/// GOMAXPROCS was not set by the environment (`GODEBUG=updatemaxprocs=0`
+/// turns it off too; `set_max_procs` turns it off for good).
+pub(crate) fn follows_cgroup() -> bool {
+    godebug().updatemaxprocs
+        && cgroup_limit().is_some()
+        && std::env::var_os("GOMAXPROCS").is_none_or(|v| v.is_empty())
 }
 
 /// GOMAXPROCS as the runtime will use it; a bad value is reported on stderr
@@ -90,6 +121,12 @@ pub(crate) struct GoDebug {
     /// to block (`runtime::syscall`), only sysmon's retake, as in Go
     /// (default on).
     pub(crate) syscallhandoff: bool,
+    /// `containermaxprocs=0`: GOMAXPROCS's default ignores the cgroup CPU
+    /// limit, as in Go 1.25 (default on).
+    pub(crate) containermaxprocs: bool,
+    /// `updatemaxprocs=0`: sysmon does not follow changes of the cgroup
+    /// CPU limit, as in Go 1.25 (default on).
+    pub(crate) updatemaxprocs: bool,
 }
 
 impl Default for GoDebug {
@@ -101,6 +138,8 @@ impl Default for GoDebug {
             blockrevoke: true,
             hogrevoke: true,
             syscallhandoff: true,
+            containermaxprocs: true,
+            updatemaxprocs: true,
         }
     }
 }
@@ -139,6 +178,8 @@ pub(crate) fn parse_godebug(value: &str) -> (GoDebug, Vec<String>) {
             "blockrevoke",
             "hogrevoke",
             "syscallhandoff",
+            "containermaxprocs",
+            "updatemaxprocs",
         ]
         .contains(&key)
         {
@@ -151,6 +192,8 @@ pub(crate) fn parse_godebug(value: &str) -> (GoDebug, Vec<String>) {
                 "blockwarn" => d.blockwarn = n > 0,
                 "blockrevoke" => d.blockrevoke = n > 0,
                 "hogrevoke" => d.hogrevoke = n > 0,
+                "containermaxprocs" => d.containermaxprocs = n > 0,
+                "updatemaxprocs" => d.updatemaxprocs = n > 0,
                 _ => d.syscallhandoff = n > 0,
             },
             _ => warnings.push(format!(

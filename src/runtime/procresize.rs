@@ -28,6 +28,12 @@
 //!   running Ps get their `preempt` flag set, so their goroutines yield at
 //!   their next runtime call (Go's preemptall).
 //!
+//! - GOMAXPROCS follows the cgroup CPU limit while nobody chose it
+//!   ([`follow_cgroup`], from sysmon once a second, as Go 1.25): a change
+//!   is applied by `set_max_procs` on a short-lived thread, never on sysmon,
+//!   whose preemption requests a stop-the-world may need. One such thread
+//!   at a time; a `set_max_procs` by the program ends the following.
+//!
 //! - An M that stays in its goroutine's own code for a whole 100 us round
 //!   of the wait (blocked in the kernel outside the runtime, or computing
 //!   without runtime calls) has its P revoked (`revoke.rs`), which then
@@ -35,12 +41,55 @@
 //!   after the world restarts. So no goroutine can hold a stop-the-world
 //!   up for longer than about 200 us.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{globrunq, idle, proc, sched, start, Locked, MAX_PROCS};
 use crate::g::G;
 use crate::m;
 use crate::p::{PHandle, PStatus};
+
+/// The program set GOMAXPROCS itself (`crate::set_max_procs`): the cgroup
+/// limit is no longer followed.
+static CHOSEN: AtomicBool = AtomicBool::new(false);
+/// A thread applying a new cgroup limit is running.
+static FOLLOWING: AtomicBool = AtomicBool::new(false);
+
+/// `crate::set_max_procs`: the program's own choice (module note).
+pub(crate) fn set_max_procs_chosen(n: usize) -> usize {
+    if n != 0 {
+        CHOSEN.store(true, Ordering::Relaxed);
+    }
+    set_max_procs(n)
+}
+
+/// Applies a change of the cgroup CPU limit to GOMAXPROCS (module note).
+/// Called by sysmon about once a second; cheap when nothing changed: a
+/// `pread` of each limit file.
+pub(crate) fn follow_cgroup() {
+    if CHOSEN.load(Ordering::Relaxed) || !super::env::follows_cgroup() {
+        return;
+    }
+    let want = super::env::default_procs();
+    if want == sched().gomaxprocs() as usize || FOLLOWING.swap(true, Ordering::Acquire) {
+        return;
+    }
+    super::checkdead::internal_thread_started();
+    let spawned = std::thread::Builder::new()
+        .name("goroutine-maxprocs".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            if !CHOSEN.load(Ordering::Relaxed) {
+                set_max_procs(want);
+            }
+            FOLLOWING.store(false, Ordering::Release);
+            super::checkdead::internal_thread_exited();
+        });
+    if spawned.is_err() {
+        // No thread now: try again at the next look.
+        FOLLOWING.store(false, Ordering::Release);
+        super::checkdead::internal_thread_exited();
+    }
+}
 
 /// Sets GOMAXPROCS (see `crate::set_max_procs`); returns the previous value.
 pub(crate) fn set_max_procs(n: usize) -> usize {

@@ -153,6 +153,7 @@ fn sysmon() {
     let schedtrace_ns = env::godebug().schedtrace_ms.saturating_mul(1_000_000);
     let mut last_schedtrace = nanotime();
     let mut last_sample = 0i64;
+    let mut last_cgroup = nanotime();
     // The deep sleep's bound while only threads outside the runtime keep
     // the process alive (0: not in that state, or something woke sysmon
     // since). See `checkdead::Verdict`.
@@ -280,8 +281,16 @@ fn sysmon() {
             last_sample = now;
             crate::trace::sample();
         }
+        if now - last_cgroup >= CGROUP_POLL_NS {
+            last_cgroup = now;
+            super::procresize::follow_cgroup();
+        }
     }
 }
+
+/// How often sysmon re-reads the cgroup CPU limit (`procresize::
+/// follow_cgroup`), as Go 1.25's sysmon does about once a second.
+const CGROUP_POLL_NS: i64 = 1_000_000_000;
 
 /// Registers the barrier P revocation issues (`sys::thread::heavy_barrier`)
 /// ahead of the first revocation, on a short-lived thread of its own: the

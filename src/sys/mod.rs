@@ -8,6 +8,7 @@
 //! signal) and the traceback's `dl_iterate_phdr` (a libc call, not a system
 //! call). Tests call libc directly where they provoke the OS.
 
+pub(crate) mod cgroup;
 pub(crate) mod fdio;
 pub(crate) mod futex;
 pub(crate) mod mem;

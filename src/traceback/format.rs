@@ -116,10 +116,14 @@ fn is_std(name: &str) -> bool {
     // the type are (a primitive, or a std path): `<usize as
     // core::slice::index::SliceIndex<[T]>>::index` is, `<app::Foo as
     // core::fmt::Display>::fmt` is not.
+    // An unqualified name (`usize`, `Iterator` in a short form) counts as
+    // the standard library's.
+    let std_path = |p: &str| {
+        let head = p.split(['<', '>']).next().unwrap_or(p);
+        !head.contains("::") || STD.iter().any(|s| p.starts_with(s))
+    };
     if let Some((ty, rest)) = n.split_once(" as ") {
-        let ty = ty.trim_start_matches(['&', '*', '[', '(']);
-        let std_type = !ty.contains("::") || STD.iter().any(|p| ty.starts_with(p));
-        return std_type && STD.iter().any(|p| rest.starts_with(p));
+        return std_path(ty.trim_start_matches(['&', '*', '[', '('])) && std_path(rest);
     }
     STD.iter().any(|p| n.starts_with(p))
 }
@@ -386,6 +390,11 @@ mod tests {
         assert!(!is_internal("myapp::worker"));
         assert!(!is_internal("goroutine_user::worker"));
         assert!(is_std("<core::slice::iter::Iter<T> as Iterator>::for_each"));
+        assert!(is_std(
+            "<usize as core::slice::index::SliceIndex<[T]>>::index"
+        ));
+        assert!(!is_std("<myapp::Foo as core::fmt::Display>::fmt"));
+        assert!(!is_std("<usize as myapp::Trait>::f"));
         assert!(!is_std("myapp::main"));
     }
 
