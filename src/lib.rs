@@ -497,6 +497,23 @@ pub fn dump(w: &mut impl std::io::Write) -> std::io::Result<()> {
     runtime::dump::dump(w)
 }
 
+/// Writes the goroutine dump to `w` as one JSON document, for scripts (as
+/// Java's `jcmd Thread.dump_to_file -format=json`): every goroutine with
+/// its id, name, state, wait reason, how long it has waited (ms), whether
+/// it is locked to its thread, its frames (function, file, line, address)
+/// and who created it. The schema is in `docs/dump-json.md`; it carries a
+/// version. It stops the world like [`dump`] and shows the same frames
+/// (runtime frames only with `GOTRACEBACK=system`).
+///
+/// ```
+/// let mut out = Vec::new();
+/// goroutine::run(move || goroutine::dump_json(&mut out).map(|_| out)).unwrap();
+/// ```
+#[cfg(not(loom))]
+pub fn dump_json(w: &mut impl std::io::Write) -> std::io::Result<()> {
+    runtime::dump::dump_json(w)
+}
+
 /// Writes pprof's `debug=1` goroutine profile to `w`: identical stacks
 /// (same frames, same status or wait reason, same spawn site) folded into
 /// one entry with the number of goroutines that share it, largest first:

@@ -433,3 +433,66 @@ fn sigquit_dumps_and_exits_2() {
         "{stderr}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// dump_json
+// ---------------------------------------------------------------------------
+
+/// The JSON dump parses, follows docs/dump-json.md, and says what the text
+/// dump says about the same goroutines.
+#[test]
+fn dump_json_parses_and_matches_dump() {
+    let (tx, rx) = chan::<u32>(0);
+    let named = Builder::new()
+        .name("json \"worker\"")
+        .spawn(move || rx.recv().unwrap())
+        .unwrap();
+    let header = format!("goroutine {} [chan receive]:\n", named.id());
+    let text = dump_until(&header);
+    let mut out = Vec::new();
+    goroutine::dump_json(&mut out).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+    assert_eq!(v["schema"], "goroutine-dump");
+    assert_eq!(v["version"], 1);
+    let gs = v["goroutines"].as_array().unwrap();
+    let g = gs
+        .iter()
+        .find(|g| g["id"] == named.id())
+        .unwrap_or_else(|| panic!("goroutine {} missing: {v}", named.id()));
+    assert_eq!(g["name"], "json \"worker\"");
+    assert_eq!(g["state"], "waiting");
+    assert_eq!(g["wait_reason"], "chan receive");
+    assert!(g["wait_ms"].as_u64().is_some(), "{g}");
+    assert_eq!(g["locked_to_thread"], false);
+    let frames = g["frames"].as_array().unwrap();
+    assert!(!frames.is_empty(), "{g}");
+    // The same frames as the text dump, in the same order.
+    let block = &text[text.find(&header).unwrap()..];
+    let block = &block[..block.find("\n\n").unwrap_or(block.len())];
+    let text_fns: Vec<&str> = block
+        .lines()
+        .filter_map(|l| l.strip_suffix("(...)"))
+        .collect();
+    let json_fns: Vec<&str> = frames
+        .iter()
+        .map(|f| f["function"].as_str().unwrap())
+        .collect();
+    assert_eq!(json_fns, text_fns, "{block}");
+    for f in frames {
+        assert!(f["pc"].as_str().unwrap().starts_with("0x"), "{f}");
+    }
+    let created = &g["created_by"];
+    assert!(
+        created["function"]
+            .as_str()
+            .unwrap()
+            .contains("dump_json_parses_and_matches_dump"),
+        "{created}"
+    );
+    assert!(block.contains(&format!(
+        "created by {}",
+        created["function"].as_str().unwrap()
+    )));
+    tx.send(3).unwrap();
+    assert_eq!(named.join().unwrap(), 3);
+}

@@ -60,6 +60,19 @@ pub(crate) fn dump_grouped(w: &mut dyn Write) -> io::Result<()> {
     w.flush()
 }
 
+/// Writes the dump as JSON (`crate::dump_json`) to `w`.
+pub(crate) fn dump_json(w: &mut dyn Write) -> io::Result<()> {
+    let level = traceback::level(Level::All).max(Level::All);
+    let text = super::asyncpreempt::in_runtime(|| {
+        let gs = traceback::collect_stopped();
+        let names: HashMap<u64, _> = crate::g::names().into_iter().collect();
+        let now = crate::runtime::stats::ms_since_start(crate::sys::time::nanotime());
+        traceback::json::render(&gs, &names, now, level)
+    });
+    w.write_all(text.as_bytes())?;
+    w.flush()
+}
+
 /// Go's `debug=2` text of `gs`: headers, names, frames, spawn sites.
 pub(crate) fn render(gs: &[GInfo], level: Level) -> String {
     let names: HashMap<u64, _> = crate::g::names().into_iter().collect();

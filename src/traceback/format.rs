@@ -168,7 +168,7 @@ pub(crate) fn rust_backtrace(pcs: &[usize], full: bool) -> String {
 /// The visible frames of `pcs` (innermost first). Below `System`, the
 /// runtime's frames are hidden, and so are the standard library's frames
 /// innermost of the first user frame (the runtime's own callees).
-fn frames(pcs: &[usize], level: Level) -> Vec<(usize, Sym)> {
+pub(crate) fn visible_frames(pcs: &[usize], level: Level) -> Vec<(usize, Sym)> {
     let mut out = Vec::new();
     let mut leading = true;
     for &pc in pcs {
@@ -191,7 +191,7 @@ fn frames(pcs: &[usize], level: Level) -> Vec<(usize, Sym)> {
 pub(crate) fn write_frames(out: &mut String, g: &GInfo, level: Level) {
     match &g.pcs {
         Ok(pcs) => {
-            for (pc, s) in frames(pcs, level) {
+            for (pc, s) in visible_frames(pcs, level) {
                 let _ = writeln!(out, "{}(...)", s.name);
                 match (&s.file, s.line) {
                     (Some(f), Some(l)) => {
@@ -255,7 +255,7 @@ fn write_file_line(out: &mut String, s: &Sym) {
 /// inline chain at that address runs from `go`'s own callees, through
 /// `go` (and `run`), out to the spawning function, whose line is the call
 /// of `go`: take the first frame outside the runtime and std after `go`.
-fn creator(pc: usize) -> Sym {
+pub(crate) fn creator(pc: usize) -> Sym {
     // `+ 1`: `symbolise` takes return-address-like values.
     let syms = symbolise(pc + 1);
     let from = syms
@@ -326,7 +326,7 @@ pub(crate) fn grouped(gs: &[GInfo], level: Level) -> String {
             let _ = write!(out, " {pc:#x}");
         }
         let _ = writeln!(out, "\n# [{status}]");
-        for (pc, s) in frames(pcs, level) {
+        for (pc, s) in visible_frames(pcs, level) {
             let _ = write!(out, "#\t{:#x}\t{}", pc - 1, s.name);
             if let Some(o) = s.offset {
                 let _ = write!(out, "+{o:#x}");

@@ -90,6 +90,7 @@
 mod unwind;
 
 pub(crate) mod format;
+pub(crate) mod json;
 
 use crate::g::{Status, WaitReason, G};
 
