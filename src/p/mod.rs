@@ -94,7 +94,9 @@ pub(crate) struct PLocal {
 pub(crate) struct P {
     pub(crate) id: u32,
     status: AtomicU32,
-    pub(crate) runq: RunQueue<G>,
+    /// Private: the owner's operations go through [`PHandle`] (the one
+    /// door to them); anyone may read its length ([`P::runq_len`]).
+    runq: RunQueue<G>,
     /// Incremented each time a G starts a new time slice (not on runnext
     /// handoffs, which inherit the slice). Written by the owner only.
     schedtick: AtomicU32,
@@ -131,6 +133,20 @@ unsafe impl Sync for P {}
 unsafe impl Send for P {}
 
 impl P {
+    /// Goroutines in the P's ring and runnext: a snapshot, read from any
+    /// thread (stats, sysmon, the idle checks).
+    #[inline]
+    pub(crate) fn runq_len(&self) -> usize {
+        self.runq.len()
+    }
+
+    /// Whether the P's ring and runnext are empty (a snapshot, as
+    /// [`P::runq_len`]).
+    #[inline]
+    pub(crate) fn runq_is_empty(&self) -> bool {
+        self.runq.is_empty()
+    }
+
     pub(crate) fn new(id: u32) -> &'static P {
         Box::leak(Box::new(P {
             id,

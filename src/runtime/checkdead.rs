@@ -190,7 +190,7 @@ fn looks_dead() -> Result<u64, Verdict> {
         let Some(p) = s.allp(id) else {
             return Err(Verdict::Alive);
         };
-        if p.status() != PStatus::Idle || !p.runq.is_empty() {
+        if p.status() != PStatus::Idle || !p.runq_is_empty() {
             return Err(Verdict::Alive);
         }
     }

@@ -306,7 +306,7 @@ fn procresize(l: &mut Locked, n: u32) -> (Vec<PHandle>, Vec<PHandle>) {
     s.gomaxprocs.store(n, Ordering::SeqCst);
 
     keep.into_iter()
-        .partition(|pp| !pp.runq.is_empty() || pp.timers.next() != 0)
+        .partition(|pp| !pp.runq_is_empty() || pp.timers.next() != 0)
 }
 
 /// Moves everything a dying P holds to the global structures.

@@ -212,7 +212,7 @@ fn hog_waits_for(p: &'static P, m: &'static M, now: i64) -> bool {
         return false;
     }
     let next = p.timers.next();
-    !p.runq.is_empty() || s.runqsize.load(Ordering::Relaxed) != 0 || (next != 0 && next <= now)
+    !p.runq_is_empty() || s.runqsize.load(Ordering::Relaxed) != 0 || (next != 0 && next <= now)
 }
 
 /// Whether revocation is on: `GODEBUG=blockrevoke=0` turns it off, and so
@@ -227,7 +227,7 @@ fn enabled() -> bool {
 pub(crate) fn retake(p: &'static P, look: Look) -> bool {
     let s = sched();
     if !look.hog
-        && p.runq.is_empty()
+        && p.runq_is_empty()
         && s.runqsize.load(Ordering::Relaxed) == 0
         && s.spin.nmspinning() + s.spin.npidle() > 0
         && look.lasted < IDLE_RETAKE_NS

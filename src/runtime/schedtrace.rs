@@ -77,7 +77,7 @@ pub(crate) fn render(detailed: bool) -> String {
     }
     for i in 0..n {
         let Some(p) = s.allp(i) else { continue };
-        let len = p.runq.len();
+        let len = p.runq_len();
         if detailed {
             let m = allm.iter().find(|m| m.p_id() == Some(i as u32));
             let _ = write!(

@@ -217,7 +217,7 @@ pub(crate) fn gcounts() -> GCounts {
     c.runnable = s.runqsize.load(Ordering::Relaxed) as usize;
     for id in 0..s.allp_created.load(Ordering::Acquire) as usize {
         if let Some(p) = s.allp(id) {
-            c.runnable += p.runq.len() + p.counters.yieldq.load(Ordering::Relaxed) as usize;
+            c.runnable += p.runq_len() + p.counters.yieldq.load(Ordering::Relaxed) as usize;
         }
     }
     let live = s.num_goroutine();
@@ -248,7 +248,7 @@ pub(crate) fn stats() -> Stats {
         st.timers_fired += get(&c.timers_fired);
         st.timers += p.timers.len();
         if id < st.gomaxprocs {
-            st.local_runq.push(p.runq.len());
+            st.local_runq.push(p.runq_len());
         }
     }
     {

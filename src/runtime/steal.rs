@@ -169,7 +169,7 @@ pub(crate) fn check_runqs_no_p() -> Option<PHandle> {
     let s = sched();
     let n = s.gomaxprocs() as usize;
     let work = s.runqsize.load(Ordering::SeqCst) != 0
-        || (0..n).any(|id| s.allp(id).is_some_and(|p| !p.runq.is_empty()));
+        || (0..n).any(|id| s.allp(id).is_some_and(|p| !p.runq_is_empty()));
     if !work {
         return None;
     }

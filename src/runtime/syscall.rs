@@ -105,7 +105,7 @@ fn entersyscall(m: &'static M, block: bool) {
     // Predicted to block, and goroutines wait for this P (module note).
     let handoff = block
         || (g.syscall_long() >= LONG_STREAK
-            && (!pp.runq.is_empty() || globrunq::has_work(&pp))
+            && (!pp.runq_is_empty() || globrunq::has_work(&pp))
             && super::env::godebug().syscallhandoff);
     m.set_syscall_tsc(cputicks());
     if handoff {
@@ -293,7 +293,7 @@ pub(crate) fn handoffp(pp: PHandle) {
     }
     // Local or global work: run it. `runqsize` pairs with its stores under
     // the sched lock (`globrunq`); a hint here, re-checked under the lock.
-    if !pp.runq.is_empty() || s.runqsize.load(Ordering::SeqCst) != 0 {
+    if !pp.runq_is_empty() || s.runqsize.load(Ordering::SeqCst) != 0 {
         idle::startm(Some(pp), false);
         return;
     }

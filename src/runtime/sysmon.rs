@@ -545,7 +545,7 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
             continue;
         }
         // Nothing to do for it and others are looking: leave it 10 ms.
-        if p.runq.is_empty()
+        if p.runq_is_empty()
             && s.spin.nmspinning() + s.spin.npidle() > 0
             && pd.syscallwhen + 10_000_000 > now
         {

@@ -336,7 +336,7 @@ fn can_spin(iter: u32) -> bool {
     }
     // SAFETY: `m` is the calling thread's own M.
     match unsafe { m.p() } {
-        Some(pp) => pp.runq.is_empty(),
+        Some(pp) => pp.runq_is_empty(),
         None => false,
     }
 }

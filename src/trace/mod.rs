@@ -310,7 +310,7 @@ pub(crate) fn sample() {
     let global = s.runqsize.load(Ordering::Relaxed) as u64;
     for id in 0..s.gomaxprocs() as usize {
         if let Some(p) = s.allp(id) {
-            runq_sample(p.id, p.runq.len() as u64, global);
+            runq_sample(p.id, p.runq_len() as u64, global);
         }
     }
     let c = crate::runtime::stats::gcounts();
