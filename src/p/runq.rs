@@ -165,7 +165,7 @@ impl<T> RunQueue<T> {
     ///
     /// The scheduler calls the two halves, [`try_put`](Self::try_put) inline
     /// and [`put_overflow`](Self::put_overflow) out of line
-    /// (`globrunq::runqput`); the tests call this.
+    /// (`localrunq::runqput`); the tests call this.
     #[cfg_attr(not(test), allow(dead_code))]
     #[must_use = "an overflow batch holds items that were taken off the queue; dropping it loses them"]
     pub(crate) unsafe fn put(&self, item: NonNull<T>, next: bool) -> Option<Overflow<T>> {

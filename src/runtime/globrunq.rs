@@ -9,33 +9,8 @@
 //! removed by `set_max_procs`. Who takes: `find_runnable`, one G every 61st
 //! schedule tick (fairness) and a batch when the local queue is empty.
 //!
-//! # Yields (Go's Gosched) and the per-P yield buffer
-//! A goroutine that yields must let the runnable goroutines go first. Go
-//! puts it at the global queue's tail, behind everything; so does
-//! `schedule::execute` when the global queue is empty, by putting it at its
-//! P's local tail (the same order, no lock). When the global queue is not
-//! empty (`put_yield`):
-//! - **The ring has room:** a share of the global queue (what `get` would
-//!   take, as far as the ring has room for it and the yielder) moves into
-//!   the ring, and the yielder goes to the ring's tail, behind its P's
-//!   goroutines and that share. A lone yielder thus lets the global queue
-//!   go first, as in Go, but a P's yielders stay on their P: sending each
-//!   through the global queue handed it to whichever P grabbed next, and
-//!   on 2 Ps half the switches then landed on a stack last touched by the
-//!   other CPU (133 ns per yield with 1,000 yielders at P=2, 50 ns local).
-//! - **The ring is full** (more yielders than a ring holds): the yielder
-//!   goes to its P's `yieldq`, and the buffer is appended to the global
-//!   tail in one locked operation: when it holds `YIELD_BATCH` Gs, and
-//!   whenever this P takes from the global queue (`get`, including the
-//!   1-in-61 check) or stops. The lock is then taken once per batch
-//!   instead of once per yield (both Ps of a 2-P machine yielding through
-//!   one lock cost 250 ns per yield).
-//!
-//! Where this parts from Go: with more runnable goroutines than a ring
-//! holds, those on the global queue get a turn every 61 ticks (and when a
-//! ring drains) rather than in strict FIFO with the ring's, as in tokio.
-//! Preempted goroutines still go to the global tail (`Preempt`), so CPU
-//! hogs share the processors as in Go.
+//! The local side (a P's ring, and the yield buffer that feeds the
+//! global tail) is `localrunq.rs`.
 //!
 //! # Woken goroutines first
 //! Goroutines woken from outside every P (`put_woken`: a plain thread's
@@ -199,7 +174,7 @@ pub(crate) fn put_list_locked(l: &mut Locked, list: &mut Vec<&'static G>) {
 /// one G to run and moves up to `n - 1` more into `pp`'s ring (`share`).
 /// Sched lock held.
 pub(crate) fn get(l: &mut Locked, pp: &PHandle, max: usize) -> Option<&'static G> {
-    flush_yields_locked(l, pp);
+    super::localrunq::flush_yields_locked(l, pp);
     let n = share(l, max);
     if n == 0 {
         return None;
@@ -212,7 +187,7 @@ pub(crate) fn get(l: &mut Locked, pp: &PHandle, max: usize) -> Option<&'static G
 
 /// How many Gs one P takes from the global queue at a time:
 /// `min(len, len / gomaxprocs + 1, max (if > 0), RUNQ_SIZE / 2)`.
-fn share(l: &Locked, max: usize) -> usize {
+pub(super) fn share(l: &Locked, max: usize) -> usize {
     let len = l.runq.len();
     let procs = sched().gomaxprocs().max(1) as usize;
     let mut n = len.min(len / procs + 1);
@@ -225,98 +200,8 @@ fn share(l: &Locked, max: usize) -> usize {
 /// Moves up to `n` Gs from the global queue's head to `pp`'s ring, in one
 /// publication (Go's runqputbatch). It only pulls while the ring has room,
 /// so what does not fit stays on the global queue untouched.
-fn move_to_ring(l: &mut Locked, pp: &PHandle, n: usize) {
+pub(super) fn move_to_ring(l: &mut Locked, pp: &PHandle, n: usize) {
     let mut rest = std::iter::from_fn(|| l.runq.pop().map(NonNull::from)).take(n);
     pp.runq_push_back_batch(&mut rest);
     set_size(l);
-}
-
-/// A goroutine yielded (Go's Gosched) while the global queue was non-empty
-/// (module note, "Yields"): a share of the global queue moves into the
-/// ring ahead of it and it goes to the ring's tail, or, with the ring full,
-/// to the global tail through the yield buffer. `to_global`: take the
-/// second path whatever the ring holds (randomized scheduling). Inline:
-/// with more goroutines than the ring holds, every yield takes it.
-#[inline]
-pub(crate) fn put_yield(pp: &PHandle, g: &'static G, to_global: bool) {
-    let room = pp.runq_room();
-    if room == 0 || to_global {
-        buffer_yield(pp, g);
-        return;
-    }
-    if room > 1 {
-        let mut l = sched().lock();
-        flush_yields_locked(&mut l, pp);
-        let n = share(&l, room - 1);
-        if n > 0 {
-            super::stats::bump(&pp.counters.global_grabs, 1);
-            move_to_ring(&mut l, pp, n);
-        }
-    }
-    // At least one slot is left: thieves only shrink the ring.
-    runqput(pp, g, false);
-}
-
-/// How many yielders a P buffers before appending them to the global queue.
-const YIELD_BATCH: usize = 32;
-
-/// Is there anything for `pp` on the global queue (or in its yield buffer,
-/// which goes there first)?
-#[inline]
-pub(crate) fn has_work(pp: &PHandle) -> bool {
-    // SAFETY: short exclusive borrow of our own P's local state.
-    sched().runqsize.load(Ordering::Relaxed) != 0 || !unsafe { pp.local() }.yieldq.is_empty()
-}
-
-/// Buffers a yielder for the global tail (module note).
-fn buffer_yield(pp: &PHandle, g: &'static G) {
-    let full = {
-        // SAFETY: short exclusive borrow of our own P's local state.
-        let local = unsafe { pp.local() };
-        local.yieldq.push(g);
-        pp.counters
-            .yieldq
-            .store(local.yieldq.len() as u64, Ordering::Relaxed);
-        local.yieldq.len() >= YIELD_BATCH
-    };
-    if full {
-        let mut l = sched().lock();
-        flush_yields_locked(&mut l, pp);
-    }
-}
-
-/// Appends `pp`'s yield buffer to the global queue. Sched lock held.
-pub(crate) fn flush_yields_locked(l: &mut Locked, pp: &PHandle) {
-    // SAFETY: short exclusive borrow of our own P's local state.
-    let local = unsafe { pp.local() };
-    if !local.yieldq.is_empty() {
-        put_list_locked(l, &mut local.yieldq);
-        pp.counters.yieldq.store(0, Ordering::Relaxed);
-    }
-}
-
-/// Puts `g` on `pp`'s local queue (`next`: into runnext); a full ring sends
-/// half of itself to the global queue (Go's runqput + runqputslow).
-#[inline]
-pub(crate) fn runqput(pp: &PHandle, g: &'static G, next: bool) {
-    // Randomized scheduling (tests only, `--cfg goroutine_randomize`, Go's
-    // randomizeScheduler under -race): half the time a G meant for runnext
-    // goes to the ring's tail instead, so tests cannot depend on runnext.
-    #[cfg(goroutine_randomize)]
-    let next = next && super::randomize::coin();
-    if let Err(g) = pp.runq_try_put(g, next) {
-        runqput_slow(pp, g);
-    }
-}
-
-/// `runqput` found the ring full. Out of line so that the 1 KiB overflow
-/// batch sits in this frame only, not in the frames of `newproc`, `ready`
-/// and the wake paths, which run on goroutines' own stacks (each such
-/// frame pushed a goroutine that spawns or wakes into a second stack page).
-#[cold]
-#[inline(never)]
-fn runqput_slow(pp: &PHandle, g: &'static G) {
-    if let Some(overflow) = pp.runq_put_overflow(g) {
-        put_batch(overflow);
-    }
 }

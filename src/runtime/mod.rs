@@ -45,6 +45,7 @@ pub(crate) mod entry;
 pub(crate) mod env;
 pub(crate) mod globrunq;
 pub(crate) mod idle;
+pub(crate) mod localrunq;
 pub(crate) mod lockosthread;
 pub(crate) mod panics;
 pub(crate) mod park;

@@ -22,7 +22,7 @@
 //! A [`Waiter`] abstracts over a parked goroutine and a blocked OS thread, so
 //! every primitive also works from plain threads outside the runtime.
 
-use super::{globrunq, idle};
+use super::{globrunq, idle, localrunq};
 use crate::g::context::Action;
 use crate::g::{WaitReason, G};
 use crate::m;
@@ -205,7 +205,7 @@ fn ready_with(g: &'static G, here: m::Here, next: bool, wake: bool) {
             if trace::on() {
                 trace_unblock(g, m, pp.id);
             }
-            globrunq::runqput(pp, g, next);
+            localrunq::runqput(pp, g, next);
             if !wake {
                 return;
             }

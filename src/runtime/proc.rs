@@ -14,7 +14,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{globrunq, idle, sched, start, stats};
+use super::{globrunq, idle, localrunq, sched, start, stats};
 use crate::g::stack::Stack;
 use crate::g::task::TaskRef;
 use crate::g::{Status, G};
@@ -48,7 +48,7 @@ pub(crate) fn newproc(
             stats::bump(&pp.counters.spawns, 1);
             // New goroutines go to runnext: they run next on this P, and the
             // one they displace goes to the ring's tail.
-            globrunq::runqput(pp, g, true);
+            localrunq::runqput(pp, g, true);
             idle::wakep();
             return id;
         }

@@ -30,7 +30,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{globrunq, idle, lockosthread, proc, sched, stats, steal, syscall, timers};
+use super::{globrunq, idle, localrunq, lockosthread, proc, sched, stats, steal, syscall, timers};
 use crate::g::context::{self, Action, Switch};
 use crate::g::{Status, WaitReason, G};
 use crate::m::{self, M};
@@ -233,7 +233,8 @@ fn find_runnable(m: &'static M) -> Found {
         // turn at once.
         // SAFETY: short exclusive borrow of our own P's local state.
         let owed = unsafe { pp.local() }.fair_owed;
-        if (owed || pp.schedtick() % 61 == 0 || globrunq::woken_overdue()) && globrunq::has_work(pp)
+        if (owed || pp.schedtick() % 61 == 0 || globrunq::woken_overdue())
+            && localrunq::has_work(pp)
         {
             if !owed && pp.runq_has_next() {
                 // SAFETY: as above.
@@ -264,7 +265,7 @@ fn find_runnable(m: &'static M) -> Found {
         }
 
         // 5. Global run queue.
-        if globrunq::has_work(pp) {
+        if localrunq::has_work(pp) {
             let mut l = s.lock();
             if let Some(g) = globrunq::get(&mut l, pp, 0) {
                 return Found::new(g);
@@ -445,7 +446,7 @@ pub(crate) fn inject(mut list: Vec<&'static G>) {
     }
     if let Some(pp) = pp {
         for g in rest {
-            globrunq::runqput(pp, g, false);
+            localrunq::runqput(pp, g, false);
         }
         idle::wakep();
     }
@@ -547,7 +548,7 @@ fn execute(m: &'static M, found: Found) -> bool {
                 // With the global queue empty the local tail gives it
                 // without a lock; otherwise `put_yield` lets a share of the
                 // global queue go first and keeps the G on this P while
-                // the ring has room (globrunq's note, "Yields").
+                // the ring has room (localrunq's note).
                 g.set_status(Status::Runnable);
                 if trace::on() {
                     trace::go_stop(g.id(), pp.id, trace::STOP_YIELD);
@@ -557,9 +558,9 @@ fn execute(m: &'static M, found: Found) -> bool {
                 #[cfg(not(goroutine_randomize))]
                 let to_global = false;
                 if to_global || sched().runqsize.load(Ordering::Relaxed) != 0 {
-                    globrunq::put_yield(pp, g, to_global);
+                    localrunq::put_yield(pp, g, to_global);
                 } else {
-                    globrunq::runqput(pp, g, false);
+                    localrunq::runqput(pp, g, false);
                 }
                 return true;
             }
@@ -578,7 +579,7 @@ fn execute(m: &'static M, found: Found) -> bool {
                     trace::go_stop(g.id(), pp.id, trace::STOP_PREEMPT);
                 }
                 if pp.preempt_for_timer.swap(false, Ordering::Relaxed) {
-                    globrunq::runqput(pp, g, false);
+                    localrunq::runqput(pp, g, false);
                 } else {
                     globrunq::put(g);
                 }
@@ -590,7 +591,7 @@ fn execute(m: &'static M, found: Found) -> bool {
                 if trace::on() {
                     trace::go_stop(g.id(), pp.id, trace::STOP_YIELD_LOCAL);
                 }
-                globrunq::runqput(pp, g, false);
+                localrunq::runqput(pp, g, false);
                 return true;
             }
             Switch::Action(Action::Park(unlock)) => {
@@ -631,7 +632,7 @@ pub(crate) fn stw_stopm(m: &'static M) -> bool {
     // SAFETY: own thread, holding a P.
     let pp = unsafe { m.releasep() };
     pp.set_status(PStatus::Stopped);
-    globrunq::flush_yields_locked(&mut l, &pp);
+    localrunq::flush_yields_locked(&mut l, &pp);
     match l.stw.stop(pp) {
         super::stw::Offer::Counted { last } => {
             if last {

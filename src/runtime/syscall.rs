@@ -48,7 +48,7 @@
 use std::sync::atomic::Ordering;
 
 use super::asyncpreempt::in_runtime;
-use super::{globrunq, idle, sched, stats, throw};
+use super::{globrunq, idle, localrunq, sched, stats, throw};
 use crate::g::context::Action;
 use crate::g::Status;
 use crate::m::{self, M};
@@ -105,7 +105,7 @@ fn entersyscall(m: &'static M, block: bool) {
     // Predicted to block, and goroutines wait for this P (module note).
     let handoff = block
         || (g.syscall_long() >= LONG_STREAK
-            && (!pp.runq_is_empty() || globrunq::has_work(&pp))
+            && (!pp.runq_is_empty() || localrunq::has_work(&pp))
             && super::env::godebug().syscallhandoff);
     m.set_syscall_tsc(cputicks());
     if handoff {
@@ -150,7 +150,7 @@ pub(crate) fn stop_for_stw(pp: PHandle) {
 /// [`stop_for_stw`] with the sched lock held.
 pub(crate) fn stop_for_stw_locked(l: &mut super::Locked, pp: PHandle) {
     pp.set_status(PStatus::Stopped);
-    globrunq::flush_yields_locked(l, &pp);
+    localrunq::flush_yields_locked(l, &pp);
     match l.stw.stop(pp) {
         super::stw::Offer::Counted { last } => {
             if last {
@@ -262,7 +262,7 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
         }
         // SAFETY: own thread, holding no P.
         unsafe { m.acquirep(pp) };
-        globrunq::runqput(
+        localrunq::runqput(
             // SAFETY: own thread, holding the P we just acquired.
             unsafe { m.p() }.expect("just acquired"),
             g,
@@ -289,7 +289,7 @@ pub(crate) fn handoffp(pp: PHandle) {
     // SAFETY: we own `pp` (its handle was passed to us): a short borrow.
     if !unsafe { pp.local() }.yieldq.is_empty() {
         let mut l = s.lock();
-        globrunq::flush_yields_locked(&mut l, &pp);
+        localrunq::flush_yields_locked(&mut l, &pp);
     }
     // Local or global work: run it. `runqsize` pairs with its stores under
     // the sched lock (`globrunq`); a hint here, re-checked under the lock.
