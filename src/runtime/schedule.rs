@@ -35,7 +35,7 @@ use crate::g::context::{self, Action, Switch};
 use crate::g::{Status, WaitReason, G};
 use crate::m::{self, M};
 use crate::netpoll;
-use crate::p::PStatus;
+use crate::p::{PHandle, PStatus};
 use crate::sys::time::nanotime;
 use crate::trace;
 
@@ -529,60 +529,13 @@ fn execute(m: &'static M, found: Found) -> bool {
         // SAFETY: own thread, holding a P.
         let pp = unsafe { m.p() }.expect("goroutine returned without a P");
         match switch {
-            Switch::Exited(stack) => {
-                let locked = lockosthread::lockedm(g).is_some();
-                let ends_thread = locked && lockosthread::exit_ends_thread(g);
-                if locked && !ends_thread {
-                    // Wired only while it unwound: the thread stays.
-                    m.set_lockedg(None);
-                }
-                proc::gdestroy(pp, g, Some(stack));
-                if ends_thread {
-                    lockosthread::mexit(m);
-                    return false;
-                }
-                return true;
-            }
+            Switch::Exited(stack) => return exited(m, pp, g, stack),
             Switch::Action(Action::Yield) => {
-                // Go's Gosched order: the runnable goroutines go first.
-                // With the global queue empty the local tail gives it
-                // without a lock; otherwise `put_yield` lets a share of the
-                // global queue go first and keeps the G on this P while
-                // the ring has room (localrunq's note).
-                g.set_status(Status::Runnable);
-                if trace::on() {
-                    trace::go_stop(g.id(), pp.id, trace::STOP_YIELD);
-                }
-                #[cfg(goroutine_randomize)]
-                let to_global = super::randomize::coin();
-                #[cfg(not(goroutine_randomize))]
-                let to_global = false;
-                if to_global || sched().runqsize.load(Ordering::Relaxed) != 0 {
-                    localrunq::put_yield(pp, g, to_global);
-                } else {
-                    localrunq::runqput(pp, g, false);
-                }
+                yielded(pp, g);
                 return true;
             }
             Switch::Action(Action::Preempt) => {
-                // Go's gopreempt_m: a preempted G goes to the global queue.
-                // One preempted for a due timer of this P goes to this P's
-                // queue tail instead: it only steps aside for the timer's
-                // goroutine (readied into runnext by the timers that
-                // `find_runnable` runs first). From the global queue the
-                // fairness check (every 61st tick) could pick it again
-                // ahead of that goroutine, which would then wait a whole
-                // slice: the sleeper's 12 ms p99 in `hog_fairness`.
-                g.set_status(Status::Runnable);
-                stats::bump(&pp.counters.preempt_yields, 1);
-                if trace::on() {
-                    trace::go_stop(g.id(), pp.id, trace::STOP_PREEMPT);
-                }
-                if pp.preempt_for_timer.swap(false, Ordering::Relaxed) {
-                    localrunq::runqput(pp, g, false);
-                } else {
-                    globrunq::put(g);
-                }
+                preempted(pp, g);
                 return true;
             }
             Switch::Action(Action::ExitSyscall) => unreachable!("handled above"),
@@ -612,6 +565,68 @@ fn execute(m: &'static M, found: Found) -> bool {
                 quick = true;
             }
         }
+    }
+}
+
+/// `execute`'s arm for a goroutine that returned or panicked: recycle it;
+/// false if its thread ends with it (it exited locked to it). Inlined:
+/// `execute` runs once per switch.
+#[inline(always)]
+fn exited(m: &'static M, pp: &PHandle, g: &'static G, stack: crate::g::stack::Stack) -> bool {
+    let locked = lockosthread::lockedm(g).is_some();
+    let ends_thread = locked && lockosthread::exit_ends_thread(g);
+    if locked && !ends_thread {
+        // Wired only while it unwound: the thread stays.
+        m.set_lockedg(None);
+    }
+    proc::gdestroy(pp, g, Some(stack));
+    if ends_thread {
+        lockosthread::mexit(m);
+        return false;
+    }
+    true
+}
+
+/// `execute`'s arm for a yield, in Go's Gosched order: the runnable
+/// goroutines go first. With the global queue empty the local tail gives
+/// it without a lock; otherwise `put_yield` lets a share of the global
+/// queue go first and keeps the G on this P while the ring has room
+/// (localrunq's note).
+#[inline(always)]
+fn yielded(pp: &PHandle, g: &'static G) {
+    g.set_status(Status::Runnable);
+    if trace::on() {
+        trace::go_stop(g.id(), pp.id, trace::STOP_YIELD);
+    }
+    #[cfg(goroutine_randomize)]
+    let to_global = super::randomize::coin();
+    #[cfg(not(goroutine_randomize))]
+    let to_global = false;
+    if to_global || sched().runqsize.load(Ordering::Relaxed) != 0 {
+        localrunq::put_yield(pp, g, to_global);
+    } else {
+        localrunq::runqput(pp, g, false);
+    }
+}
+
+/// `execute`'s arm for a preempted goroutine (Go's gopreempt_m): it goes
+/// to the global queue. One preempted for a due timer of this P goes to
+/// this P's queue tail instead: it only steps aside for the timer's
+/// goroutine (readied into runnext by the timers that `find_runnable` runs
+/// first). From the global queue the fairness check (every 61st tick)
+/// could pick it again ahead of that goroutine, which would then wait a
+/// whole slice: the sleeper's 12 ms p99 in `hog_fairness`.
+#[inline(always)]
+fn preempted(pp: &PHandle, g: &'static G) {
+    g.set_status(Status::Runnable);
+    stats::bump(&pp.counters.preempt_yields, 1);
+    if trace::on() {
+        trace::go_stop(g.id(), pp.id, trace::STOP_PREEMPT);
+    }
+    if pp.preempt_for_timer.swap(false, Ordering::Relaxed) {
+        localrunq::runqput(pp, g, false);
+    } else {
+        globrunq::put(g);
     }
 }
 
