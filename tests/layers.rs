@@ -70,16 +70,10 @@ const ALLOWED: &[(&str, &str, &str)] = &[
          a send hook in `Hooks`, as `ready` is",
     ),
     (
-        "src/trace/buf.rs",
-        "runtime",
-        "the trace writer thread tells the deadlock detector it is the runtime's own, and \
-         wakes sysmon; to cut: hooks registered at start",
-    ),
-    (
         "src/trace/mod.rs",
         "runtime",
-        "`trace::start` (public API in a low module) starts the runtime and samples the \
-         scheduler; to cut: move the public control half above `runtime`",
+        "`trace::start` (public API in a low module) starts the runtime; to cut: move \
+         the public control half above `runtime`",
     ),
     (
         "src/traceback/mod.rs",

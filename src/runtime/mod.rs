@@ -208,7 +208,14 @@ pub(crate) fn start() -> &'static Sched {
         crate::sys::signal::install_overflow_handler(crate::m::overflow_lookup);
         dump::install_sigquit();
         env::godebug();
-        crate::trace::start_from_env(n as u32);
+        crate::trace::start_from_env(
+            n as u32,
+            crate::trace::Hooks {
+                thread_started: checkdead::internal_thread_started,
+                thread_exited: checkdead::internal_thread_exited,
+                wake_sysmon: sysmon::wake_if_waiting,
+            },
+        );
         panics::install_hook();
         sysmon::start();
     });

@@ -279,7 +279,7 @@ fn sysmon() {
         }
         if crate::trace::on() && now - last_sample >= SAMPLE_NS {
             last_sample = now;
-            crate::trace::sample();
+            trace_sample();
         }
         if now - last_cgroup >= CGROUP_POLL_NS {
             last_cgroup = now;
@@ -562,4 +562,23 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
         }
     }
     taken
+}
+
+/// sysmon's samples every 10 ms while tracing: each P's run queue length
+/// with the global one, and the goroutine counts.
+fn trace_sample() {
+    let s = sched();
+    let global = s.runqsize.load(Ordering::Relaxed) as u64;
+    for id in 0..s.gomaxprocs() as usize {
+        if let Some(p) = s.allp(id) {
+            crate::trace::runq_sample(p.id, p.runq_len() as u64, global);
+        }
+    }
+    let c = stats::gcounts();
+    crate::trace::go_count(
+        c.runnable as u64,
+        c.running as u64,
+        c.waiting as u64,
+        c.syscall as u64,
+    );
 }

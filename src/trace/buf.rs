@@ -751,7 +751,7 @@ pub(super) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
         .name("goroutine-trace".into())
         .spawn(move || writer(out))?;
     // A runtime thread for checkdead while it lives (until `stop` joins it).
-    crate::runtime::checkdead::internal_thread_started();
+    (super::hooks().thread_started)();
     *control = Some(writer);
     // Release: the session above is visible to whoever sees `LIVE` (Acquire
     // in `emit`).
@@ -762,7 +762,7 @@ pub(super) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
     static ATEXIT: Once = Once::new();
     ATEXIT.call_once(|| crate::sys::at_exit(at_exit));
     // sysmon samples while tracing: it must not stay in its deep sleep.
-    crate::runtime::sysmon::wake_if_waiting();
+    (super::hooks().wake_sysmon)();
     for (g, name) in crate::g::names() {
         super::go_name(g, &name);
     }
@@ -806,7 +806,7 @@ pub(super) fn stop() -> io::Result<()> {
     }
     QUEUE_CV.notify_all();
     let r = writer.join();
-    crate::runtime::checkdead::internal_thread_exited();
+    (super::hooks().thread_exited)();
     match r {
         Ok(r) => r,
         Err(_) => Err(io::Error::other("the trace writer panicked")),

@@ -93,9 +93,33 @@ pub fn is_enabled() -> bool {
     on()
 }
 
-/// Starts the trace named by `GOROUTINE_TRACE` (runtime start; the
-/// runtime is being started, so it must not be started again here).
-pub(crate) fn start_from_env(gomaxprocs: u32) {
+/// What the tracer needs of the runtime, registered by the runtime when it
+/// starts ([`start_from_env`]), before any trace can begin: the layer rule
+/// (HACKING.md, "Layers") keeps this module from naming `runtime`.
+#[derive(Clone, Copy)]
+pub(crate) struct Hooks {
+    /// The writer thread starts or ends: it counts as the runtime's own
+    /// for the deadlock detector while it lives.
+    pub(crate) thread_started: fn(),
+    pub(crate) thread_exited: fn(),
+    /// A trace began: sysmon must leave its deep sleep to take samples.
+    pub(crate) wake_sysmon: fn(),
+}
+
+static HOOKS: std::sync::OnceLock<Hooks> = std::sync::OnceLock::new();
+
+/// The runtime's hooks (registered before the first trace can start).
+fn hooks() -> Hooks {
+    *HOOKS
+        .get()
+        .expect("trace hooks are registered at runtime start")
+}
+
+/// Registers the runtime's hooks, then starts the trace named by
+/// `GOROUTINE_TRACE` (runtime start; the runtime is being started, so it
+/// must not be started again here).
+pub(crate) fn start_from_env(gomaxprocs: u32, runtime: Hooks) {
+    let _ = HOOKS.set(runtime);
     let Some(path) = std::env::var_os("GOROUTINE_TRACE") else {
         return;
     };
@@ -301,23 +325,4 @@ pub(crate) fn runq_sample(p: u32, local: u64, global: u64) {
 #[inline(never)]
 pub(crate) fn go_count(runnable: u64, running: u64, waiting: u64, syscall: u64) {
     buf::emit(GO_COUNT, &[runnable, running, waiting, syscall], &[]);
-}
-
-/// sysmon's samples every 10 ms while tracing: each P's run queue length
-/// with the global one, and the goroutine counts.
-pub(crate) fn sample() {
-    let s = crate::runtime::sched();
-    let global = s.runqsize.load(Ordering::Relaxed) as u64;
-    for id in 0..s.gomaxprocs() as usize {
-        if let Some(p) = s.allp(id) {
-            runq_sample(p.id, p.runq_len() as u64, global);
-        }
-    }
-    let c = crate::runtime::stats::gcounts();
-    go_count(
-        c.runnable as u64,
-        c.running as u64,
-        c.waiting as u64,
-        c.syscall as u64,
-    );
 }
