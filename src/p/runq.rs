@@ -737,12 +737,12 @@ const RUNNEXT_GRACE: std::time::Duration = std::time::Duration::from_micros(3);
 /// - it still counts as spinning, so the submitters' `wakep`s meanwhile
 ///   wake no more Ms (each one a futex wake on the submitter's own path).
 ///
-/// This was a 3 us spin on the clock before. On a 16-core machine that cost
-/// fanout64 (1 producer, 64 workers) 2.5x at GOMAXPROCS 8: 0.73 steals,
-/// 0.09 M parks and 0.09 M wake-ups per item, against 0.035 / 0.002 / 0.002
-/// with the sleep; and pingpong 1.4x at every GOMAXPROCS from 2 to 16. A
-/// 50 us spin that polled the victim's queue was worse still
-/// (BENCHMARKS.md, 2026-11-27 third stop).
+/// This was a 3 us spin on the clock before, which on a 16-core machine
+/// made a thief steal the runnext of a victim about to run it (a steal, an
+/// M park and an M wake-up per item for fanout64, and a slower pingpong at
+/// every GOMAXPROCS from 2 to 16); a spin that polled the victim's queue
+/// was worse still. The figures: docs/bench/history.md, 2026-11-27 third
+/// stop.
 #[cfg(not(loom))]
 fn runnext_grace_period() {
     std::thread::sleep(RUNNEXT_GRACE);

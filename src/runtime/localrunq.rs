@@ -17,14 +17,15 @@
 //!   go first, as in Go, but a P's yielders stay on their P: sending each
 //!   through the global queue handed it to whichever P grabbed next, and
 //!   on 2 Ps half the switches then landed on a stack last touched by the
-//!   other CPU (133 ns per yield with 1,000 yielders at P=2, 50 ns local).
+//!   other CPU (more than twice the cost of a local yield: the history in
+//!   docs/bench/history.md, fourth stop).
 //! - **The ring is full** (more yielders than a ring holds): the yielder
 //!   goes to its P's `yieldq`, and the buffer is appended to the global
 //!   tail in one locked operation: when it holds `YIELD_BATCH` Gs, and
 //!   whenever this P takes from the global queue (`get`, including the
 //!   1-in-61 check) or stops. The lock is then taken once per batch
 //!   instead of once per yield (both Ps of a 2-P machine yielding through
-//!   one lock cost 250 ns per yield).
+//!   one lock made the lock the cost of a yield).
 //!
 //! Where this parts from Go: with more runnable goroutines than a ring
 //! holds, those on the global queue get a turn every 61 ticks (and when a

@@ -294,9 +294,10 @@ const CGROUP_POLL_NS: i64 = 1_000_000_000;
 
 /// Registers the barrier P revocation issues (`sys::thread::heavy_barrier`)
 /// ahead of the first revocation, on a short-lived thread of its own: the
-/// kernel takes 15-25 ms to register, which on sysmon's thread delayed its
-/// first looks at the Ps by as much (a 30 ms loop at GOMAXPROCS=1 was then
-/// never asked to yield), and on the first revocation kept the goroutines
+/// kernel takes tens of milliseconds to register, which on sysmon's thread
+/// delayed its first looks at the Ps by as much (a loop of a few slices at
+/// GOMAXPROCS=1 was then never asked to yield), and on the first
+/// revocation kept the goroutines
 /// waiting for that P as long. A revoker that comes first waits for the
 /// registration as before. The thread counts as the runtime's own for the
 /// deadlock detector while it lives.
@@ -322,10 +323,10 @@ fn prepare_revocation() {
 /// It bounds how late such a timer runs (about this much after sysmon
 /// first sees the goroutine that holds its P) and how often a goroutine is
 /// stepped aside for timers: at most once per 100 us of its run, each a
-/// signal and two switches (a few us), and only while a timer waits. At
-/// 1 ms, a 1 ms sleep beside CPU-bound goroutines woke 1.1 ms late at the
-/// median (hog_fairness's probe; tokio's timer wheel: 1.0 ms); at 100 us,
-/// 0.06-0.07 ms.
+/// signal and two switches, and only while a timer waits. At 1 ms a sleep
+/// beside CPU-bound goroutines woke about a whole millisecond late at the
+/// median (hog_fairness's probe; the figures in docs/bench/history.md,
+/// fifteenth stop).
 const TIMER_PREEMPT_NS: i64 = 100_000;
 
 /// When sysmon's current nap ends (nanotime), while it naps with every P
