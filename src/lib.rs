@@ -54,7 +54,9 @@
 //! record. Stacks are carved from large reserved slabs; the OS commits pages
 //! on first touch, so a goroutine that uses 8 KiB costs 8 KiB of memory. A
 //! guard page under each stack turns an overflow into the message
-//! `goroutine N has overflowed its stack (size S)` and an abort.
+//! `goroutine N has overflowed its stack (size S)` and Go's `fatal error:
+//! stack overflow`, and the process exits with status 2 (as every fatal
+//! error does; `GOTRACEBACK=crash` raises `SIGABRT` instead).
 //!
 //! # Observability
 //! - [`stats()`]: goroutines by status, run queue lengths and scheduler

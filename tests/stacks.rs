@@ -78,7 +78,7 @@ fn overflow_child() {
             buf[1] + recurse(n + 1)
         }
         // The goroutine waits for the id to be printed: otherwise it can
-        // overflow and abort the process before the println runs.
+        // overflow and end the process before the println runs.
         let (go_tx, go_rx) = goroutine::chan::<()>(0);
         let h = Builder::new()
             .stack_size(64 * 1024)
@@ -90,7 +90,7 @@ fn overflow_child() {
         println!("spawned {}", h.id());
         let _ = go_tx.send(());
         let _ = h.join();
-        unreachable!("the overflow must abort the process");
+        unreachable!("the overflow must end the process");
     }
 }
 
@@ -110,8 +110,10 @@ fn stack_overflow_is_reported() {
         stderr.contains(&want),
         "expected {want:?} in stderr:\n{stderr}"
     );
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{:?}", out.status);
+    assert!(stderr.contains("fatal error: stack overflow\n"), "{stderr}");
+    // Go's exit status for a fatal error (SIGABRT only with
+    // GOTRACEBACK=crash: sys::signal's tests).
+    assert_eq!(out.status.code(), Some(2), "{:?}", out.status);
 }
 
 #[test]
@@ -434,4 +436,146 @@ isolated_test! {
         assert!(used.0 <= 1024, "a spawn wrote {} bytes of its caller's stack", used.0);
         assert!(used.1 <= 1024, "a wake wrote {} bytes of its caller's stack", used.1);
     }
+}
+
+/// Limits the address space (`RLIMIT_AS`) to what the process maps now
+/// plus `extra` bytes.
+fn limit_address_space(extra: u64) {
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    let vm_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmSize");
+    let limit = vm_kib * 1024 + extra;
+    let lim = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: limit,
+    };
+    // SAFETY: a valid rlimit for the call.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) }, 0);
+}
+
+/// Most goroutines the address-space children spawn.
+const AS_MAX: usize = 2_000_000;
+
+/// Child of `spawn_under_an_address_space_limit_fails_cleanly`: parked
+/// goroutines are spawned with `Builder::spawn` until it fails.
+#[test]
+fn address_space_child() {
+    if !common::is_child("address_space_child") {
+        return;
+    }
+    // The test's own vector is not what may fail: its room comes first.
+    let mut hs = Vec::with_capacity(AS_MAX);
+    let (tx, rx) = goroutine::chan::<()>(0);
+    limit_address_space(1 << 30);
+    let (spawned, err, failed) = run(move || {
+        let mut err = None;
+        for i in 0..AS_MAX {
+            let rx = rx.clone();
+            match Builder::new().spawn(move || {
+                let _ = rx.recv();
+            }) {
+                Ok(h) => hs.push(h),
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            }
+            if i % 1000 == 0 {
+                // Let the started ones take their stacks too.
+                goroutine::yield_now();
+            }
+        }
+        drop(tx);
+        let spawned = hs.len();
+        // Each one ran and returned, or could not get a stack: a JoinError
+        // that is not a panic.
+        let mut failed = 0;
+        for h in hs {
+            if let Err(e) = h.join() {
+                assert!(!e.is_panic(), "{e}");
+                failed += 1;
+            }
+        }
+        (spawned, err, failed)
+    });
+    let err = err.expect("no spawn failed under the limit");
+    println!(
+        "spawned {spawned}; spawn error kind {:?} ({err}); {failed} could not start",
+        err.kind()
+    );
+    assert_eq!(err.kind(), std::io::ErrorKind::OutOfMemory, "{err}");
+    assert!(spawned > 1000, "only {spawned} spawned");
+}
+
+/// Child of `go_under_an_address_space_limit_is_gos_fatal_error`.
+#[test]
+fn address_space_go_child() {
+    if !common::is_child("address_space_go_child") {
+        return;
+    }
+    let mut hs = Vec::with_capacity(AS_MAX);
+    let (tx, rx) = goroutine::chan::<()>(0);
+    limit_address_space(1 << 30);
+    run(move || {
+        for _ in 0..AS_MAX {
+            let rx = rx.clone();
+            hs.push(go(move || {
+                let _ = rx.recv();
+            }));
+        }
+        drop((tx, hs));
+    });
+    println!("every go succeeded under the limit");
+}
+
+/// Spawning under an address-space limit (`RLIMIT_AS`): `Builder::spawn`
+/// returns `OutOfMemory` once no memory can be mapped for a goroutine's
+/// records (it aborted with `memory allocation of 12288 bytes failed`),
+/// and goroutines whose stack could not be mapped fail to start with a
+/// clean `JoinError`.
+#[test]
+fn spawn_under_an_address_space_limit_fails_cleanly() {
+    if cfg!(any(
+        goroutine_sanitize = "address",
+        goroutine_sanitize = "thread"
+    )) {
+        // The sanitizers' shadow memory needs more address space than
+        // any limit this test could set.
+        println!("skipped under a sanitizer");
+        return;
+    }
+    let out = common::spawn("address_space_child", &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(stdout.contains("spawn error kind OutOfMemory"), "{stdout}");
+}
+
+/// `go` cannot return an error: out of memory it ends the process with
+/// Go's `fatal error: out of memory`, the goroutine count, and exit
+/// status 2.
+#[test]
+fn go_under_an_address_space_limit_is_gos_fatal_error() {
+    if cfg!(any(
+        goroutine_sanitize = "address",
+        goroutine_sanitize = "thread"
+    )) {
+        println!("skipped under a sanitizer");
+        return;
+    }
+    let out = common::spawn("address_space_go_child", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{:?}\n{stderr}", out.status);
+    assert!(
+        stderr.contains("runtime: out of memory: cannot allocate a goroutine (")
+            && stderr.contains(" goroutines)\nfatal error: out of memory\n"),
+        "{stderr}"
+    );
 }

@@ -317,6 +317,50 @@ fn thread_cap_is_a_clear_fatal_error() {
         stderr.contains("fatal error: thread exhaustion"),
         "{stderr}"
     );
+    // Go's exit status for a fatal error; SIGABRT only with
+    // GOTRACEBACK=crash.
+    assert_eq!(out.status.code(), Some(2), "{:?}: {stderr}", out.status);
+    let out = common::spawn(
+        "thread_cap_child",
+        &[
+            ("GOROUTINE_MAX_THREADS", "6"),
+            ("GOMAXPROCS", "2"),
+            ("GOTRACEBACK", "crash"),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("fatal error: thread exhaustion"),
+        "{stderr}"
+    );
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{:?}", out.status);
+}
+
+/// Child of `no_netpoller_is_a_fatal_error_with_status_2`: the runtime
+/// starts with a full descriptor table, so epoll cannot be created.
+#[test]
+fn no_netpoller_child() {
+    if !common::is_child("no_netpoller_child") {
+        return;
+    }
+    let (_files, e) = common::fill_descriptor_table(64);
+    assert_eq!(e.raw_os_error(), Some(libc::EMFILE), "{e}");
+    run(|| ());
+    println!("the runtime started without a netpoller");
+}
+
+/// A fatal error exits with Go's status 2, not SIGABRT (Go's `throw`;
+/// SIGABRT only with GOTRACEBACK=crash).
+#[test]
+fn no_netpoller_is_a_fatal_error_with_status_2() {
+    let out = common::spawn("no_netpoller_child", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("fatal error: cannot create the netpoller"),
+        "{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(2), "{:?}: {stderr}", out.status);
 }
 
 #[test]

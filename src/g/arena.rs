@@ -24,6 +24,14 @@
 //!
 //! Invariants: every block handed out is `align`-aligned, `size` bytes,
 //! inside a mapping that is never unmapped, and handed out once.
+//!
+//! # Out of memory
+//! A mapping that fails (an address-space limit, `RLIMIT_AS`, or an
+//! exhausted map count) is the caller's to report: `alloc` returns `None`,
+//! and a spawn turns it into an error (`Builder::spawn`'s `OutOfMemory`)
+//! or, where no error can be returned (`go`), into Go's `fatal error: out
+//! of memory` (`runtime::out_of_memory`). Nothing calls
+//! `handle_alloc_error`, whose abort would hide which limit was hit.
 
 use std::alloc::Layout;
 use std::ptr::NonNull;
@@ -46,23 +54,22 @@ impl Arena {
     }
 
     /// `layout.size()` bytes aligned to `layout.align()` (at most a page),
-    /// never freed. Aborts through `handle_alloc_error` if the system has
-    /// no memory to map, as the global allocator does.
-    pub(crate) fn alloc(&mut self, layout: Layout) -> NonNull<u8> {
+    /// never freed; `None` if the system has no memory to map (module
+    /// note, "Out of memory"): the arena is unchanged, and a later call
+    /// tries again.
+    pub(crate) fn alloc(&mut self, layout: Layout) -> Option<NonNull<u8>> {
         debug_assert!(layout.size() > 0 && layout.size() <= REGION);
         debug_assert!(layout.align() <= mem::page_size());
         let mut at = self.next.next_multiple_of(layout.align());
         if self.next == 0 || at + layout.size() > self.end {
-            let Ok(base) = mem::reserve(REGION) else {
-                std::alloc::handle_alloc_error(layout)
-            };
+            let base = mem::reserve(REGION).ok()?;
             self.next = base.as_ptr() as usize;
             self.end = self.next + REGION;
             at = self.next;
         }
         self.next = at + layout.size();
         // `at` lies inside a live mapping, hence non-null.
-        NonNull::new(at as *mut u8).expect("arena address is null")
+        Some(NonNull::new(at as *mut u8).expect("arena address is null"))
     }
 }
 
@@ -77,7 +84,7 @@ mod tests {
         let n = 2 * REGION / 192 + 3;
         let mut seen: Vec<usize> = (0..n)
             .map(|i| {
-                let p = a.alloc(layout);
+                let p = a.alloc(layout).unwrap();
                 assert_eq!(p.as_ptr() as usize % 64, 0);
                 // SAFETY: a fresh, unshared block of 192 bytes.
                 unsafe { p.as_ptr().write_bytes(i as u8, 192) };
@@ -90,7 +97,7 @@ mod tests {
             "blocks overlap"
         );
         // A smaller alignment right after: still aligned, still disjoint.
-        let q = a.alloc(Layout::from_size_align(48, 16).unwrap());
+        let q = a.alloc(Layout::from_size_align(48, 16).unwrap()).unwrap();
         assert_eq!(q.as_ptr() as usize % 16, 0);
         assert!(seen
             .iter()

@@ -313,13 +313,19 @@ impl G {
         self.chan_sudog.get()
     }
 
-    /// A fresh G record (never freed), carved from a chunk of the G arena.
-    pub(crate) fn alloc() -> &'static G {
+    /// A fresh G record (never freed), carved from a chunk of the G arena;
+    /// `None` when no memory can be mapped for a new chunk (`arena`'s
+    /// note, "Out of memory").
+    pub(crate) fn alloc() -> Option<&'static G> {
         let mut guard = G_ARENA.lock().unwrap_or_else(|e| e.into_inner());
         let (rest, memory) = &mut *guard;
         if rest.is_empty() {
             let layout = std::alloc::Layout::array::<G>(G_CHUNK).expect("G chunk layout");
-            let p = memory.alloc(layout).cast::<G>();
+            // Room for the chunk's entry first: out of memory, the push
+            // below must not abort in the system allocator.
+            let mut chunks = G_CHUNKS.lock().unwrap_or_else(|e| e.into_inner());
+            chunks.try_reserve(1).ok()?;
+            let p = memory.alloc(layout)?.cast::<G>();
             for i in 0..G_CHUNK {
                 // SAFETY: `p` is a fresh block for `G_CHUNK` Gs, aligned
                 // for G, that nothing else uses (`Arena::alloc`).
@@ -328,15 +334,12 @@ impl G {
             // SAFETY: all `G_CHUNK` records were just written, and the
             // arena's memory is never freed or handed out again.
             let chunk: &'static [G] = unsafe { std::slice::from_raw_parts(p.as_ptr(), G_CHUNK) };
-            G_CHUNKS
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(chunk);
+            chunks.push(chunk);
             *rest = chunk;
         }
         let (g, tail) = rest.split_first().expect("G chunk is not empty");
         *rest = tail;
-        g
+        Some(g)
     }
 
     /// Calls `f` on every G record ever allocated (idle and dead ones too:
@@ -660,7 +663,7 @@ mod tests {
 
     #[test]
     fn wait_reasons_round_trip_through_the_g() {
-        let g = G::alloc();
+        let g = G::alloc().unwrap();
         for (i, r) in WaitReason::ALL.iter().enumerate() {
             assert_eq!(*r as usize, i, "ALL must be in discriminant order");
             g.set_wait_reason(*r);

@@ -57,8 +57,9 @@ pub(crate) struct VTable {
     /// Stores the failure to start goroutine `id` (`cause`) without running
     /// the closure (does not complete).
     pub(crate) fail: unsafe fn(NonNull<Header>, u64, std::io::Error),
-    /// Moves the result into `*out` (a `MaybeUninit<Result<T, JoinError>>`).
-    pub(crate) take_output: unsafe fn(NonNull<Header>, *mut ()),
+    /// Moves the result of goroutine `id` (the third argument) into `*out`
+    /// (a `MaybeUninit<Result<T, JoinError>>`).
+    pub(crate) take_output: unsafe fn(NonNull<Header>, *mut (), u64),
     /// Drops the stage and frees the block.
     pub(crate) dealloc: unsafe fn(NonNull<Header>),
 }
@@ -316,7 +317,9 @@ pub(crate) unsafe fn drop_joiner(h: NonNull<Header>) {
     unsafe { release(h) }
 }
 
-pub(crate) fn alloc_block(layout: Layout, here: crate::m::Here) -> NonNull<u8> {
+/// A block for a task cell of `layout`; `None` out of memory (the caller
+/// reports it: `arena`'s note, "Out of memory").
+pub(crate) fn alloc_block(layout: Layout, here: crate::m::Here) -> Option<NonNull<u8>> {
     match taskcache::class_of(layout) {
         Some(c) => match here.p_local(|l| l.tasks.alloc(c)) {
             Some(p) => p,
@@ -325,7 +328,7 @@ pub(crate) fn alloc_block(layout: Layout, here: crate::m::Here) -> NonNull<u8> {
         None => {
             // SAFETY: a cell has a non-zero size (its header).
             let p = unsafe { alloc::alloc(layout) };
-            NonNull::new(p).unwrap_or_else(|| alloc::handle_alloc_error(layout))
+            NonNull::new(p)
         }
     }
 }

@@ -62,12 +62,24 @@ unsafe impl Send for Global {}
 
 impl Global {
     /// Moves up to `n` blocks of class `c` into `out`, carving new ones from
-    /// the arena when the pool has none.
+    /// the arena when the pool has none (fewer, or none, when the arena
+    /// cannot map more: `arena`'s note, "Out of memory").
     fn take(&mut self, c: usize, n: usize, out: &mut Vec<NonNull<u8>>) {
         let pool = &mut self.free[c];
         if pool.is_empty() {
             let layout = class_layout(c);
-            out.extend((0..n).map(|_| self.arena.alloc(layout)));
+            // The cache's vector holds at most CACHE_MAX (it spills
+            // first): its room was reserved when it first grew, so this
+            // never reallocates once warm.
+            if out.try_reserve(n).is_err() {
+                return;
+            }
+            for _ in 0..n {
+                match self.arena.alloc(layout) {
+                    Some(p) => out.push(p),
+                    None => break,
+                }
+            }
             return;
         }
         let at = pool.len() - pool.len().min(n);
@@ -102,21 +114,19 @@ impl TaskCache {
         }
     }
 
-    /// A block of class `c`.
+    /// A block of class `c`; `None` out of memory.
     #[inline]
-    pub(crate) fn alloc(&mut self, c: usize) -> NonNull<u8> {
+    pub(crate) fn alloc(&mut self, c: usize) -> Option<NonNull<u8>> {
         if let Some(p) = self.free[c].pop() {
-            return p;
+            return Some(p);
         }
         self.refill(c)
     }
 
     #[cold]
-    fn refill(&mut self, c: usize) -> NonNull<u8> {
+    fn refill(&mut self, c: usize) -> Option<NonNull<u8>> {
         global().take(c, BATCH, &mut self.free[c]);
-        self.free[c]
-            .pop()
-            .expect("a refill brings at least one block")
+        self.free[c].pop()
     }
 
     /// Gives back a block of class `c`.
@@ -146,11 +156,11 @@ impl TaskCache {
     }
 }
 
-/// A block of class `c` for code that holds no P.
-pub(crate) fn alloc_global(c: usize) -> NonNull<u8> {
+/// A block of class `c` for code that holds no P; `None` out of memory.
+pub(crate) fn alloc_global(c: usize) -> Option<NonNull<u8>> {
     let mut g = global();
     match g.free[c].pop() {
-        Some(p) => p,
+        Some(p) => Some(p),
         None => g.arena.alloc(class_layout(c)),
     }
 }
@@ -181,13 +191,13 @@ mod tests {
     fn cache_reuses_spills_and_refills() {
         let mut a = TaskCache::new();
         let mut b = TaskCache::new();
-        let p = a.alloc(1);
+        let p = a.alloc(1).unwrap();
         // SAFETY: p is an unused class-1 block.
         unsafe { a.free(1, p) };
-        assert_eq!(a.alloc(1), p, "LIFO reuse");
+        assert_eq!(a.alloc(1), Some(p), "LIFO reuse");
         // Blocks allocated on `a` and freed on `b` (the spawn -> exit flow)
         // end up back on `a` through the global pool.
-        let blocks: Vec<_> = (0..3 * CACHE_MAX).map(|_| a.alloc(0)).collect();
+        let blocks: Vec<_> = (0..3 * CACHE_MAX).map(|_| a.alloc(0).unwrap()).collect();
         for q in &blocks {
             // Write through the block: it must be real memory of 64 bytes.
             // SAFETY: an unused block of 64 bytes, aligned to 16.
@@ -198,7 +208,7 @@ mod tests {
             unsafe { b.free(0, q) };
         }
         assert!(b.free[0].len() <= CACHE_MAX);
-        let again = a.alloc(0);
+        let again = a.alloc(0).unwrap();
         // SAFETY: unused class-0 blocks.
         unsafe {
             a.free(0, again);
@@ -207,7 +217,7 @@ mod tests {
         b.drain();
         a.drain();
         assert!(a.free.iter().chain(b.free.iter()).all(Vec::is_empty));
-        let q = alloc_global(2);
+        let q = alloc_global(2).unwrap();
         // SAFETY: unused class-2 block.
         unsafe { free_global(2, q) };
     }

@@ -274,3 +274,19 @@ impl Sched {
 }
 
 pub(crate) use crate::sys::throw;
+
+/// Go's `fatal error: out of memory`, for a spawn that cannot return an
+/// error (`go`, as Go's `go` statement): no memory could be mapped for a
+/// goroutine's records (`g::arena`'s note). Prints the number of
+/// goroutines, and ends the process as every fatal error does (exit status
+/// 2; `SIGABRT` with `GOTRACEBACK=crash`). Formats without allocating.
+#[cold]
+#[inline(never)]
+pub(crate) fn out_of_memory() -> ! {
+    let n = sched().num_goroutine();
+    eprintln!(
+        "runtime: out of memory: cannot allocate a goroutine ({n} goroutines)\n\
+         fatal error: out of memory"
+    );
+    crate::sys::fatal_exit()
+}

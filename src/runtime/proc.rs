@@ -25,36 +25,43 @@ use crate::trace;
 const P_GFREE_MAX: usize = 64;
 const P_GFREE_KEEP: usize = 32;
 
+/// The P a spawn from `here` uses (None: a plain thread, or an M without
+/// one), looked up once for [`newg`] and [`newproc`]. Inside the entry
+/// gate, where the P cannot be revoked.
+#[inline(always)]
+pub(crate) fn spawn_p(here: m::Here) -> Option<&'static PHandle> {
+    // SAFETY: the M is the calling thread's own (`Here`).
+    here.m().and_then(|m| unsafe { m.p() })
+}
+
 /// Spawns a goroutine and makes it runnable; returns its id.
 ///
-/// `here` is the M the spawner's entry gate looked up.
+/// `here` is the M the spawner's entry gate looked up, `pp` its P
+/// ([`spawn_p`]), `g` a free G from [`newg`] with the same `pp`.
 #[inline]
 pub(crate) fn newproc(
+    pp: Option<&'static PHandle>,
+    g: &'static G,
     task: TaskRef,
     stack_size: usize,
     name: Option<Arc<str>>,
     here: m::Here,
 ) -> u64 {
-    if let Some(m) = here.m() {
-        // SAFETY: m is the calling thread's own M.
-        if let Some(pp) = unsafe { m.p() } {
-            let g = gfget(pp).unwrap_or_else(G::alloc);
-            let id = pp.next_goid();
-            if name.is_some() || trace::on() {
-                named_or_traced(id, m.curg().map_or(0, |g| g.id()), pp.id, &name);
-            }
-            init(g, id, task, stack_size, name);
-            pp.add_goroutines(1);
-            stats::bump(&pp.counters.spawns, 1);
-            // New goroutines go to runnext: they run next on this P, and the
-            // one they displace goes to the ring's tail.
-            localrunq::runqput(pp, g, true);
-            idle::wakep();
-            return id;
+    if let Some(pp) = pp {
+        let id = pp.next_goid();
+        if name.is_some() || trace::on() {
+            named_or_traced(id, here.g().map_or(0, |g| g.id()), pp.id, &name);
         }
+        init(g, id, task, stack_size, name);
+        pp.add_goroutines(1);
+        stats::bump(&pp.counters.spawns, 1);
+        // New goroutines go to runnext: they run next on this P, and the
+        // one they displace goes to the ring's tail.
+        localrunq::runqput(pp, g, true);
+        idle::wakep();
+        return id;
     }
     let s = start();
-    let g = gfget_global().unwrap_or_else(G::alloc);
     let id = crate::g::new_goids(1);
     if name.is_some() || trace::on() {
         named_or_traced(id, 0, trace::GLOBAL, &name);
@@ -66,6 +73,36 @@ pub(crate) fn newproc(
     globrunq::put(g);
     idle::wakep();
     id
+}
+
+/// A free G for a spawn on `pp` ([`spawn_p`]; the first half of
+/// [`newproc`], taken before the task cell so that a failure needs no cell
+/// undone): the P's free list, else the global one, else a fresh record.
+/// `None` out of memory (`g::arena`'s note); the spawner then reports it.
+#[inline]
+pub(crate) fn newg(pp: Option<&'static PHandle>) -> Option<&'static G> {
+    match pp {
+        Some(pp) => gfget(pp).or_else(G::alloc),
+        None => {
+            start();
+            gfget_global().or_else(G::alloc)
+        }
+    }
+}
+
+/// Gives back a G from [`newg`] that was not used (the task cell could not
+/// be allocated), with the same `pp`.
+#[cold]
+pub(crate) fn gfput_unused(g: &'static G, pp: Option<&'static PHandle>) {
+    if let Some(pp) = pp {
+        gfput(pp, g);
+        return;
+    }
+    g.set_status(Status::Idle);
+    let s = sched();
+    let mut global = s.gfree.lock().unwrap_or_else(|e| e.into_inner());
+    global.push(g);
+    s.gfree_len.store(global.len(), Ordering::Relaxed);
 }
 
 /// The rare parts of spawning: a named goroutine's name is registered for
@@ -171,6 +208,9 @@ pub(crate) fn gdestroy(pp: &PHandle, g: &'static G, stack: Option<Stack>) {
     gfput(pp, g);
 }
 
+/// Inline (always): `gdestroy`, on every goroutine exit, is its common
+/// caller, and a call there cost about 18 instructions a goroutine.
+#[inline(always)]
 fn gfput(pp: &PHandle, g: &'static G) {
     g.set_status(Status::Idle);
     // SAFETY: short exclusive borrow of our own P's local state.

@@ -18,6 +18,12 @@ use crate::g::task::{
 enum Stage<F, T> {
     Pending(F),
     Done(Result<T, JoinError>),
+    /// The goroutine could not start (why). The `JoinError` is made when
+    /// the result is taken: making it allocates, and a start fails when
+    /// memory runs out (no stack could be mapped), where an allocation
+    /// would abort the process. (The id comes with the taker: a cell holds
+    /// no id, and a small closure's cell stays in the 64-byte class.)
+    Failed(std::io::Error),
     Taken,
 }
 
@@ -46,14 +52,15 @@ impl<T> JoinRef<T> {
         unsafe { self.cell.as_ref() }
     }
 
-    /// Takes the result. Call once, after `header().is_complete()`.
-    pub(crate) fn take_output(&self) -> Result<T, JoinError> {
+    /// Takes the result of goroutine `id`. Call once, after
+    /// `header().is_complete()`.
+    pub(crate) fn take_output(&self, id: u64) -> Result<T, JoinError> {
         debug_assert!(self.header().is_complete());
         let mut out = MaybeUninit::<Result<T, JoinError>>::uninit();
         // SAFETY: COMPLETE was observed (Acquire) by the caller, so the stage
         // is final; the vtable's T is ours (typed at creation).
         unsafe {
-            (self.header().vtable().take_output)(self.cell, out.as_mut_ptr().cast());
+            (self.header().vtable().take_output)(self.cell, out.as_mut_ptr().cast(), id);
             out.assume_init()
         }
     }
@@ -85,19 +92,23 @@ unsafe fn drop_last(cell: NonNull<Header>) {
 }
 
 /// Allocates the cell for `f`: the G's reference and the JoinHandle's.
+/// Out of memory, gives `f` back (the caller drops it outside the entry
+/// gate: its captures' destructors are user code).
 ///
 /// `here` is the spawner's M (its entry gate's lookup).
 pub(crate) fn new_task<F, T>(
     f: F,
     spawn: crate::traceback::Spawn,
     here: crate::m::Here,
-) -> (TaskRef, JoinRef<T>)
+) -> Result<(TaskRef, JoinRef<T>), F>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
     let layout = Layout::new::<Cell<F, T>>();
-    let mem = alloc_block(layout, here);
+    let Some(mem) = alloc_block(layout, here) else {
+        return Err(f);
+    };
     let cell = mem.cast::<Cell<F, T>>();
     // SAFETY: `mem` is a fresh block of at least `layout`'s size and align.
     unsafe {
@@ -107,14 +118,14 @@ where
         })
     };
     let h = cell.cast::<Header>();
-    (
+    Ok((
         // SAFETY: a new cell; this is the G's reference.
         unsafe { TaskRef::from_new(h) },
         JoinRef {
             cell: h,
             _t: PhantomData,
         },
-    )
+    ))
 }
 
 struct VTableOf<F, T>(PhantomData<(F, T)>);
@@ -171,12 +182,11 @@ where
 
 /// # Safety
 /// As for `run`.
-unsafe fn fail<F, T>(h: NonNull<Header>, id: u64, cause: std::io::Error) {
-    let err = JoinError::start_failed(id, cause);
+unsafe fn fail<F, T>(h: NonNull<Header>, _id: u64, cause: std::io::Error) {
     // SAFETY: per the contract.
     let cell = unsafe { h.cast::<Cell<F, T>>().as_ref() };
     // SAFETY: per the contract, we are the only user of the stage now.
-    let old = unsafe { std::mem::replace(&mut *cell.stage.get(), Stage::Done(Err(err))) };
+    let old = unsafe { std::mem::replace(&mut *cell.stage.get(), Stage::Failed(cause)) };
     // The closure's captures are dropped only once the stage is consistent:
     // if one of their destructors panics, the unwinding `TaskRef` still
     // finds a valid stage to complete.
@@ -185,14 +195,16 @@ unsafe fn fail<F, T>(h: NonNull<Header>, id: u64, cause: std::io::Error) {
 
 /// # Safety
 /// `h` is a live `Cell<F, T>` whose COMPLETE the caller observed (Acquire);
-/// `out` points to a `MaybeUninit<Result<T, JoinError>>`.
-unsafe fn take_output<F, T>(h: NonNull<Header>, out: *mut ()) {
+/// `out` points to a `MaybeUninit<Result<T, JoinError>>`; `id` is the
+/// goroutine's.
+unsafe fn take_output<F, T>(h: NonNull<Header>, out: *mut (), id: u64) {
     // SAFETY: per the contract.
     let cell = unsafe { h.cast::<Cell<F, T>>().as_ref() };
     // SAFETY: the goroutine is done with the stage; the single JoinHandle
     // takes it once.
     let res = match unsafe { std::mem::replace(&mut *cell.stage.get(), Stage::Taken) } {
         Stage::Done(res) => res,
+        Stage::Failed(cause) => Err(JoinError::start_failed(id, cause)),
         _ => crate::runtime::throw("join of a goroutine whose result was already taken"),
     };
     // SAFETY: `out` is valid for a write of Result<T, JoinError>.

@@ -26,6 +26,11 @@ use crate::runtime::proc;
 /// let h = goroutine::go(|| 6 * 7);
 /// assert_eq!(h.join().unwrap(), 42);
 /// ```
+///
+/// As Go's `go` statement, it cannot fail: when no memory is left for the
+/// goroutine's records (an address-space limit, `RLIMIT_AS`), the process
+/// ends with Go's `fatal error: out of memory` and exit status 2.
+/// [`Builder::spawn`] returns that failure as an error instead.
 #[inline(always)]
 pub fn go<F, T>(f: F) -> JoinHandle<T>
 where
@@ -35,15 +40,55 @@ where
     let pc = crate::traceback::caller_pc();
     crate::runtime::entry::call_here(move |here| {
         let here = crate::runtime::preempt::check_here(here);
-        let (task, join) = new_task(f, spawn_site(pc, here), here);
-        let id = proc::newproc(task, stack::default_stack_size(), None, here);
-        JoinHandle {
-            task: join,
-            id,
-            taken: false,
-            _t: PhantomData,
+        let site = spawn_site(pc, here);
+        match spawn_here(f, site, stack::default_stack_size(), None, here) {
+            Ok(h) => h,
+            Err(_) => crate::runtime::out_of_memory(),
         }
     })
+}
+
+/// The spawn shared by `go` and `Builder::spawn`, inside the entry gate:
+/// takes a G and allocates the task cell, then makes the goroutine
+/// runnable. Out of memory it gives `f` back, nothing else changed.
+#[inline(always)]
+fn spawn_here<F, T>(
+    f: F,
+    site: crate::traceback::Spawn,
+    stack_size: usize,
+    name: Option<Arc<str>>,
+    here: m::Here,
+) -> Result<JoinHandle<T>, F>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let pp = proc::spawn_p(here);
+    let Some(g) = proc::newg(pp) else {
+        return Err(f);
+    };
+    let (task, join) = match new_task(f, site, here) {
+        Ok(t) => t,
+        Err(f) => {
+            proc::gfput_unused(g, pp);
+            return Err(f);
+        }
+    };
+    let id = proc::newproc(pp, g, task, stack_size, name, here);
+    Ok(JoinHandle {
+        task: join,
+        id,
+        taken: false,
+        _t: PhantomData,
+    })
+}
+
+/// The closure `Builder::spawn` could not spawn, given back out of the
+/// entry gate to be dropped there (its captures' destructors are user
+/// code): `f` itself, or `f` wrapped to pin its thread.
+enum Unspawned<A, B> {
+    Plain(A),
+    Pinned(B),
 }
 
 /// The spawn record of a goroutine spawned by our caller (module note of
@@ -161,9 +206,11 @@ impl Builder {
     }
 
     /// Spawns the goroutine. Fails with `InvalidInput` for a stack size out
-    /// of range. The stack itself is taken when the goroutine first runs; if
-    /// that fails (address space or mapping limit exhausted), `join` reports
-    /// it as a [`JoinError`] that is not a panic.
+    /// of range, and with `OutOfMemory` when no memory can be mapped for
+    /// the goroutine's records (an address-space limit, `RLIMIT_AS`); `f`
+    /// is then dropped. The stack itself is taken when the goroutine first
+    /// runs; if that fails (address space or mapping limit exhausted),
+    /// `join` reports it as a [`JoinError`] that is not a panic.
     #[inline(always)]
     pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
     where
@@ -171,31 +218,29 @@ impl Builder {
         T: Send + 'static,
     {
         let pc = crate::traceback::caller_pc();
-        crate::runtime::entry::call_here(move |here| {
-            let spawn = spawn_site(pc, here);
-            let size = match self.stack_size {
-                Some(n) => stack::validate_stack_size(n)?,
-                None => stack::default_stack_size(),
-            };
-            let (task, join) = if self.lock_os_thread {
-                new_task(
-                    move || {
-                        crate::runtime::asyncpreempt::in_runtime(crate::runtime::lockosthread::pin);
-                        f()
-                    },
-                    spawn,
-                    here,
-                )
+        // Before the gate: on error `f` is dropped in the caller's code.
+        let size = match self.stack_size {
+            Some(n) => Some(stack::validate_stack_size(n)?),
+            None => None,
+        };
+        let r = crate::runtime::entry::call_here(move |here| {
+            let site = spawn_site(pc, here);
+            let size = size.unwrap_or_else(stack::default_stack_size);
+            let name = self.name.map(Arc::from);
+            if self.lock_os_thread {
+                let pinned = move || {
+                    crate::runtime::asyncpreempt::in_runtime(crate::runtime::lockosthread::pin);
+                    f()
+                };
+                spawn_here(pinned, site, size, name, here).map_err(Unspawned::Pinned)
             } else {
-                new_task(f, spawn, here)
-            };
-            let id = proc::newproc(task, size, self.name.map(Arc::from), here);
-            Ok(JoinHandle {
-                task: join,
-                id,
-                taken: false,
-                _t: PhantomData,
-            })
+                spawn_here(f, site, size, name, here).map_err(Unspawned::Plain)
+            }
+        });
+        r.map_err(|f| {
+            drop(f);
+            // No allocation: an error of this kind only.
+            io::Error::from(io::ErrorKind::OutOfMemory)
         })
     }
 }
@@ -240,7 +285,7 @@ impl<T> JoinHandle<T> {
                 // consumed by this call, so this runs once.
                 unsafe { wait_complete(header) };
             }
-            self.task.take_output()
+            self.task.take_output(self.id)
         })
     }
 }
@@ -301,7 +346,7 @@ impl<T> std::future::Future for JoinHandle<T> {
                 }
             }
             this.taken = true;
-            std::task::Poll::Ready(this.task.take_output())
+            std::task::Poll::Ready(this.task.take_output(this.id))
         })
     }
 }

@@ -8,8 +8,10 @@
 //! thread that runs goroutines calls [`install_altstack_for_current_thread`]).
 //! The handler asks the runtime's `lookup` whether the fault address is the
 //! guard of the goroutine running on this thread; if so it writes
-//! `goroutine N has overflowed its stack (size 256 KiB)` to stderr with
-//! `write(2)` and aborts. Everything on that path is async-signal-safe: no
+//! `goroutine N has overflowed its stack (size 256 KiB)` and Go's
+//! `fatal error: stack overflow` to stderr with `write(2)` and exits with
+//! status 2 as Go does (`SIGABRT` with `GOTRACEBACK=crash`:
+//! `super::fatal_exit`). Everything on that path is async-signal-safe: no
 //! allocation, no locks, no formatting machinery.
 //!
 //! Any other fault is passed on to the handler that was installed before
@@ -106,6 +108,8 @@ pub(super) fn default_action() -> libc::sigaction {
 /// process, saving the previous actions for chaining. `lookup` (see
 /// [`OverflowLookup`]) is stored on every call; the latest one is used.
 pub(crate) fn install_overflow_handler(lookup: OverflowLookup) {
+    // The handler's exit reads the mode: never the environment there.
+    super::init_crash_mode();
     LOOKUP.store(lookup as *mut (), Ordering::Release);
     INSTALL.call_once(|| {
         for (sig, prev) in [(libc::SIGSEGV, &PREV_SEGV), (libc::SIGBUS, &PREV_BUS)] {
@@ -157,7 +161,7 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut l
             // same size and representation on supported targets.
             let lookup = unsafe { mem::transmute::<*mut (), OverflowLookup>(f) };
             if let Some((id, size)) = lookup(addr) {
-                report_overflow_and_abort(id, size);
+                report_overflow_and_exit(id, size);
             }
         }
     }
@@ -241,13 +245,16 @@ pub(super) unsafe fn call_handler(
     }
 }
 
-/// Writes the overflow report to stderr and aborts. Async-signal-safe.
-fn report_overflow_and_abort(id: u64, size: usize) -> ! {
+/// Writes the overflow report to stderr and ends the process as Go does
+/// for its `fatal error: stack overflow`: exit status 2, or `SIGABRT` with
+/// `GOTRACEBACK=crash` (`super::fatal_exit`). Async-signal-safe: the mode
+/// was read when the handler was installed.
+fn report_overflow_and_exit(id: u64, size: usize) -> ! {
     let mut buf = [0u8; 128];
     let n = format_overflow(&mut buf, id, size);
     write_all_stderr(&buf[..n]);
-    // SAFETY: abort is async-signal-safe and never returns.
-    unsafe { libc::abort() }
+    write_all_stderr(b"fatal error: stack overflow\n");
+    super::fatal_exit()
 }
 
 /// Formats `goroutine {id} has overflowed its stack (size {S})\n` into `buf`
@@ -538,12 +545,20 @@ pub(crate) mod tests {
     /// Re-runs this test binary for just the test at `path`, with the child
     /// marker set, and returns its output.
     pub(crate) fn run_child(path: &str) -> Output {
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", path, "--nocapture", "--test-threads=1"])
+        run_child_env(path, &[])
+    }
+
+    /// [`run_child`] with `env` set (and `GOTRACEBACK` only if `env` sets it).
+    pub(crate) fn run_child_env(path: &str, env: &[(&str, &str)]) -> Output {
+        let mut c = Command::new(std::env::current_exe().unwrap());
+        c.args(["--exact", path, "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, path)
             .env_remove("RUST_BACKTRACE")
-            .output()
-            .unwrap()
+            .env_remove("GOTRACEBACK");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
     }
 
     fn killed_by(out: &Output) -> Option<i32> {
@@ -646,9 +661,11 @@ pub(crate) mod tests {
         .unwrap();
     }
 
+    /// Go's `fatal error: stack overflow` exits with status 2, and raises
+    /// `SIGABRT` only under `GOTRACEBACK=crash` (measured with Go 1.19).
     #[test]
-    fn goroutine_overflow_is_reported_and_aborts() {
-        let name = "sys::signal::tests::goroutine_overflow_is_reported_and_aborts";
+    fn goroutine_overflow_is_reported_and_exits_2() {
+        let name = "sys::signal::tests::goroutine_overflow_is_reported_and_exits_2";
         if child_scenario(name) {
             use crate::g::stack::{StackCache, DEFAULT_STACK_SIZE};
             use corosensei::Coroutine;
@@ -672,18 +689,33 @@ pub(crate) mod tests {
             .unwrap();
             return;
         }
-        let out = run_child(name);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            stderr.contains("goroutine 42 has overflowed its stack (size 256 KiB)\n"),
-            "{stderr}"
-        );
-        assert_eq!(
-            killed_by(&out),
-            Some(libc::SIGABRT),
-            "{:?}\n{stderr}",
-            out.status
-        );
+        for (env, code, signal) in [
+            (&[][..], Some(2), None),
+            (&[("GOTRACEBACK", "system")][..], Some(2), None),
+            (&[("GOTRACEBACK", "crash")][..], None, Some(libc::SIGABRT)),
+        ] {
+            let out = run_child_env(name, env);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains(
+                    "goroutine 42 has overflowed its stack (size 256 KiB)\n\
+                     fatal error: stack overflow\n"
+                ),
+                "{env:?}: {stderr}"
+            );
+            assert_eq!(
+                out.status.code(),
+                code,
+                "{env:?}: {:?}\n{stderr}",
+                out.status
+            );
+            assert_eq!(
+                killed_by(&out),
+                signal,
+                "{env:?}: {:?}\n{stderr}",
+                out.status
+            );
+        }
     }
 
     #[test]

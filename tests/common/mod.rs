@@ -18,7 +18,10 @@ pub fn spawn(name: &str, env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(exe);
     cmd.args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env(CHILD_VAR, name)
-        .env_remove("GOMAXPROCS");
+        .env_remove("GOMAXPROCS")
+        // Fatal errors exit 2 unless GOTRACEBACK=crash: a child sees it
+        // only where its test sets it.
+        .env_remove("GOTRACEBACK");
     for (k, v) in env {
         cmd.env(k, v);
     }
