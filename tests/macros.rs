@@ -64,6 +64,15 @@ fn max_procs_three() -> Result<(), std::num::ParseIntError> {
     Ok(())
 }
 
+/// README's "Testing code that uses goroutines" example.
+#[goroutine::test]
+fn worker_answers() -> Result<(), Box<dyn Error>> {
+    let (tx, rx) = goroutine::chan(0);
+    goroutine::go(move || tx.send(42).unwrap());
+    assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(5))?, 42);
+    Ok(())
+}
+
 /// What a failing `#[goroutine::test]` gives the harness: an `Err` whose
 /// `Debug` is the body's error's `Debug` text (the harness prints
 /// `Error: <text>`), made from a `!Send` error.
@@ -166,7 +175,7 @@ fn main_prints_its_error_as_a_plain_main_does() {
 
 #[test]
 fn run_borrows_from_its_caller() {
-    let words = vec![String::from("a"), String::from("bb")];
+    let words = [String::from("a"), String::from("bb")];
     let mut count = 0;
     let longest: &str = goroutine::run(|| {
         count += words.len();
@@ -242,7 +251,7 @@ fn run_called_from_a_goroutine_runs_on_that_goroutine() {
 #[test]
 fn run_from_a_spawned_goroutine_borrowing_its_locals() {
     let h = goroutine::go(|| {
-        let v = vec![1u64, 2, 3];
+        let v = [1u64, 2, 3];
         let sum = goroutine::run(|| v.iter().sum::<u64>());
         (sum, v.len())
     });
