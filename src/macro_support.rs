@@ -20,7 +20,9 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 /// `#[goroutine::main]`: starts the runtime (with `max_procs` Ps if given),
 /// runs `f` as the main goroutine and turns its result into the process's
 /// exit code there, as a plain `main`'s would be (an `Err` prints
-/// `Error: {e:?}`).
+/// `Error: {e:?}`). Inlined, as `run` is, so that dumps say the main
+/// goroutine was created by the user's `main`.
+#[inline(always)]
 pub fn main<R, F>(max_procs: Option<usize>, f: F) -> ExitCode
 where
     R: Termination,
@@ -50,6 +52,8 @@ static PROCS: RwLock<()> = RwLock::new(());
 /// `max_procs` if given) and gives its result to the test harness on the
 /// test's own thread, where a failure's `Error: ...` line is captured with
 /// the test's output.
+// Inlined, as `run` is: the goroutine was created by the test function.
+#[inline(always)]
 pub fn test<R, F>(max_procs: Option<usize>, f: F) -> R::Outer
 where
     R: TestReturn,
