@@ -21,39 +21,38 @@ pub fn echo(conn: &TcpStream) -> io::Result<u64> {
     io::copy(&mut &*conn, &mut &*conn)
 }
 
+#[goroutine::main]
 fn main() {
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:7878".to_string());
-    goroutine::run(move || {
-        let listener = match TcpListener::bind(&addr) {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("echo_server: cannot listen on {addr}: {e}");
-                std::process::exit(1);
+    let listener = match TcpListener::bind(&addr) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("echo_server: cannot listen on {addr}: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!(
+        "echo_server: listening on {} (GOMAXPROCS={})",
+        listener.local_addr().expect("local_addr"),
+        goroutine::max_procs()
+    );
+    for conn in listener.incoming() {
+        match conn {
+            Ok(conn) => {
+                goroutine::go(move || {
+                    if let Err(e) = echo(&conn) {
+                        eprintln!("echo_server: {e}");
+                    }
+                });
             }
-        };
-        println!(
-            "echo_server: listening on {} (GOMAXPROCS={})",
-            listener.local_addr().expect("local_addr"),
-            goroutine::max_procs()
-        );
-        for conn in listener.incoming() {
-            match conn {
-                Ok(conn) => {
-                    goroutine::go(move || {
-                        if let Err(e) = echo(&conn) {
-                            eprintln!("echo_server: {e}");
-                        }
-                    });
-                }
-                Err(e) => {
-                    // Out of descriptors, for example: back off a little and
-                    // keep serving, as Go's net/http does.
-                    eprintln!("echo_server: accept: {e}");
-                    goroutine::time::sleep(Duration::from_millis(5));
-                }
+            Err(e) => {
+                // Out of descriptors, for example: back off a little and
+                // keep serving, as Go's net/http does.
+                eprintln!("echo_server: accept: {e}");
+                goroutine::time::sleep(Duration::from_millis(5));
             }
         }
-    });
+    }
 }

@@ -238,39 +238,38 @@ fn error(out: &mut Vec<u8>, status: &str) {
     );
 }
 
+#[goroutine::main]
 fn main() {
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:8080".to_string());
-    goroutine::run(move || {
-        let listener = match TcpListener::bind(&addr) {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("http_hello: cannot listen on {addr}: {e}");
-                std::process::exit(1);
+    let listener = match TcpListener::bind(&addr) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("http_hello: cannot listen on {addr}: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!(
+        "http_hello: listening on http://{}/ (GOMAXPROCS={})",
+        listener.local_addr().expect("local_addr"),
+        goroutine::max_procs()
+    );
+    for conn in listener.incoming() {
+        match conn {
+            Ok(conn) => {
+                goroutine::go(move || {
+                    // Small answers: do not wait for more to coalesce.
+                    let _ = conn.set_nodelay(true);
+                    let _ = serve(&conn);
+                });
             }
-        };
-        println!(
-            "http_hello: listening on http://{}/ (GOMAXPROCS={})",
-            listener.local_addr().expect("local_addr"),
-            goroutine::max_procs()
-        );
-        for conn in listener.incoming() {
-            match conn {
-                Ok(conn) => {
-                    goroutine::go(move || {
-                        // Small answers: do not wait for more to coalesce.
-                        let _ = conn.set_nodelay(true);
-                        let _ = serve(&conn);
-                    });
-                }
-                Err(e) => {
-                    // Out of descriptors, for example: back off a little and
-                    // keep serving, as Go's net/http does.
-                    eprintln!("http_hello: accept: {e}");
-                    goroutine::time::sleep(Duration::from_millis(5));
-                }
+            Err(e) => {
+                // Out of descriptors, for example: back off a little and
+                // keep serving, as Go's net/http does.
+                eprintln!("http_hello: accept: {e}");
+                goroutine::time::sleep(Duration::from_millis(5));
             }
         }
-    });
+    }
 }

@@ -23,50 +23,46 @@ fn tid() -> i32 {
     unsafe { libc::gettid() }
 }
 
+#[goroutine::main(max_procs = 4)]
 fn main() {
-    goroutine::set_max_procs(4);
-    goroutine::run(|| {
-        let handlers: Vec<_> = (1..=8u64)
-            .map(|id| {
-                goroutine::go(move || {
-                    REQUEST_ID.set(id);
-                    let first = tid();
-                    let mut threads = 0;
-                    for step in 0..50 {
-                        let tag: Rc<str> = Rc::from(format!("req{id}-step{step}"));
-                        SEEN.with_borrow_mut(|v| v.push(tag.clone()));
-                        // May resume on another thread: the locals follow.
-                        goroutine::time::sleep(Duration::from_micros(200));
-                        threads += i32::from(tid() != first);
-                        assert_eq!(REQUEST_ID.get(), id);
-                        assert_eq!(Rc::strong_count(&tag), 2);
-                    }
-                    (id, SEEN.with_borrow(Vec::len), threads)
-                })
-            })
-            .collect();
-        for h in handlers {
-            let (id, seen, moved) = h.join().unwrap();
-            println!("request {id}: {seen} tags kept, resumed off its first thread {moved} times");
-        }
-
-        let pinned = goroutine::Builder::new()
-            .name("pinned")
-            .lock_os_thread(true)
-            .spawn(|| {
-                let t = tid();
-                let counter = THREAD_COUNTER.with(Rc::clone);
-                for _ in 0..100 {
-                    counter.set(counter.get() + 1);
-                    goroutine::time::sleep(Duration::from_micros(100));
-                    assert_eq!(tid(), t);
+    let handlers: Vec<_> = (1..=8u64)
+        .map(|id| {
+            goroutine::go(move || {
+                REQUEST_ID.set(id);
+                let first = tid();
+                let mut threads = 0;
+                for step in 0..50 {
+                    let tag: Rc<str> = Rc::from(format!("req{id}-step{step}"));
+                    SEEN.with_borrow_mut(|v| v.push(tag.clone()));
+                    // May resume on another thread: the locals follow.
+                    goroutine::time::sleep(Duration::from_micros(200));
+                    threads += i32::from(tid() != first);
+                    assert_eq!(REQUEST_ID.get(), id);
+                    assert_eq!(Rc::strong_count(&tag), 2);
                 }
-                (t, counter.get(), Rc::strong_count(&counter))
+                (id, SEEN.with_borrow(Vec::len), threads)
             })
-            .unwrap();
-        let (t, n, owners) = pinned.join().unwrap();
-        println!(
-            "pinned goroutine: thread {t} throughout, thread-local counter {n}, {owners} owners"
-        );
-    });
+        })
+        .collect();
+    for h in handlers {
+        let (id, seen, moved) = h.join().unwrap();
+        println!("request {id}: {seen} tags kept, resumed off its first thread {moved} times");
+    }
+
+    let pinned = goroutine::Builder::new()
+        .name("pinned")
+        .lock_os_thread(true)
+        .spawn(|| {
+            let t = tid();
+            let counter = THREAD_COUNTER.with(Rc::clone);
+            for _ in 0..100 {
+                counter.set(counter.get() + 1);
+                goroutine::time::sleep(Duration::from_micros(100));
+                assert_eq!(tid(), t);
+            }
+            (t, counter.get(), Rc::strong_count(&counter))
+        })
+        .unwrap();
+    let (t, n, owners) = pinned.join().unwrap();
+    println!("pinned goroutine: thread {t} throughout, thread-local counter {n}, {owners} owners");
 }

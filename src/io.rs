@@ -55,6 +55,37 @@ use crate::sys::fdio;
 ///     child.wait().unwrap();
 /// });
 /// ```
+///
+/// # A bare `OwnedFd`
+/// `Fd<T>` reads and writes through `T`'s own `Read` and `Write` (so a
+/// type with its own framing keeps it). `OwnedFd` has neither, and Rust's
+/// coherence rules forbid adding them for `Fd<OwnedFd>` beside the generic
+/// impls (std may one day implement `Read` for `OwnedFd`, and then the two
+/// would overlap). Wrap the descriptor in a `File`, whose `Read` and `Write`
+/// are plain read(2) and write(2) (a pipe or eventfd in a `File` is still
+/// a pipe: only regular files are refused):
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use std::os::fd::OwnedFd;
+///
+/// # fn pipe() -> (OwnedFd, OwnedFd) {
+/// #     use std::os::fd::FromRawFd;
+/// #     let mut fds = [0; 2];
+/// #     assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+/// #     unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+/// # }
+/// let (r, w): (OwnedFd, OwnedFd) = pipe();
+/// goroutine::run(move || {
+///     let mut w = goroutine::io::Fd::new(std::fs::File::from(w)).unwrap();
+///     let mut r = goroutine::io::Fd::new(std::fs::File::from(r)).unwrap();
+///     w.write_all(b"ping").unwrap();
+///     drop(w);
+///     let mut s = String::new();
+///     r.read_to_string(&mut s).unwrap();
+///     assert_eq!(s, "ping");
+/// });
+/// ```
 pub struct Fd<T: AsFd> {
     // Declared first: dropped (deregistered) before `inner` closes the fd.
     net: NetFd,

@@ -21,6 +21,26 @@
 //! assert_eq!(sum, 285);
 //! ```
 //!
+//! # Programs and tests
+//! `#[goroutine::main]` runs `main` as the main goroutine, and
+//! `#[goroutine::test]` runs a test's body as a goroutine (feature `macros`,
+//! on by default). Both may return `Result<(), E>` for any `E: Debug`, `Send`
+//! or not, and take `max_procs = N` (GOMAXPROCS):
+//!
+//! ```
+//! #[goroutine::main(max_procs = 2)]
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     assert_eq!(goroutine::max_procs(), 2);
+//!     let answer = goroutine::go(|| 6 * 7).join()?;
+//!     let n: u32 = "42".parse()?;
+//!     assert_eq!(answer, n);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Without the macros, [`run`] does the same from any thread, and its
+//! closure may borrow the caller's locals.
+//!
 //! # Thread-locals and goroutines (read this)
 //! [`go`] has **one unchecked precondition**. A goroutine can resume on a
 //! different OS thread after any runtime call (`yield_now`,
@@ -111,6 +131,8 @@ mod loom;
 #[cfg(not(loom))]
 mod m;
 #[cfg(not(loom))]
+mod macro_support;
+#[cfg(not(loom))]
 pub mod net;
 #[cfg(not(loom))]
 mod netpoll;
@@ -194,7 +216,18 @@ pub mod __private {
     pub use crate::chan::select::{
         block_forever, select, unreachable_select, Case, RecvArm, RecvOperand, SendArm, SendOperand,
     };
+    // What `#[goroutine::main]` and `#[goroutine::test]` expand to call.
+    pub use crate::macro_support::{main, test, TestFailure, TestReturn};
 }
+
+/// `#[goroutine::main]`: runs `main` as the main goroutine (see the crate's
+/// "Programs and tests" section). Feature `macros` (on by default).
+#[cfg(all(not(loom), feature = "macros"))]
+pub use goroutine_macros::main;
+/// `#[goroutine::test]`: a test whose body runs as a goroutine (see the
+/// crate's "Programs and tests" section). Feature `macros` (on by default).
+#[cfg(all(not(loom), feature = "macros"))]
+pub use goroutine_macros::test;
 
 /// Lets the other runnable goroutines run first (Go's `Gosched`): those on
 /// this processor's queue, and a share of the global queue. The yielder

@@ -420,3 +420,27 @@ isolated_test! {
         assert!(!std::thread::panicking());
     }
 }
+
+/// `JoinError` is `Send + Sync + 'static` and an `Error`, so `?` turns it
+/// into `Box<dyn Error + Send + Sync>` (what anyhow also needs), and
+/// threads may share it (issue 40, item 5). The payload still comes back
+/// by value.
+#[test]
+fn join_error_is_a_send_sync_error() {
+    fn join_with_question_mark() -> Result<u32, Box<dyn std::error::Error + Send + Sync>> {
+        let h = go(|| -> u32 { panic!("joined with ?") });
+        Ok(h.join()?)
+    }
+    let e = run(join_with_question_mark).unwrap_err();
+    assert!(e.to_string().contains("joined with ?"), "{e}");
+    let e: Box<goroutine::JoinError> = e.downcast().expect("a JoinError");
+    assert!(e.is_panic());
+    // Shared by reference between threads.
+    let messages: Vec<String> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2).map(|_| s.spawn(|| e.message())).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(messages, ["joined with ?", "joined with ?"]);
+    let payload = e.into_panic();
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"joined with ?"));
+}

@@ -186,10 +186,28 @@ pub(crate) fn sched() -> &'static Sched {
 /// sysmon and, with `GOROUTINE_TRACE`, the tracer. Ms are created on demand
 /// by `wakep`.
 pub(crate) fn start() -> &'static Sched {
+    if !START.is_completed() {
+        start_with(None);
+    }
+    &SCHED
+}
+
+/// Starts the runtime with `n` Ps instead of GOMAXPROCS from the
+/// environment (`#[goroutine::main(max_procs = n)]`), if it has not started
+/// yet: returns false, changing nothing, if it had.
+pub(crate) fn start_with_procs(n: usize) -> bool {
+    start_with(Some(n.clamp(1, MAX_PROCS)))
+}
+
+/// [`start`], with `procs` Ps if given; true if this call started it.
+#[cold]
+fn start_with(procs: Option<usize>) -> bool {
+    let mut started = false;
     START.call_once(|| {
+        started = true;
         START_NS.store(crate::sys::time::nanotime(), Ordering::Relaxed);
         stats::refresh_coarse_now();
-        let n = env::gomaxprocs_from_env();
+        let n = procs.unwrap_or_else(env::gomaxprocs_from_env);
         let s = &SCHED;
         let mut l = s.lock();
         for id in 0..n {
@@ -219,7 +237,7 @@ pub(crate) fn start() -> &'static Sched {
         panics::install_hook();
         sysmon::start();
     });
-    &SCHED
+    started
 }
 
 impl Sched {

@@ -113,17 +113,85 @@ fn spawn_site(pc: usize, here: m::Here) -> crate::traceback::Spawn {
 /// Called from inside a goroutine, `f` simply runs on the calling goroutine.
 ///
 /// If `f` panics, the panic is resumed on the calling thread.
+///
+/// `f` may borrow from the caller, as the closures of
+/// [`std::thread::scope`] do, and its result need not be `'static`;
+/// goroutines that `f` spawns with [`go`] stay `'static`:
+///
+/// ```
+/// let words = vec!["a", "bb", "ccc"];
+/// let total = goroutine::run(|| words.iter().map(|w| w.len()).sum::<usize>());
+/// assert_eq!(total, 6);
+/// assert_eq!(words.len(), 3); // still ours
+/// ```
+///
+/// # Why borrowing is sound
+/// `f` runs on another thread (an M of the runtime), so it and its result
+/// must be `Send`, as for a scoped thread; the question is only lifetimes.
+/// A borrow in `f` is used by the goroutine while `run` has not returned,
+/// so it is sound if the goroutine is done with `f` before `run` returns
+/// or unwinds, on every path:
+/// - **`f` returns.** The goroutine writes the result into a slot in
+///   `run`'s frame, then its task completes (`g/task.rs`: COMPLETE is set
+///   with Release after the closure has been consumed); the calling thread
+///   is blocked in `join` until it observes COMPLETE (Acquire), and only
+///   then reads the slot and returns.
+/// - **`f` panics.** The goroutine catches the panic (`entry::user`);
+///   unwinding drops `f`'s captures on the goroutine before the task
+///   completes, so when `join` returns the panic, nothing borrowed is left
+///   in the goroutine; the payload (`'static` by type) is resumed here.
+/// - **the goroutine never starts** (no stack could be mapped): the task
+///   is completed with that error only after the closure has been dropped
+///   (`cell::fail`), and `run` panics with it afterwards.
+/// - **`run` itself would unwind while the goroutine may still run** (a
+///   bug in the wait): a guard aborts the process instead, so no path
+///   leaves the goroutine holding a borrow of a frame that is gone.
+///   Unlike the early `thread::scoped`, nothing here depends on a guard
+///   value's destructor running: the wait is inside `run`, so
+///   `mem::forget` cannot skip it.
+/// - **the caller is already a goroutine.** `f` runs right here, on the
+///   caller's own stack, like any closure call.
+/// - **the caller is an M's own thread outside a goroutine** (code the
+///   runtime calls on its scheduler stack, such as a waker): that is a
+///   plain thread to `run`, which blocks it until the goroutine is done,
+///   so the frame stays alive; a scheduler thread blocked this way may
+///   deadlock the runtime, but never frees a borrowed frame early.
+///
+/// Goroutine-local values set by `f` ([`local!`](crate::local!)) are
+/// `'static` and dropped before the task completes.
 #[inline(always)]
 pub fn run<F, T>(f: F) -> T
 where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
+    F: FnOnce() -> T + Send,
+    T: Send,
 {
     if m::current_g_checked().is_some() {
         return f();
     }
-    match go(f).join() {
-        Ok(v) => v,
+    let mut slot: Option<T> = None;
+    let out = SendPtr(&mut slot as *mut Option<T>);
+    let body: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
+        let out = out;
+        let v = f();
+        // SAFETY: `slot` outlives the goroutine's use of it: `run` waits
+        // below for the task to complete, and reads `slot` only after.
+        unsafe { *out.0 = Some(v) };
+    });
+    // SAFETY: only the lifetime is changed. The box borrows from this
+    // frame (`f`'s captures, `slot`); `run` does not return or unwind
+    // before the goroutine has consumed or dropped it: `join` returns only
+    // after the task completed, which is after the closure was run and
+    // dropped, or dropped unrun (doc comment above), and `abort` covers an
+    // unwind of `join` itself.
+    let body: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(body) };
+    let abort = AbortOnUnwind;
+    let joined = go(body).join();
+    std::mem::forget(abort);
+    match joined {
+        Ok(()) => match slot {
+            Some(v) => v,
+            None => unreachable!("the main goroutine completed without a result"),
+        },
         Err(e) if e.is_panic() => {
             // resume_unwind skips the panic hook: say what happened, as the
             // hook would have for a panic on this thread.
@@ -136,6 +204,25 @@ where
             std::panic::resume_unwind(e.into_panic())
         }
         Err(e) => panic!("{e}"),
+    }
+}
+
+/// `run`'s pointer to its result slot, moved into the goroutine.
+struct SendPtr<T>(*mut Option<T>);
+
+// SAFETY: the pointer carries a `T` (which is `Send`) from the goroutine to
+// `run`'s frame; `run` reads the slot only after the goroutine is done.
+unsafe impl<T: Send> Send for SendPtr<T> {}
+
+/// Aborts the process if dropped: `run` holds one while a goroutine may
+/// still use its frame, and forgets it once the goroutine is done.
+struct AbortOnUnwind;
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        crate::runtime::throw(
+            "goroutine::run unwound while its goroutine may still borrow its frame",
+        );
     }
 }
 
@@ -155,6 +242,13 @@ impl Builder {
 
     /// Names the goroutine (shown in panics, dumps and traces). An empty
     /// name means no name.
+    ///
+    /// Takes anything that converts into a `String`: `name("worker")`,
+    /// `name(format!("worker-{i}"))`. Write the value itself, not
+    /// `name("x".into())`: with a generic parameter the compiler cannot
+    /// tell which type `.into()` should make (E0283). No signature accepts
+    /// all three forms: a concrete `String` (std's `thread::Builder::name`)
+    /// would refuse `name("worker")`, which code already relies on.
     // entry: a builder setter or constructor; `spawn` is gated
     pub fn name(mut self, name: impl Into<String>) -> Builder {
         self.name = Some(name.into()).filter(|n| !n.is_empty());
@@ -373,11 +467,24 @@ struct ErrorInner {
     kind: ErrorKind,
 }
 
+/// A panic payload, held so that `JoinError` is `Sync` (and so fits
+/// `Box<dyn Error + Send + Sync>` and `anyhow::Error`): the payload itself
+/// (`dyn Any + Send`) need not be `Sync`, and it is never reachable through
+/// `&JoinError`, only by value through [`JoinError::into_panic`].
+struct Payload(Box<dyn Any + Send + 'static>);
+
+// SAFETY: `Sync` lets several threads hold `&Payload` at once; no method
+// of `Payload` or of `JoinError` takes `&self` to the box (the message was
+// copied out at creation), and the box is moved out only by value
+// (`into_panic` consumes the `JoinError`), so no shared access to the
+// `!Sync` payload exists. (std's `Exclusive`, unstable, is the same idea.)
+unsafe impl Sync for Payload {}
+
 enum ErrorKind {
     Panic {
         message: String,
         location: Option<String>,
-        payload: Box<dyn Any + Send + 'static>,
+        payload: Payload,
     },
     Start(io::Error),
 }
@@ -396,7 +503,7 @@ impl JoinError {
                 kind: ErrorKind::Panic {
                     message: panic_message(&*payload),
                     location: crate::runtime::panics::location(id),
-                    payload,
+                    payload: Payload(payload),
                 },
             }),
         }
@@ -453,7 +560,7 @@ impl JoinError {
     /// `std::panic::resume_unwind`. For a start failure, the `io::Error`.
     pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
         match self.inner.kind {
-            ErrorKind::Panic { payload, .. } => payload,
+            ErrorKind::Panic { payload, .. } => payload.0,
             ErrorKind::Start(e) => Box::new(e),
         }
     }
@@ -478,4 +585,6 @@ impl fmt::Debug for JoinError {
     }
 }
 
+/// A `JoinError` is `Send + Sync + 'static`: `h.join()?` works in a function
+/// returning `Result<_, Box<dyn Error + Send + Sync>>` or `anyhow::Result`.
 impl std::error::Error for JoinError {}

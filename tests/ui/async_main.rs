@@ -1,0 +1,2 @@
+#[goroutine::main]
+async fn main() {}

@@ -1,0 +1,4 @@
+#[goroutine::main]
+fn main<T: Default>() {
+    let _ = T::default();
+}

@@ -1,0 +1,6 @@
+struct NotDebug;
+
+#[goroutine::main]
+fn main() -> Result<(), NotDebug> {
+    Err(NotDebug)
+}

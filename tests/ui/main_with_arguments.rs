@@ -1,0 +1,4 @@
+#[goroutine::main]
+fn main(args: Vec<String>) {
+    println!("{args:?}");
+}

@@ -1,0 +1,2 @@
+#[goroutine::main(max_procs)]
+fn main() {}

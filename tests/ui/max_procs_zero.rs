@@ -1,0 +1,2 @@
+#[goroutine::main(max_procs = 0)]
+fn main() {}

@@ -1,0 +1,4 @@
+#[goroutine::main]
+struct Config;
+
+fn main() {}

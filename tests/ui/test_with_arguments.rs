@@ -1,0 +1,6 @@
+#[goroutine::test]
+fn t(n: u32) {
+    let _ = n;
+}
+
+fn main() {}

@@ -1,0 +1,5 @@
+#[goroutine::test]
+#[test]
+fn t() {}
+
+fn main() {}
