@@ -66,8 +66,9 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     (
         "src/p/timerheap.rs",
         "chan",
-        "`TimerFn::SendTime` sends on a channel without an allocation per timer; to cut: \
-         a send hook in `Hooks`, as `ready` is",
+        "`TimerFn::SendTime` sends on a channel without an allocation per timer, and \
+         sends and drains it under the timer's lock (Go 1.23's timer channels); to cut: \
+         send and drain hooks in `Hooks`, as `ready` is",
     ),
     (
         "src/trace/mod.rs",

@@ -28,6 +28,12 @@
 //!   a `time::after` channel, stop the timer that would send on it (after
 //!   the unlock: a timer's lock is never taken under a channel's).
 //! - **last sender dropped**: close (if not closed yet).
+//! - **a timer's channel** (`timer`: `time::Timer`, `Ticker`, `after`): a
+//!   capacity-1 ring whose one sender is the timer. It sends
+//!   (`try_send_claim`, waking the receiver after its own lock) and drains
+//!   (`take_buffered`) under the timer's lock, so no value from before a
+//!   stop or reset is received after it (`p/timerheap.rs`, "Channel
+//!   timers"); `len` and the user's capacity are 0, as Go 1.23's.
 //! - **try_send / try_recv**: first the lock-free check of `fast.rs` (a full
 //!   or empty channel answers without the lock), then the locked operation.
 //!   `qcount`, `closed` and `rx_gone` live in [`Readiness`] atomics for that
@@ -142,6 +148,12 @@ pub(crate) struct Chan<T> {
     /// Written once, while the creator holds both handles and nothing else
     /// can reach the channel; read by the last receiver's drop.
     sending_timer: UnsafeCell<Option<Weak<Timer>>>,
+    /// A timer's channel (`time::Timer`, `Ticker`, `after`): a capacity-1
+    /// ring inside, capacity 0 as the user sees it (Go 1.23's synchronous
+    /// timer channels: `len` and `capacity` report 0). Its one sender is
+    /// the timer, which sends and drains only under its own lock
+    /// (`p::timerheap`, "Channel timers"). Immutable.
+    timer: bool,
 }
 
 // SAFETY: `state` and `buf` are only accessed under `raw.lock` (or through
@@ -231,6 +243,24 @@ impl<T> Chan<T> {
             senders: AtomicUsize::new(1),
             receivers: AtomicUsize::new(1),
             sending_timer: UnsafeCell::new(None),
+            timer: false,
+        }
+    }
+
+    /// A timer's channel (the `timer` field's note).
+    pub(crate) fn new_for_timer() -> Chan<T> {
+        let mut c = Chan::new(1);
+        c.timer = true;
+        c
+    }
+
+    /// The capacity the user sees: 0 for a timer's channel.
+    #[inline]
+    pub(crate) fn user_cap(&self) -> usize {
+        if self.timer {
+            0
+        } else {
+            self.cap()
         }
     }
 
@@ -431,26 +461,72 @@ impl<T> Chan<T> {
     }
 
     pub(crate) fn try_send(&self, v: T) -> Result<(), TrySendError<T>> {
+        if let Some(c) = self.try_send_claim(v)? {
+            c.complete(true);
+        }
+        Ok(())
+    }
+
+    /// [`try_send`](Self::try_send) up to the wake-up: the receiver it
+    /// handed the value to, if any, comes back to be completed by the
+    /// caller, which must do so (a channel timer's firing sends under the
+    /// timer's lock and wakes the receiver after releasing it).
+    #[inline]
+    pub(crate) fn try_send_claim(&self, v: T) -> Result<Option<Claimed>, TrySendError<T>> {
         // Full: answer without the lock, and never wait for a lock whose
         // holder fills the channel meanwhile (fast.rs).
         let full = || self.ready.try_send_fast(self.cap(), &self.raw.recvq);
         if full().is_some() || self.raw.lock.lock_or(full).is_err() {
             return Err(TrySendError::Full(v));
         }
-        // SAFETY: locked; a Claimed is completed below.
+        // SAFETY: locked; a Claimed is handed to the caller, who completes
+        // it.
         let r = unsafe { self.send_locked(v) };
         // SAFETY: locked.
         unsafe { self.unlock() };
         match r {
-            SendLocked::Done(c) => {
-                if let Some(c) = c {
-                    c.complete(true);
-                }
-                Ok(())
-            }
+            SendLocked::Done(c) => Ok(c),
             SendLocked::Full(v) => Err(TrySendError::Full(v)),
             SendLocked::Closed(v) => Err(TrySendError::Closed(v)),
         }
+    }
+
+    /// Takes and drops every buffered value; true if there was one. For a
+    /// timer's channel, whose stop or reset must leave no value from
+    /// before it (`p::timerheap`, "Channel timers"): the timer calls it
+    /// under its own lock, which every send on the channel holds, so the
+    /// lock-free look at the count misses no value (a receiver may only
+    /// take one meanwhile). The senders it completes are detached ones (a
+    /// value an async receive gave back, `future.rs`): their wake frees a
+    /// record and readies nobody.
+    #[inline]
+    pub(crate) fn take_buffered(&self) -> bool {
+        // The common case, a stop or reset with nothing delivered: one load.
+        self.ready.load_qcount() != 0 && self.take_buffered_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take_buffered_slow(&self) -> bool {
+        let mut took = false;
+        while self.ready.load_qcount() != 0 {
+            self.lock();
+            // SAFETY: locked; a Claimed is completed below.
+            let r = unsafe { self.recv_locked() };
+            // SAFETY: locked.
+            unsafe { self.unlock() };
+            match r {
+                RecvLocked::Done(v, c) => {
+                    if let Some(c) = c {
+                        c.complete(true);
+                    }
+                    drop(v);
+                    took = true;
+                }
+                RecvLocked::Empty | RecvLocked::Closed => break,
+            }
+        }
+        took
     }
 
     /// Go's chanrecv with `block`; `here` is the caller's M (entry gate).
@@ -623,8 +699,17 @@ impl<T> Chan<T> {
     }
 
     /// Buffered values, without the lock (Go's `len(c)`): the count at
-    /// some instant during the call.
+    /// some instant during the call; always 0 for a timer's channel (Go
+    /// 1.23's `chanlen`: it presents as unbuffered).
     pub(crate) fn len(&self) -> usize {
+        if self.timer {
+            return 0;
+        }
+        self.buffered()
+    }
+
+    /// Buffered values, without the lock, whatever the kind of channel.
+    pub(crate) fn buffered(&self) -> usize {
         self.ready.load_qcount()
     }
 

@@ -79,6 +79,14 @@ pub fn chan<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
     (Sender { chan: c.clone() }, Receiver { chan: c })
 }
 
+/// A timer's channel (`time::Timer`, `Ticker`, `after`): one value of
+/// room inside, capacity 0 as the user sees it (Go 1.23's synchronous
+/// timer channels; `hchan.rs`, the `timer` field).
+pub(crate) fn timer_chan<T>() -> (Sender<T>, Receiver<T>) {
+    let c = Arc::new(Chan::new_for_timer());
+    (Sender { chan: c.clone() }, Receiver { chan: c })
+}
+
 /// The sending half of a channel (see [`chan`]).
 pub struct Sender<T> {
     pub(crate) chan: Arc<Chan<T>>,
@@ -162,13 +170,45 @@ impl<T> Sender<T> {
     /// The buffer size given to [`chan`].
     // entry: an immutable field of the channel
     pub fn capacity(&self) -> usize {
-        self.chan.cap()
+        self.chan.user_cap()
     }
 
     /// Whether the channel is closed (by [`Sender::close`] or by dropping
     /// every sender).
     pub fn is_closed(&self) -> bool {
         crate::runtime::asyncpreempt::in_runtime(move || self.chan.is_closed())
+    }
+
+    /// [`try_send`](Self::try_send) that hands back the receiver it gave
+    /// the value to instead of waking it: a channel timer's firing sends
+    /// under the timer's lock, and wakes the receiver (which may take the
+    /// scheduler's locks) once it has released it.
+    #[inline]
+    pub(crate) fn try_send_defer_wake(&self, v: T) -> Result<Handoff, TrySendError<T>> {
+        self.chan.try_send_claim(v).map(Handoff)
+    }
+
+    /// Takes and drops the values buffered in a timer's channel; true if
+    /// there was one (`Chan::take_buffered`: for the timer, under its
+    /// lock).
+    #[inline]
+    pub(crate) fn take_buffered(&self) -> bool {
+        self.chan.take_buffered()
+    }
+}
+
+/// The receiver a [`Sender::try_send_defer_wake`] handed its value to, if
+/// any: wake it with [`wake`](Handoff::wake), with no timer lock held.
+#[must_use = "a receiver handed a value must be woken"]
+pub(crate) struct Handoff(Option<wait::Claimed>);
+
+impl Handoff {
+    /// Wakes the receiver (readies it, or wakes its thread or task).
+    #[inline]
+    pub(crate) fn wake(self) {
+        if let Some(c) = self.0 {
+            c.complete(true);
+        }
     }
 }
 
@@ -229,20 +269,30 @@ impl<T> Receiver<T> {
         TryIter { rx: self }
     }
 
-    /// Values in the buffer.
+    /// Values in the buffer. Always 0 for a timer's channel
+    /// ([`Timer::c`](crate::time::Timer::c), [`Ticker::c`](crate::time::Ticker::c),
+    /// [`after`](crate::time::after)), which presents as unbuffered, as
+    /// Go 1.23's do: a receive may still find a value ready.
     pub fn len(&self) -> usize {
         crate::runtime::asyncpreempt::in_runtime(move || self.chan.len())
     }
 
-    /// Whether the buffer holds no values.
+    /// Whether the buffer holds no values (`len() == 0`).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// The buffer size given to [`chan`].
+    /// The buffer size given to [`chan`]; 0 for a timer's channel (see
+    /// [`len`](Self::len)).
     // entry: an immutable field of the channel
     pub fn capacity(&self) -> usize {
-        self.chan.cap()
+        self.chan.user_cap()
+    }
+
+    /// Values in the buffer, a timer's channel's included (tests).
+    #[cfg(test)]
+    pub(crate) fn buffered(&self) -> usize {
+        self.chan.buffered()
     }
 
     /// Whether the channel is closed (it may still hold buffered values).

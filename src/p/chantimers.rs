@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::timerheap::{Timer, TimerFn};
-use crate::chan::{chan, Receiver};
+use crate::chan::{timer_chan, Receiver};
 
 /// Channel timers a P keeps.
 pub(crate) const CAP: usize = 16;
@@ -45,10 +45,11 @@ pub(crate) struct ChanTimer {
 }
 
 impl ChanTimer {
-    /// A new channel timer (capacity 1, Go's `make(chan Time, 1)`), not
-    /// started.
+    /// A new channel timer, not started: a timer's channel (one value of
+    /// room inside, as Go's `make(chan Time, 1)`, capacity 0 to the user,
+    /// as Go 1.23's).
     pub(crate) fn new() -> ChanTimer {
-        let (tx, rx) = chan(1);
+        let (tx, rx) = timer_chan();
         ChanTimer::from_parts(Timer::new(TimerFn::SendTime(tx)), rx)
     }
 
@@ -144,6 +145,7 @@ impl ChanTimerCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chan::chan;
     use crate::p::timerheap::{Quiet, Timers};
 
     fn heap() -> &'static Timers {
@@ -184,7 +186,7 @@ mod tests {
         let k = ChanTimer::new();
         Timer::start_on::<Quiet>(k.timer(), h, 1, 0);
         h.run_due::<Quiet>(2);
-        assert!(k.rx().len() == 1, "the firing sent the time");
+        assert!(k.rx().buffered() == 1, "the firing sent the time");
         assert!(c.keep(k).is_some(), "a buffered value");
 
         // Someone else holds the record.

@@ -40,15 +40,52 @@
 //! - Moving a heap's timers to another (a P removed by `set_max_procs`)
 //!   takes every entry out, then re-queues each one still current.
 //!
+//! # Channel timers (Go 1.23's synchronous timer channels)
+//! A channel timer (`TimerFn::SendTime`: `time::Timer`, `Ticker`, `after`)
+//! makes this promise: once a stop or reset returns, no value from before
+//! it can be received. Go keeps it with a second lock (`sendLock`) and a
+//! sequence number checked again at the send; here the timer's own lock
+//! does it:
+//! - The firing sends **under the timer's lock**, right after it found its
+//!   entry current (`seq`): deciding to fire and delivering are one step
+//!   for a stop or reset, so none can fall between them. The receiver the
+//!   value went to is woken after the unlock (waking may take the
+//!   scheduler's locks, ranked before a timer's).
+//! - Stop and reset take the timer's lock, then drain the channel's buffer
+//!   (`Sender::take_buffered`): a value delivered and not yet received is
+//!   dropped. No firing runs meanwhile, so no old value can arrive later;
+//!   and the drain's lock-free look at the count (no value: no lock) is
+//!   exact, since every delivery happened under the lock held now. A value
+//!   that a receiver took before that was received before the stop.
+//! - So `stop` returns true iff it prevented a value from being received:
+//!   the arm was pending, or its value was still in the buffer (Go 1.23's
+//!   result). A reset returns the same for the arm it replaces.
+//! - A dropped `time::Timer` or `Ticker` stops without the drain
+//!   ([`Timer::stop_keep_value_with`]): a receiver the user cloned keeps a
+//!   value already delivered.
+//! - Timers fire eagerly, from their heap, whether or not anybody waits on
+//!   the channel; so, unlike Go 1.23 (which queues a channel timer only
+//!   while a goroutine is blocked on its channel, and has a receive run a
+//!   due timer first, `maybeRunChan`), a receive or a `select!` arm needs
+//!   no hook into the timer. Nobody can hold a timer's channel with no way
+//!   to stop it: dropping the `Timer`, the `Ticker`, or the last receiver
+//!   of an `after` channel stops the timer.
+//!
 //! Lock order: a timer's state lock, then a heap's lock; a heap's lock is
-//! never held while taking a timer's lock. A timer's function runs with no
-//! lock held.
+//! never held while taking a timer's lock. A channel timer also takes its
+//! channel's lock under its state lock (to send, to drain), never with a
+//! heap's lock, and no channel's lock is ever held while taking a timer's.
+//! A timer's function (other than a channel timer's send) runs with no lock
+//! held.
 //!
 //! The loom models at the bottom check: stop racing the firing (exactly one
 //! of "fired" and "stop returned true"), reset racing the firing (at most one
 //! firing per arm, and a pending reset always fires or is stopped), a timer
-//! re-armed onto another heap while both heaps run (fires once), and a
-//! stopped timer leaving its heap empty at once.
+//! re-armed onto another heap while both heaps run (fires once), a
+//! stopped timer leaving its heap empty at once, and for a channel timer
+//! (its channel a count of values sent and not received) that no value is
+//! left or arrives once a stop or reset racing the firing returns, and
+//! that a stop returns true exactly when a racing receive got nothing.
 
 use crate::loom::atomic::{AtomicI64, AtomicUsize, Ordering};
 use crate::loom::sync::{Arc, Mutex, MutexGuard};
@@ -72,13 +109,19 @@ pub(crate) enum TimerFn {
     #[cfg(not(loom))]
     Ready(&'static crate::g::G),
     /// Send the current time without blocking (the channel timers: `after`,
-    /// `Timer`, `Ticker`; Go's sendTime: a full channel drops the tick). A
-    /// variant of its own, not a `Call`: that would be one more allocation
-    /// per timer.
+    /// `Timer`, `Ticker`; Go's sendTime: a full channel drops the tick),
+    /// under the timer's lock (module note, "Channel timers"). A variant of
+    /// its own, not a `Call`: that would be one more allocation per timer.
     #[cfg(not(loom))]
     SendTime(crate::chan::Sender<std::time::Instant>),
     /// Call a function: `after_func` and I/O deadlines.
     Call(Box<dyn Fn() + Send + Sync>),
+    /// The models' channel timer: a count of values sent and not received
+    /// stands for the channel's buffer, sent to and drained under the
+    /// timer's lock as `SendTime`'s channel is (module note, "Channel
+    /// timers").
+    #[cfg(loom)]
+    SendCount(Arc<AtomicUsize>),
 }
 
 struct State {
@@ -106,6 +149,13 @@ pub(crate) struct Timer {
     idx: AtomicUsize,
     func: TimerFn,
 }
+
+/// What a channel timer's send under the lock leaves to do after it: the
+/// receiver to wake (`chan::Handoff`), if the send was made.
+#[cfg(not(loom))]
+type Handoff = Option<crate::chan::Handoff>;
+#[cfg(loom)]
+type Handoff = ();
 
 struct Entry {
     when: i64,
@@ -144,9 +194,12 @@ impl Timer {
     }
 
     /// Arms the timer on heap `target` to fire at `when` (nanotime, >= 1),
-    /// then every `period` ns if `period > 0`. Replaces a pending firing.
-    /// Returns whether one was pending (Go's Reset result) and whether the
-    /// new entry is now the heap's earliest (the caller wakes the poller).
+    /// then every `period` ns if `period > 0`. Replaces a pending firing,
+    /// and drops a channel timer's value not yet received (module note).
+    /// Returns whether a firing was pending or its value unreceived (Go
+    /// 1.23's Reset result) and whether the new entry is now the heap's
+    /// earliest (the caller wakes the poller).
+    #[inline]
     pub(crate) fn start_on<H: Hooks>(
         this: &Arc<Timer>,
         target: &'static Timers,
@@ -157,6 +210,7 @@ impl Timer {
         let mut st = lock(&this.state);
         st.when = when;
         st.period = period;
+        let drained = this.drain_locked();
         if st.queued_on.is_some() && when >= st.queued_when {
             // Pending, and not earlier than its entry: the entry stays, and
             // whoever pops it re-queues it at `when` (module note). No heap
@@ -187,15 +241,29 @@ impl Timer {
         if emptied {
             H::drained();
         }
-        (was.is_some(), earlier)
+        (was.is_some() || drained, earlier)
     }
 
-    /// Cancels a pending firing; true if there was one. The entry leaves
-    /// its heap at once.
+    /// Cancels a pending firing, and drops a channel timer's value not yet
+    /// received (module note); true if either was there (Go 1.23's Stop
+    /// result). The entry leaves its heap at once.
     pub(crate) fn stop_with<H: Hooks>(&self) -> bool {
+        self.stop_inner::<H>(true)
+    }
+
+    /// [`stop_with`](Self::stop_with) leaving a value already delivered in
+    /// the channel (a dropped `time::Timer` or `Ticker`: a receiver the
+    /// user cloned may still take it); true if a firing was pending.
+    pub(crate) fn stop_keep_value_with<H: Hooks>(&self) -> bool {
+        self.stop_inner::<H>(false)
+    }
+
+    #[inline]
+    fn stop_inner<H: Hooks>(&self, drain: bool) -> bool {
         let mut st = lock(&self.state);
+        let drained = drain && self.drain_locked();
         let Some(heap) = st.queued_on.take() else {
-            return false;
+            return drained;
         };
         st.seq += 1;
         let emptied = heap.remove(self);
@@ -204,6 +272,19 @@ impl Timer {
             H::drained();
         }
         true
+    }
+
+    /// Drops the value a channel timer delivered and nobody received; true
+    /// if there was one. The caller holds the state lock (module note).
+    #[inline]
+    fn drain_locked(&self) -> bool {
+        match &self.func {
+            #[cfg(not(loom))]
+            TimerFn::SendTime(tx) => tx.take_buffered(),
+            #[cfg(loom)]
+            TimerFn::SendCount(n) => n.swap(0, Ordering::SeqCst) != 0,
+            _ => false,
+        }
     }
 
     /// Whether this is a channel timer (its function sends the time) with
@@ -221,16 +302,40 @@ impl Timer {
             && matches!(self.func, TimerFn::SendTime(_))
     }
 
-    fn fire<H: Hooks>(&self) {
+    /// The part of a firing done under the state lock: a channel timer's
+    /// send (module note). Returns the receiver to wake after the unlock.
+    #[inline]
+    fn fire_locked(&self) -> Handoff {
+        match &self.func {
+            #[cfg(not(loom))]
+            TimerFn::SendTime(tx) => tx.try_send_defer_wake(std::time::Instant::now()).ok(),
+            #[cfg(loom)]
+            TimerFn::SendCount(n) => {
+                n.fetch_add(1, Ordering::SeqCst);
+            }
+            _ => Handoff::default(),
+        }
+    }
+
+    /// The rest of the firing, with no lock held: wake the receiver that
+    /// [`fire_locked`](Self::fire_locked) handed the value to, or run the
+    /// function.
+    fn fire<H: Hooks>(&self, handoff: Handoff) {
         match &self.func {
             #[cfg(not(loom))]
             TimerFn::Ready(g) => H::ready(g),
             #[cfg(not(loom))]
-            TimerFn::SendTime(tx) => {
-                let _ = tx.try_send(std::time::Instant::now());
+            TimerFn::SendTime(_) => {
+                if let Some(h) = handoff {
+                    h.wake();
+                }
             }
             TimerFn::Call(f) => f(),
+            #[cfg(loom)]
+            TimerFn::SendCount(_) => {}
         }
+        #[cfg(loom)]
+        let () = handoff;
     }
 }
 
@@ -358,7 +463,7 @@ impl Timers {
                 });
                 continue;
             }
-            match st.queued_on {
+            let rearmed = match st.queued_on {
                 Some(heap) if st.period > 0 => {
                     // Catch up without firing once per missed period.
                     let missed = (now - st.when) / st.period;
@@ -369,17 +474,21 @@ impl Timers {
                         seq: e.seq,
                         timer: e.timer.clone(),
                     });
-                    drop(st);
+                    true
                 }
                 _ => {
                     st.queued_on = None;
-                    drop(st);
-                    if self.next() == 0 {
-                        H::drained();
-                    }
+                    false
                 }
+            };
+            // A channel timer sends now, under the lock that its stop and
+            // reset take (module note, "Channel timers").
+            let handoff = e.timer.fire_locked();
+            drop(st);
+            if !rearmed && self.next() == 0 {
+                H::drained();
             }
-            e.timer.fire::<H>();
+            e.timer.fire::<H>(handoff);
             fired += 1;
         }
     }
@@ -762,6 +871,68 @@ mod loom_models {
             assert_eq!(n, if was_pending { 1 } else { 2 }, "fired {n} times");
             assert_eq!(a.next(), 0);
             assert_eq!(b.next(), 0);
+        });
+    }
+
+    /// A channel timer (module note, "Channel timers"), a count of the
+    /// values sent and not received standing for its channel.
+    fn channel_timer() -> (Arc<Timer>, Arc<AtomicUsize>) {
+        let sent = Arc::new(AtomicUsize::new(0));
+        (Timer::new(TimerFn::SendCount(sent.clone())), sent)
+    }
+
+    /// Go 1.23's stop racing the firing and a receive: once stop returns,
+    /// no value is left to receive, then or later, and stop returns true
+    /// exactly when the value was not received (it stopped the firing, or
+    /// withdrew the value sent).
+    #[test]
+    fn channel_timer_stop_races_fire_and_receive() {
+        loom::model(|| {
+            let h = heap();
+            let (t, sent) = channel_timer();
+            Timer::start_on::<Quiet>(&t, h, 5, 0);
+            let (t2, sent2) = (t.clone(), sent.clone());
+            let stopper = thread::spawn(move || {
+                let stopped = t2.stop_with::<Quiet>();
+                (stopped, sent2.load(Ordering::SeqCst))
+            });
+            let sent3 = sent.clone();
+            let receiver = thread::spawn(move || sent3.swap(0, Ordering::SeqCst));
+            h.run_due::<Quiet>(10);
+            let (stopped, left_at_stop) = stopper.join().unwrap();
+            let received = receiver.join().unwrap();
+            assert_eq!(left_at_stop, 0, "a value left after stop returned");
+            assert_eq!(sent.load(Ordering::SeqCst), 0, "a value sent after stop");
+            assert!(received <= 1);
+            assert_eq!(
+                stopped as usize + received,
+                1,
+                "stop returned {stopped}, received {received}"
+            );
+        });
+    }
+
+    /// A reset to later racing the old arm's firing (the entry may stay,
+    /// module note): once reset returns, no old value is left, reset finds
+    /// the old arm pending (nobody received), and the new arm delivers
+    /// exactly one value.
+    #[test]
+    fn channel_timer_reset_races_fire() {
+        loom::model(|| {
+            let h = heap();
+            let (t, sent) = channel_timer();
+            Timer::start_on::<Quiet>(&t, h, 5, 0);
+            let (t2, sent2) = (t.clone(), sent.clone());
+            let resetter = thread::spawn(move || {
+                let (was, _) = Timer::start_on::<Quiet>(&t2, h, 7, 0);
+                (was, sent2.load(Ordering::SeqCst))
+            });
+            h.run_due::<Quiet>(6);
+            let (was, left) = resetter.join().unwrap();
+            assert!(was, "reset found the old arm not pending");
+            assert_eq!(left, 0, "an old value left after reset returned");
+            h.run_due::<Quiet>(10);
+            assert_eq!(sent.load(Ordering::SeqCst), 1, "the new arm's values");
         });
     }
 

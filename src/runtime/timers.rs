@@ -25,7 +25,8 @@
 //!
 //! A timer's function runs on whatever M ran the heap (on its scheduler
 //! stack), so it must not block: the runtime's timer functions only ready a
-//! goroutine, try-send on a buffered channel, or spawn a goroutine.
+//! goroutine, try-send on a timer's channel (under the timer's lock:
+//! `p/timerheap.rs`, "Channel timers"), or spawn a goroutine.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -52,15 +53,23 @@ impl Hooks for Sched {
 }
 
 impl Timer {
-    /// Cancels a pending firing; true if there was one. The entry leaves
-    /// its heap at once.
+    /// Cancels a pending firing, and drops a channel timer's value not yet
+    /// received; true if either was there. The entry leaves its heap at
+    /// once.
     pub(crate) fn stop(&self) -> bool {
         self.stop_with::<Sched>()
     }
 
+    /// [`stop`](Self::stop) leaving a channel timer's delivered value in
+    /// its channel (a dropped `time::Timer`: a cloned receiver keeps it).
+    pub(crate) fn stop_keep_value(&self) -> bool {
+        self.stop_keep_value_with::<Sched>()
+    }
+
     /// Arms the timer to fire at `when` (nanotime), then every `period` ns
-    /// if `period > 0`, on the caller's P. Replaces a pending firing;
-    /// returns whether one was pending (Go's Reset result).
+    /// if `period > 0`, on the caller's P. Replaces a pending firing and
+    /// drops a channel timer's value not yet received; returns whether
+    /// either was there (Go 1.23's Reset result).
     pub(crate) fn start(self: &Arc<Self>, when: i64, period: i64) -> bool {
         self.start_here(m::Here::lookup(), when, period)
     }

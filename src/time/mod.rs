@@ -1,12 +1,28 @@
 //! Sleeping and timers (Go's `time` package on the runtime's timers).
 //!
 //! Every timer lives in a per-P heap (`runtime::timers`) and fires from the
-//! scheduler; nothing here takes a thread. Channel timers deliver the firing
-//! time into a channel of capacity 1 with a non-blocking send, as Go does:
-//! a tick that finds the channel full is dropped. A dropped `Timer` or
-//! `Ticker` gives its record and channel to its P's cache for the next one
-//! (`p::chantimers`, with the conditions that make that safe); an `after`
-//! timer is stopped when the last receiver of its channel goes.
+//! scheduler; nothing here takes a thread.
+//!
+//! # Timer channels: Go 1.23's contract
+//! The channels of [`Timer`], [`Ticker`] and [`after`] are synchronous, as
+//! Go's are since 1.23 (`p::timerheap`, "Channel timers", says how):
+//! - **No stale value.** Once [`Timer::stop`], [`Timer::reset`],
+//!   [`Ticker::stop`] or [`Ticker::reset`] returns, no value from before it
+//!   can be received: a firing not yet received is withdrawn, and none
+//!   still on its way can arrive. There is nothing to drain before a
+//!   reset (Go before 1.23 needed `if !t.Stop() { <-t.C }`).
+//! - **Unbuffered to the eye.** Their `len()` and `capacity()` are 0, as an
+//!   unbuffered channel's; a receive still finds a firing that nobody took
+//!   yet. A ticker keeps at most one tick waiting and drops the rest, as
+//!   Go's does.
+//! - **No `stop` needed.** Dropping a `Timer` or a `Ticker`, or the last
+//!   receiver of an `after` channel, stops the timer: nothing unreferenced
+//!   stays pending or keeps firing. A dropped `Timer` or `Ticker` gives its
+//!   record and channel to its P's cache for the next one
+//!   (`p::chantimers`, with the conditions that make that safe).
+//! - **`select!` as usual.** A timer fires from its heap at its time,
+//!   whether or not anybody waits on its channel, so a receive, a
+//!   `select!` arm or `recv_async` on it is an ordinary receive.
 //!
 //! ```
 //! use std::time::Duration;
@@ -67,9 +83,11 @@ pub fn sleep_until(deadline: Instant) {
 }
 
 /// A channel that receives the current time once `d` has passed (Go's
-/// `time.After`). Dropping every receiver of the channel stops the timer:
-/// `after` in a loop's `select!` leaves no pending timer behind for each
-/// round that another arm won (as Go since 1.23).
+/// `time.After`), with Go 1.23's timer channel contract (module note): its
+/// `len()` and `capacity()` are 0, and dropping every receiver of the
+/// channel stops the timer, so `after` in a loop's `select!` leaves no
+/// pending timer behind for each round that another arm won. Once the
+/// time is received, the channel reports closed.
 pub fn after(d: Duration) -> Receiver<Instant> {
     call_here(move |here| {
         // The heap entry owns the timer and with it the sender: once the time
@@ -106,6 +124,24 @@ where
 
 /// A single event delivered on a channel (Go's `time.Timer`). Use
 /// [`Timer::c`] in `select!`: `recv(t.c()) -> at => ...`.
+///
+/// Its channel keeps Go 1.23's contract (module note): once
+/// [`stop`](Timer::stop) or [`reset`](Timer::reset) returns, no value from
+/// before can be received, so a reset needs no draining first; the
+/// channel's `len()` and `capacity()` are 0; dropping the timer stops it.
+///
+/// ```
+/// use std::time::Duration;
+/// use goroutine::time::Timer;
+///
+/// goroutine::run(|| {
+///     let t = Timer::new(Duration::from_millis(1));
+///     goroutine::time::sleep(Duration::from_millis(5)); // it fires; nobody receives
+///     assert!(t.reset(Duration::from_secs(3600)), "its value was withdrawn");
+///     assert!(t.c().try_recv().is_err(), "no stale value");
+///     assert_eq!(t.c().len(), 0);
+/// });
+/// ```
 pub struct Timer {
     /// The timer record and its channel, from the P's cache of dropped
     /// channel timers when it has one (`p::chantimers`), and given back to
@@ -129,19 +165,28 @@ impl Timer {
         })
     }
 
-    /// The channel the time is delivered on.
+    /// The channel the time is delivered on (`len()` and `capacity()` 0:
+    /// see the type's note).
     // entry: a getter of the delivery channel
     pub fn c(&self) -> &Receiver<Instant> {
         self.kit.rx()
     }
 
-    /// Prevents the timer from firing; false if it already fired or was
-    /// stopped. As in Go, a value already in the channel stays there.
+    /// Stops the timer (Go 1.23's `Stop`): once this returns, no value can
+    /// be received from [`c`](Self::c) until a [`reset`](Self::reset),
+    /// not even one the timer sent before and nobody received (it is
+    /// withdrawn). True if the call kept a value from being received: the
+    /// timer was pending, or it had fired and its value was not taken yet;
+    /// false if the value was received already or the timer was stopped.
     pub fn stop(&self) -> bool {
         crate::runtime::asyncpreempt::in_runtime(move || self.kit.timer().stop())
     }
 
-    /// Re-arms the timer to fire after `d`; true if it was still pending.
+    /// Re-arms the timer to fire after `d` (Go 1.23's `Reset`): once this
+    /// returns, only the new firing can be received; a value sent before
+    /// and not received is withdrawn, so no draining is needed first.
+    /// Returns what [`stop`](Self::stop) would have: true if the old
+    /// firing was pending or its value not yet received.
     pub fn reset(&self, d: Duration) -> bool {
         call_here(move |here| {
             self.kit
@@ -173,7 +218,12 @@ impl fmt::Debug for Timer {
 }
 
 /// Delivers the time on a channel every period (Go's `time.Ticker`). Slow
-/// receivers miss ticks rather than queue them.
+/// receivers miss ticks rather than queue them: at most one tick waits.
+///
+/// Its channel keeps Go 1.23's contract (module note): once
+/// [`stop`](Ticker::stop) or [`reset`](Ticker::reset) returns, no tick from
+/// before can be received; the channel's `len()` and `capacity()` are 0;
+/// dropping the ticker stops it.
 pub struct Ticker {
     /// As `Timer::kit`.
     kit: ManuallyDrop<ChanTimer>,
@@ -202,14 +252,18 @@ impl Ticker {
         self.kit.rx()
     }
 
-    /// Stops the ticker (no more ticks are sent; the channel stays open).
+    /// Stops the ticker: once this returns, no tick can be received, not
+    /// even one sent before and not taken yet (it is withdrawn), until a
+    /// [`reset`](Self::reset). The channel stays open.
     pub fn stop(&self) {
         crate::runtime::asyncpreempt::in_runtime(move || {
             self.kit.timer().stop();
         })
     }
 
-    /// Stops the ticker and restarts it with period `d`.
+    /// Stops the ticker and restarts it with period `d`: once this returns,
+    /// only ticks of the new period can be received (a tick sent before and
+    /// not taken is withdrawn). The first comes `d` from now.
     ///
     /// # Panics
     /// If `d` is zero.
@@ -245,9 +299,11 @@ fn take_kit(here: m::Here) -> ChanTimer {
 fn stop_and_recycle(kit: ChanTimer) {
     call_here(move |here| {
         // A record nobody else holds has no heap entry (an entry, or a
-        // runner that popped one, holds a reference): nothing to stop.
+        // runner that popped one, holds a reference): nothing to stop. A
+        // value delivered stays for a receiver the user cloned (and keeps
+        // the kit out of the cache).
         if std::sync::Arc::strong_count(kit.timer()) != 1 {
-            kit.timer().stop();
+            kit.timer().stop_keep_value();
         }
         // Without a P the closure (and the kit in it) is dropped unrun.
         let rest = here.p_local(move |l| l.chan_timers.keep(kit));
