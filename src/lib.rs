@@ -217,7 +217,7 @@ pub mod __private {
         block_forever, select, unreachable_select, Case, RecvArm, RecvOperand, SendArm, SendOperand,
     };
     // What `#[goroutine::main]` and `#[goroutine::test]` expand to call.
-    pub use crate::macro_support::{main, test, TestFailure, TestReturn};
+    pub use crate::macro_support::{main, test, Options, TestFailure, TestReturn};
 }
 
 /// `#[goroutine::main]`: runs `main` as the main goroutine (see the crate's

@@ -17,18 +17,41 @@ use std::fmt;
 use std::process::{ExitCode, Termination};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+/// The options of `#[goroutine::main]` and `#[goroutine::test]`, as the
+/// macros write them: `Options::new().max_procs(4)`. A new option (a
+/// `synctest` flag, say) is one more setter here and one more arm of the
+/// macro crate's `parse_options`; what the macros expand to stays the same
+/// shape.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    max_procs: Option<usize>,
+}
+
+// entry: a builder of plain values; no runtime state
+impl Options {
+    pub const fn new() -> Options {
+        Options { max_procs: None }
+    }
+
+    /// GOMAXPROCS for the body (`max_procs = n`).
+    pub const fn max_procs(mut self, n: usize) -> Options {
+        self.max_procs = Some(n);
+        self
+    }
+}
+
 /// `#[goroutine::main]`: starts the runtime (with `max_procs` Ps if given),
 /// runs `f` as the main goroutine and turns its result into the process's
 /// exit code there, as a plain `main`'s would be (an `Err` prints
 /// `Error: {e:?}`). Inlined, as `run` is, so that dumps say the main
 /// goroutine was created by the user's `main`.
 #[inline(always)]
-pub fn main<R, F>(max_procs: Option<usize>, f: F) -> ExitCode
+pub fn main<R, F>(opts: Options, f: F) -> ExitCode
 where
     R: Termination,
     F: FnOnce() -> R + Send,
 {
-    if let Some(n) = max_procs {
+    if let Some(n) = opts.max_procs {
         start_with_max_procs(n);
     }
     crate::run(move || f().report())
@@ -54,12 +77,12 @@ static PROCS: RwLock<()> = RwLock::new(());
 /// the test's output.
 // Inlined, as `run` is: the goroutine was created by the test function.
 #[inline(always)]
-pub fn test<R, F>(max_procs: Option<usize>, f: F) -> R::Outer
+pub fn test<R, F>(opts: Options, f: F) -> R::Outer
 where
     R: TestReturn,
     F: FnOnce() -> R + Send,
 {
-    let _order = match max_procs {
+    let _order = match opts.max_procs {
         Some(n) => Order::Alone(SetProcs::new(n)),
         None => Order::Shared(PROCS.read().unwrap_or_else(|e| e.into_inner())),
     };

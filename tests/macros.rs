@@ -1,7 +1,10 @@
 //! `#[goroutine::main]`, `#[goroutine::test]` and borrowing `run` (issue 40,
 //! items 1 and 2): what the expansions do at run time, and (`compile_fail`)
 //! the compile errors for misuse, from `tests/ui/*.rs` with their expected
-//! messages beside them (`*.stderr`).
+//! messages beside them (`*.stderr`). After changing a message (or the
+//! helpers' signatures, which two of them quote), regenerate them with
+//! `TRYBUILD=overwrite cargo test --release --test macros compile_fail` and
+//! read the diff.
 
 mod common;
 
@@ -78,9 +81,10 @@ fn worker_answers() -> Result<(), Box<dyn Error>> {
 /// `Error: <text>`), made from a `!Send` error.
 #[test]
 fn an_err_fails_the_test_with_the_errors_debug_text() {
-    let r = goroutine::__private::test(None, || -> Result<(), Box<dyn Error>> {
-        Err("it broke".into())
-    });
+    let r = goroutine::__private::test(
+        goroutine::__private::Options::new(),
+        || -> Result<(), Box<dyn Error>> { Err("it broke".into()) },
+    );
     let e = r.expect_err("an Err body must fail the test");
     assert_eq!(format!("{e:?}"), "\"it broke\"");
 }
@@ -90,14 +94,20 @@ fn max_procs_is_restored_after_a_test_that_panicked() {
     let before = goroutine::max_procs();
     let want = if before == 2 { 3 } else { 2 };
     let r = std::panic::catch_unwind(|| {
-        goroutine::__private::test::<(), _>(Some(want), || {
-            assert_eq!(goroutine::max_procs(), want);
-            panic!("test body panicked");
-        })
+        goroutine::__private::test::<(), _>(
+            goroutine::__private::Options::new().max_procs(want),
+            || {
+                assert_eq!(goroutine::max_procs(), want);
+                panic!("test body panicked");
+            },
+        )
     });
     assert!(r.is_err());
     // Another max_procs test may run in between, but it restores too.
-    goroutine::__private::test(Some(before), || ());
+    goroutine::__private::test(
+        goroutine::__private::Options::new().max_procs(before),
+        || (),
+    );
     assert_eq!(goroutine::max_procs(), before);
 }
 

@@ -17,9 +17,10 @@
 //! body's result need not be `Send`: `Result<(), Box<dyn Error>>` works.
 //!
 //! Options are parsed by name (`parse_options`); anything else is a
-//! compile error that lists what is accepted. A new option (a
-//! flag such as `synctest`) is one more arm of `parse_options` and one more
-//! field of `Options`.
+//! compile error that lists what is accepted. They reach the helpers as a
+//! builder, `goroutine::__private::Options::new().max_procs(4)`, so a new
+//! option (a flag such as `synctest`) is one more arm of `parse_options`,
+//! one more field of `Options` here and one more setter there.
 //!
 //! Misuse is a compile error pointing at the offending token: an item that
 //! is not a function, arguments, generics, `async`, `const`, `unsafe`, an
@@ -318,11 +319,13 @@ fn check_fn(kind: Kind, f: &syn::ItemFn) -> syn::Result<()> {
     }
 }
 
-fn procs_tokens(opts: &Options) -> TokenStream2 {
-    match opts.max_procs {
-        Some(n) => quote!(::core::option::Option::Some(#n)),
-        None => quote!(::core::option::Option::None),
+/// The options as `goroutine::__private::Options` builds them.
+fn options_tokens(opts: &Options) -> TokenStream2 {
+    let mut t = quote!(::goroutine::__private::Options::new());
+    if let Some(n) = opts.max_procs {
+        t.extend(quote!(.max_procs(#n)));
     }
+    t
 }
 
 /// The span errors about the return type point at: the type, or the name
@@ -343,9 +346,9 @@ fn expand_main(f: syn::ItemFn, opts: Options) -> TokenStream2 {
     } = f;
     let ident = &sig.ident;
     let output = &sig.output;
-    let procs = procs_tokens(&opts);
+    let options = options_tokens(&opts);
     let call = quote_spanned! {output_span(&sig)=>
-        ::goroutine::__private::main(#procs, __goroutine_main)
+        ::goroutine::__private::main(#options, __goroutine_main)
     };
     quote! {
         #(#attrs)*
@@ -365,7 +368,7 @@ fn expand_test(f: syn::ItemFn, opts: Options) -> TokenStream2 {
     } = f;
     let ident = &sig.ident;
     let output = &sig.output;
-    let procs = procs_tokens(&opts);
+    let options = options_tokens(&opts);
     // A unit test stays a unit test (`#[should_panic]` requires it); any
     // other return type becomes what `TestReturn` makes of it, on the test
     // thread.
@@ -376,7 +379,7 @@ fn expand_test(f: syn::ItemFn, opts: Options) -> TokenStream2 {
         _ => quote!(),
     };
     let call = quote_spanned! {output_span(&sig)=>
-        ::goroutine::__private::test(#procs, __goroutine_test)
+        ::goroutine::__private::test(#options, __goroutine_test)
     };
     quote! {
         #[::core::prelude::v1::test]

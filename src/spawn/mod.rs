@@ -151,11 +151,11 @@ fn spawn_site(pc: usize, here: m::Here) -> crate::traceback::Spawn {
 ///   `mem::forget` cannot skip it.
 /// - **the caller is already a goroutine.** `f` runs right here, on the
 ///   caller's own stack, like any closure call.
-/// - **the caller is an M's own thread outside a goroutine** (code the
-///   runtime calls on its scheduler stack, such as a waker): that is a
-///   plain thread to `run`, which blocks it until the goroutine is done,
-///   so the frame stays alive; a scheduler thread blocked this way may
-///   deadlock the runtime, but never frees a borrowed frame early.
+/// - **the caller is an M's own thread outside a goroutine** (user code
+///   called on a scheduler stack, were there any): that is a plain thread
+///   to `run`, which blocks it until the goroutine is done, so the frame
+///   stays alive; a scheduler thread blocked this way may deadlock the
+///   runtime, but never frees a borrowed frame early.
 ///
 /// Goroutine-local values set by `f` ([`local!`](crate::local!)) are
 /// `'static` and dropped before the task completes.
