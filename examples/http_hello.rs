@@ -64,6 +64,32 @@ impl Conn for &TcpStream {
     }
 }
 
+/// A stream served without deadlines (another runtime's, or a plain
+/// thread's): [`serve`] then bounds only what the stream's own timeouts
+/// bound. The benchmark tool serves every runtime's streams this way, so
+/// that all of them do the same work per request (Go's `net/http` sets no
+/// deadline either unless a server asks for one).
+pub struct NoDeadline<S>(pub S);
+
+impl<S: Read> Read for NoDeadline<S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl<S: Write> Write for NoDeadline<S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl<S: Read + Write> Conn for NoDeadline<S> {
+    fn set_read_deadline(&self, _: Option<Instant>) {}
+}
+
 /// [`serve_with`] with the default [`Limits`].
 pub fn serve<S: Conn>(conn: S) -> io::Result<()> {
     serve_with(conn, Limits::default())

@@ -7,7 +7,9 @@
 //! request with `200 OK`, `Content-Type: text/plain`, body `Hello, World!\n`,
 //! one goroutine / task / coroutine per connection, TCP_NODELAY:
 //! - ours: `examples/http_hello.rs`'s handler (`serve`, compiled in here
-//!   from the example's file) on `goroutine::net`;
+//!   from the example's file) on `goroutine::net`, without its deadlines
+//!   (`NoDeadline`, as for may: every server does the same work per
+//!   request, and Go's `net/http` sets no deadline by default either);
 //! - Go: `net/http` (bench/go/http_server.go), which also sends a `Date`
 //!   header;
 //! - tokio: hyper 1 (`http1` server connection, `service_fn`);
@@ -48,7 +50,7 @@ pub fn ours(c: Cfg) -> Figure {
                 Ok((conn, _)) => {
                     goroutine::go(move || {
                         let _ = conn.set_nodelay(true);
-                        let _ = http_hello::serve(&conn);
+                        let _ = http_hello::serve(http_hello::NoDeadline(&conn));
                     });
                 }
                 Err(e) => {
@@ -112,7 +114,7 @@ pub fn may(c: Cfg) -> Figure {
                 Ok((s, _)) => {
                     may_go(move || {
                         let _ = s.set_nodelay(true);
-                        let _ = http_hello::serve(s);
+                        let _ = http_hello::serve(http_hello::NoDeadline(s));
                     });
                 }
                 Err(e) => {
@@ -495,7 +497,7 @@ Transfer/sec:      9.50MB
         std::thread::spawn(move || {
             for s in l.incoming() {
                 let s = s.unwrap();
-                std::thread::spawn(move || http_hello::serve(s));
+                std::thread::spawn(move || http_hello::serve(http_hello::NoDeadline(s)));
             }
         });
         assert_eq!(check_server(port), Ok(()));
