@@ -118,6 +118,8 @@ mod p;
 mod runtime;
 #[cfg(not(loom))]
 pub mod signal;
+#[cfg(all(feature = "tracing", not(loom)))]
+mod spans;
 #[cfg(not(loom))]
 mod spawn;
 #[cfg(not(loom))]

@@ -96,6 +96,35 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
+    // The child runs inside the spawner's current span (`spans`' module
+    // note, "Spawning inside a span").
+    #[cfg(feature = "tracing")]
+    {
+        let parent = crate::spans::capture();
+        alloc_task(
+            move || {
+                let _running = crate::spans::start(parent);
+                f()
+            },
+            spawn,
+            here,
+        )
+    }
+    #[cfg(not(feature = "tracing"))]
+    alloc_task(f, spawn, here)
+}
+
+/// [`new_task`]'s allocation of the cell.
+#[inline(always)]
+fn alloc_task<F, T>(
+    f: F,
+    spawn: crate::traceback::Spawn,
+    here: crate::m::Here,
+) -> (TaskRef, JoinRef<T>)
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
     let layout = Layout::new::<Cell<F, T>>();
     let mem = alloc_block(layout, here);
     let cell = mem.cast::<Cell<F, T>>();
