@@ -61,8 +61,8 @@
 //! for "parent context, not entered"; entering it while the child runs is
 //! the only way a subscriber attributes the child's events to it (parents
 //! of events come from the current span), so the span is entered by the
-//! runtime, not left to a guard of the user. Code that wants a detached
-//! child spawns it from inside `Span::none().in_scope(..)`.
+//! runtime, not left to a guard of the user. A child that wants a root span
+//! of its own makes one with `info_span!(parent: None, ..)`.
 //!
 //! The parent is followed only when the child's thread's default
 //! dispatcher sees it as current once entered: a span captured under a
