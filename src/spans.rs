@@ -37,7 +37,12 @@
 //!   span is entered, innermost first, as on one thread.
 //! - The list lives in a goroutine-local ([`crate::local!`]) that only the
 //!   goroutine touches. It is empty while the goroutine runs and holds the
-//!   goroutine's spans while it is switched out. A hook that finds it
+//!   goroutine's spans while it is switched out. A goroutine inside no span
+//!   never touches it: `suspend` finds no current span, and `resume`, told
+//!   nothing was carried, finds the thread inside none either, so `base`
+//!   stays none. (Should a thread ever be found inside a span at a
+//!   goroutine's start or resume, [`SOME_BASE`] makes every resume record
+//!   its `base` from then on.) A hook that finds it
 //!   borrowed (subscriber code that itself switched, from inside a hook)
 //!   does nothing, and neither does its pair: the resume hook of a switch
 //!   runs exactly when its suspend hook ran.
@@ -98,6 +103,7 @@
 //!   the thread it was set on and is not carried (set the global default).
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing_core::dispatcher::{self, Dispatch};
 use tracing_core::span::Id;
@@ -138,44 +144,66 @@ fn current(d: &Dispatch) -> Option<Id> {
     d.current_span().id().cloned()
 }
 
+/// Set once a goroutine found its thread inside a span when it started
+/// running there (a `base`: not the case on the runtime's threads, whose
+/// span stacks are empty between goroutines). Until then a goroutine with
+/// nothing to carry needs no `base` recorded (it stays none).
+static SOME_BASE: AtomicBool = AtomicBool::new(false);
+
 /// The suspend hook (module note): exits the goroutine's spans on the
-/// thread it leaves, keeping them open.
-fn suspend() {
+/// thread it leaves, keeping them open. Returns whether it took any.
+fn suspend() -> bool {
     let d = thread_dispatch();
-    // A goroutine that entered nothing: nothing to look up.
-    let Some(first) = current(&d) else { return };
-    let _ = CARRIED.try_with(|c| {
-        let Ok(mut c) = c.try_borrow_mut() else {
-            return;
-        };
-        if c.base.as_ref() == Some(&first) {
-            return;
-        }
-        let c = &mut *c;
-        for _ in 0..MAX_DEPTH {
-            let Some(id) = current(&d) else { break };
-            if c.base.as_ref() == Some(&id) {
-                break;
+    // A goroutine inside no span: nothing to look up.
+    let Some(first) = current(&d) else {
+        return false;
+    };
+    CARRIED
+        .try_with(|c| {
+            let Ok(mut c) = c.try_borrow_mut() else {
+                return false;
+            };
+            if c.base.as_ref() == Some(&first) {
+                return false;
             }
-            let held = d.clone_span(&id);
-            d.exit(&id);
-            c.held.push(held);
-        }
-        if !c.held.is_empty() {
-            c.dispatch = Some(d);
-        }
-    });
+            let c = &mut *c;
+            for _ in 0..MAX_DEPTH {
+                let Some(id) = current(&d) else { break };
+                if c.base.as_ref() == Some(&id) {
+                    break;
+                }
+                let held = d.clone_span(&id);
+                d.exit(&id);
+                c.held.push(held);
+            }
+            let took = !c.held.is_empty();
+            if took {
+                c.dispatch = Some(d);
+            }
+            took
+        })
+        .unwrap_or(false)
 }
 
 /// The resume hook (module note): enters the goroutine's spans again on
-/// the thread it resumed on, outermost first.
-fn resume() {
+/// the thread it resumed on, outermost first. `carried`: the suspend hook
+/// took some.
+fn resume(carried: bool) {
+    let base = current(&thread_dispatch());
+    // Nothing to enter and nothing to record: no goroutine-local access
+    // (and no allocation for the goroutines that never enter a span).
+    if !carried && base.is_none() && !SOME_BASE.load(Ordering::Relaxed) {
+        return;
+    }
     let _ = CARRIED.try_with(|c| {
         let Ok(mut c) = c.try_borrow_mut() else {
             return;
         };
         let c = &mut *c;
-        c.base = current(&thread_dispatch());
+        if base.is_some() {
+            SOME_BASE.store(true, Ordering::Relaxed);
+        }
+        c.base = base;
         let Some(d) = c.dispatch.take() else { return };
         for id in c.held.iter().rev() {
             d.enter(id);
@@ -227,6 +255,9 @@ pub(crate) fn start(mut parent: Parent) -> Running {
         };
         let here = thread_dispatch();
         c.base = current(&here);
+        if c.base.is_some() {
+            SOME_BASE.store(true, Ordering::Relaxed);
+        }
         if let Some((d, id)) = parent.0.take() {
             d.enter(&id);
             if current(&here).as_ref() == Some(&id) {

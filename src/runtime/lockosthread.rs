@@ -45,7 +45,8 @@
 //! being the one way out of a goroutine, it calls the two hooks the `spans`
 //! module registers ([`set_span_hooks`]; it lives above this layer): the
 //! suspend hook before the switch, on the old thread, and the resume hook
-//! after it, on the thread the goroutine resumed on. Both run on the
+//! after it, on the thread the goroutine resumed on, told whether the
+//! suspend hook took any span off the old thread. Both run on the
 //! goroutine's stack, as the goroutine, inside the entry gate. Until a
 //! dispatcher has been set anywhere in the process the switch pays one
 //! relaxed load (`tracing_core::dispatcher::has_been_set`); the resume hook
@@ -115,15 +116,24 @@ pub(crate) fn pin() {
     unsafe { g.inner() }.locked |= PINNED;
 }
 
-/// The span hooks (module note, "Spans"): suspend, resume.
+/// The span hooks (module note, "Spans").
 #[cfg(feature = "tracing")]
-static SPAN_HOOKS: std::sync::OnceLock<(fn(), fn())> = std::sync::OnceLock::new();
+#[derive(Clone, Copy)]
+struct SpanHooks {
+    /// Before the switch; returns whether it took any span off the thread.
+    suspend: fn() -> bool,
+    /// After the switch, told what `suspend` returned.
+    resume: fn(bool),
+}
+
+#[cfg(feature = "tracing")]
+static SPAN_HOOKS: std::sync::OnceLock<SpanHooks> = std::sync::OnceLock::new();
 
 /// Registers the span hooks (module note, "Spans"); the first registration
 /// wins. Called by `spans` before any goroutine it follows runs.
 #[cfg(feature = "tracing")]
-pub(crate) fn set_span_hooks(suspend: fn(), resume: fn()) {
-    let _ = SPAN_HOOKS.set((suspend, resume));
+pub(crate) fn set_span_hooks(suspend: fn() -> bool, resume: fn(bool)) {
+    let _ = SPAN_HOOKS.set(SpanHooks { suspend, resume });
 }
 
 /// Switches the running goroutine `g` out to its M's scheduler with
@@ -147,14 +157,12 @@ pub(crate) unsafe fn switch_out(g: &'static G, action: crate::g::context::Action
         None
     };
     #[cfg(feature = "tracing")]
-    if let Some((suspend, _)) = hooks {
-        suspend();
-    }
+    let carried = hooks.is_some_and(|h| (h.suspend)());
     // SAFETY: the caller's contract.
     unsafe { crate::g::context::switch_to_scheduler(g, action) };
     #[cfg(feature = "tracing")]
-    if let Some((_, resume)) = hooks {
-        resume();
+    if let Some(h) = hooks {
+        (h.resume)(carried);
     }
 }
 
