@@ -48,7 +48,8 @@
 //! tied to the thread it was made on must therefore not be held across such
 //! a call: a reference into a `thread_local!` value, an `Rc` cloned out of
 //! one, a `std::sync::MutexGuard`, std's stdout lock, a `tracing` span
-//! guard, `rand::thread_rng()`. The compiler cannot check this, and breaking
+//! guard (unless the `tracing` feature is on: then spans follow their
+//! goroutine), `rand::thread_rng()`. The compiler cannot check this, and breaking
 //! it is undefined behaviour although `go` is safe. Keep state that must
 //! follow the goroutine in [`local!`] (goroutine-local storage), and spawn
 //! code that must stay on one thread with [`Builder::lock_os_thread`]
@@ -142,6 +143,8 @@ mod p;
 mod runtime;
 #[cfg(not(loom))]
 pub mod signal;
+#[cfg(all(feature = "tracing", not(loom)))]
+mod spans;
 #[cfg(not(loom))]
 mod spawn;
 #[cfg(not(loom))]

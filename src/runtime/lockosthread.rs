@@ -39,6 +39,19 @@
 //! thread of the process is panicking, the check costs one load of std's
 //! global panic count and one of `Inner::locked`.
 //!
+//! # Spans (feature `tracing`)
+//! A `tracing` subscriber keeps the entered spans per OS thread, so the
+//! spans a goroutine entered must leave the thread with it. [`switch_out`]
+//! being the one way out of a goroutine, it calls the two hooks the `spans`
+//! module registers ([`set_span_hooks`]; it lives above this layer): the
+//! suspend hook before the switch, on the old thread, and the resume hook
+//! after it, on the thread the goroutine resumed on, told whether the
+//! suspend hook took any span off the old thread. Both run on the
+//! goroutine's stack, as the goroutine, inside the entry gate. Until a
+//! dispatcher has been set anywhere in the process the switch pays one
+//! relaxed load (`tracing_core::dispatcher::has_been_set`); the resume hook
+//! runs exactly when the suspend hook ran.
+//!
 //! Ownership of the P moves only through `nextp` + note wakeup (the same
 //! edge `startm` uses) or `handoffp`, so the one-owner rule holds. A locked
 //! M's note is woken at most once per sleep: only the single M that popped
@@ -103,6 +116,26 @@ pub(crate) fn pin() {
     unsafe { g.inner() }.locked |= PINNED;
 }
 
+/// The span hooks (module note, "Spans").
+#[cfg(feature = "tracing")]
+#[derive(Clone, Copy)]
+struct SpanHooks {
+    /// Before the switch; returns whether it took any span off the thread.
+    suspend: fn() -> bool,
+    /// After the switch, told what `suspend` returned.
+    resume: fn(bool),
+}
+
+#[cfg(feature = "tracing")]
+static SPAN_HOOKS: std::sync::OnceLock<SpanHooks> = std::sync::OnceLock::new();
+
+/// Registers the span hooks (module note, "Spans"); the first registration
+/// wins. Called by `spans` before any goroutine it follows runs.
+#[cfg(feature = "tracing")]
+pub(crate) fn set_span_hooks(suspend: fn() -> bool, resume: fn(bool)) {
+    let _ = SPAN_HOOKS.set(SpanHooks { suspend, resume });
+}
+
 /// Switches the running goroutine `g` out to its M's scheduler with
 /// `action`, keeping an unwinding goroutine on its thread (module note,
 /// "Unwinding"). Every switch out of a goroutine goes through here.
@@ -116,8 +149,21 @@ pub(crate) unsafe fn switch_out(g: &'static G, action: crate::g::context::Action
     if std::thread::panicking() || unsafe { g.inner() }.locked & UNWINDING != 0 {
         rewire_for_unwinding(g);
     }
+    // Module note, "Spans": one relaxed load while no dispatcher is set.
+    #[cfg(feature = "tracing")]
+    let hooks = if tracing_core::dispatcher::has_been_set() {
+        SPAN_HOOKS.get().copied()
+    } else {
+        None
+    };
+    #[cfg(feature = "tracing")]
+    let carried = hooks.is_some_and(|h| (h.suspend)());
     // SAFETY: the caller's contract.
     unsafe { crate::g::context::switch_to_scheduler(g, action) };
+    #[cfg(feature = "tracing")]
+    if let Some(h) = hooks {
+        (h.resume)(carried);
+    }
 }
 
 /// Wires `g` to its M while its thread is panicking; unwires it once that

@@ -31,6 +31,11 @@ enum Stage<F, T> {
 struct Cell<F, T> {
     header: Header,
     stage: UnsafeCell<Stage<F, T>>,
+    /// The spawner's current span, which the goroutine runs inside
+    /// (`spans`' module note, "Spawning inside a span"); taken at its
+    /// first run, like the stage.
+    #[cfg(feature = "tracing")]
+    parent: UnsafeCell<Option<crate::spans::Parent>>,
 }
 
 /// The `JoinHandle`'s reference.
@@ -115,6 +120,10 @@ where
         cell.as_ptr().write(Cell {
             header: Header::new(&VTableOf::<F, T>::VTABLE, spawn),
             stage: UnsafeCell::new(Stage::Pending(f)),
+            // The child runs inside the spawner's current span (`spans`'
+            // module note, "Spawning inside a span").
+            #[cfg(feature = "tracing")]
+            parent: UnsafeCell::new(Some(crate::spans::capture())),
         })
     };
     let h = cell.cast::<Header>();
@@ -143,6 +152,29 @@ where
     };
 }
 
+/// `f`, run inside the spawner's span (`spans`' module note) when the
+/// `tracing` feature is on.
+#[inline(always)]
+fn spanned<F, T>(cell: &Cell<F, T>, f: F) -> impl FnOnce() -> T
+where
+    F: FnOnce() -> T,
+{
+    #[cfg(feature = "tracing")]
+    {
+        // SAFETY: the goroutine's first run is the only user of `parent`.
+        let parent = unsafe { (*cell.parent.get()).take() };
+        move || {
+            let _running = parent.map(crate::spans::start);
+            f()
+        }
+    }
+    #[cfg(not(feature = "tracing"))]
+    {
+        let _ = cell;
+        f
+    }
+}
+
 /// # Safety
 /// `h` is a live `Cell<F, T>`; the caller holds the G's reference and the
 /// stage is `Pending` (before COMPLETE nobody else touches it).
@@ -159,8 +191,8 @@ where
         _ => crate::runtime::throw("goroutine task ran twice"),
     };
     // The goroutine's own code: outside the entry gate (`runtime::entry`).
-    let mut out =
-        crate::runtime::entry::user(f).map_err(|payload| JoinError::panicked(id, name, payload));
+    let mut out = crate::runtime::entry::user(spanned(cell, f))
+        .map_err(|payload| JoinError::panicked(id, name, payload));
     if let Err(e) = &out {
         e.reached_top();
     }
