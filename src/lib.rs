@@ -200,7 +200,17 @@ pub mod __private {
 /// runnable goroutines per processor it goes to the global queue's tail.
 /// Outside the runtime, yields the OS thread.
 #[cfg(not(loom))]
+#[inline(always)]
 pub fn yield_now() {
+    yield_here();
+    // A caller that ends with `yield_now` keeps its frame in dumps.
+    traceback::keep_caller_frame();
+}
+
+/// The body of [`yield_now`], out of line.
+#[cfg(not(loom))]
+#[inline(never)]
+fn yield_here() {
     runtime::entry::call_here(runtime::park::gosched)
 }
 

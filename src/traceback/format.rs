@@ -91,7 +91,11 @@ pub(crate) fn is_internal(name: &str) -> bool {
         "__rust_",
         "rust_begin_unwind",
     ];
-    let n = name.trim_start_matches('<');
+    // `<&goroutine::net::TcpStream as std::io::Read>::read` is the
+    // runtime's too.
+    let n = name
+        .trim_start_matches(['<', '&'])
+        .trim_start_matches("mut ");
     PREFIXES.iter().any(|p| n.starts_with(p))
 }
 
@@ -335,6 +339,12 @@ mod tests {
     fn runtime_frames_are_internal() {
         assert!(is_internal("goroutine::chan::Receiver<T>::recv"));
         assert!(is_internal("<goroutine::chan::Receiver<T>>::recv"));
+        assert!(is_internal(
+            "<&goroutine::net::tcp_stream::TcpStream as std::io::Read>::read"
+        ));
+        assert!(is_internal(
+            "<&mut goroutine::io::Fd<T> as std::io::Read>::read"
+        ));
         assert!(is_internal("corosensei::coroutine::on_stack"));
         assert!(is_internal("std::panicking::try"));
         assert!(is_internal("stack_init_trampoline"));

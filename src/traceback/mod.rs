@@ -206,6 +206,30 @@ pub(crate) struct Spawn {
     pub(crate) parent: u64,
 }
 
+/// Keeps the caller's frame on the stack across the call just before it,
+/// for tracebacks: an empty `asm!` statement (no instructions) that the
+/// compiler must assume has effects, so that call is not the caller's last
+/// act and cannot become a tail call.
+///
+/// Why: a function that ends by calling a runtime function that parks
+/// (`fn nap() { time::sleep(d) }`) is compiled to a jump into it, which
+/// replaces the function's frame with the callee's; a dump of the parked
+/// goroutine then walks straight from the runtime's frames to the
+/// goroutine's entry shim and shows no frame of the program at all (the
+/// walk itself was complete: the frame was simply gone). So each public,
+/// non-generic runtime call that parks and returns `()` (the shape a tail
+/// call takes) is an `#[inline(always)]` wrapper around its out-of-line
+/// body, ending with this: inlined into the caller, the call to the body is
+/// followed by this statement and stays a call. Generic calls that return
+/// a value (`recv`, `send`, `lock`, `join`) move their result after the
+/// call and were not tail calls to begin with. Cost: the caller keeps a
+/// `call` and a `ret` instead of a `jmp`.
+#[inline(always)]
+pub(crate) fn keep_caller_frame() {
+    // SAFETY: an empty statement: no instructions, no memory, no stack.
+    unsafe { std::arch::asm!("", options(nomem, nostack, preserves_flags)) }
+}
+
 /// The address of the next instruction: inlined (always) into `go` and
 /// `Builder::spawn`, which are inlined (always) into their caller, it lies
 /// in the function that spawns. One instruction.
