@@ -74,8 +74,10 @@
 //! - `GOROUTINE_STACK_GUARD=mprotect`: use the pre-6.13 guard page fallback.
 //! - `GOROUTINE_MAX_THREADS`: the OS thread cap (default 10,000).
 //! - `GOROUTINE_PANIC=abort`: an unjoined goroutine panic ends the process.
-//! - `GOTRACEBACK=none|single|all|system`: how much the SIGQUIT, deadlock
-//!   and panic-abort reports print, as in Go (runtime frames with `system`).
+//! - `GOTRACEBACK=none|single|all|system|crash`: how much the deadlock and
+//!   panic-abort reports print, as in Go (runtime frames with `system`;
+//!   SIGQUIT prints everything whatever the level, as Go does); `crash`
+//!   ends fatal errors with `SIGABRT` instead of exit status 2.
 //! - `GODEBUG=schedtrace=N[,scheddetail=1]`: sysmon prints Go's `SCHED`
 //!   line on stderr every N ms (with `scheddetail`, one line per P, M and
 //!   goroutine too). Other keys are ignored; a bad value is reported once.

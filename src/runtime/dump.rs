@@ -23,12 +23,16 @@
 //!
 //! # SIGQUIT
 //! As in Go, SIGQUIT (Ctrl-\) writes `SIGQUIT: quit`, a blank line and the
-//! dump on stderr, then exits with status 2. The signal handler
+//! dump on stderr, then exits with status 2 (`GOTRACEBACK=crash`: raises
+//! `SIGABRT`). Go handles SIGQUIT as a runtime throw, which prints every
+//! goroutine with the runtime's frames whatever `GOTRACEBACK` says
+//! (measured with Go 1.19: the same dump under `none`, `single`, `all`,
+//! `system` and `crash`); so does this dump. The signal handler
 //! (`sys::signal::install_quit_handler`) only writes a byte to a pipe
 //! (async-signal-safe), and calls the handler that was installed before
 //! ours, if any (chaining); a dedicated thread blocked on the pipe's read
-//! end writes the dump (honouring `GOTRACEBACK`, default `all`; it waits
-//! at most 2 s for the world to stop, then prints headers only) and exits, in ordinary thread context where it may
+//! end writes the dump (it waits at most 2 s for the world to stop, then
+//! prints headers only) and exits, in ordinary thread context where it may
 //! allocate and lock. (A signalfd or `sigwait` would need SIGQUIT blocked
 //! in every thread, including threads that existed before the runtime.)
 //! `exit` runs the `atexit` hooks, so a running trace is completed.
@@ -115,31 +119,30 @@ fn sigquit_thread(rd: std::os::fd::RawFd) {
             Err(_) => return,
         }
     }
-    let level = traceback::level(Level::All);
-    let text = if level >= Level::All {
-        // Stop the world on a helper thread: a goroutine spinning outside
-        // any runtime call never lets it stop (module note of `traceback`).
-        let (tx, rx) = std::sync::mpsc::channel();
-        let helper = std::thread::Builder::new()
-            .name("goroutine-sigquit-stw".into())
-            .spawn(move || {
-                let _ = tx.send(traceback::collect_stopped());
-            });
-        let gs = match helper {
-            Ok(_) => rx.recv_timeout(traceback::SIGQUIT_STOP_WAIT).ok(),
-            Err(_) => None,
-        };
-        let gs = gs.unwrap_or_else(|| traceback::collect(Pinned::No, false));
-        render(&gs, level)
-    } else {
-        String::new()
+    // Go's level for a runtime throw, whatever GOTRACEBACK says (module
+    // note); a bad value is still named.
+    let _ = traceback::level(Level::All);
+    let level = Level::System;
+    // Stop the world on a helper thread: a goroutine spinning outside any
+    // runtime call never lets it stop (module note of `traceback`).
+    let (tx, rx) = std::sync::mpsc::channel();
+    let helper = std::thread::Builder::new()
+        .name("goroutine-sigquit-stw".into())
+        .spawn(move || {
+            let _ = tx.send(traceback::collect_stopped());
+        });
+    let gs = match helper {
+        Ok(_) => rx.recv_timeout(traceback::SIGQUIT_STOP_WAIT).ok(),
+        Err(_) => None,
     };
+    let gs = gs.unwrap_or_else(|| traceback::collect(Pinned::No, false));
+    let text = render(&gs, level);
     let mut err = io::stderr().lock();
     let _ = err.write_all(b"SIGQUIT: quit\n\n");
     let _ = err.write_all(text.as_bytes());
     let _ = err.flush();
     drop(err);
-    std::process::exit(2);
+    crate::sys::exit_after_report()
 }
 
 #[cfg(test)]

@@ -70,14 +70,23 @@
 //!   alike): dumps there show headers only.
 //!
 //! # `GOTRACEBACK`
-//! `none`: no goroutines; `single`: only the current goroutine (the
-//! panicking one in a `GOROUTINE_PANIC=abort` report; SIGQUIT and the
-//! deadlock report have none, so they print their headline only); `all`
-//! (default for SIGQUIT and deadlock): every goroutine; `system` (and
-//! `crash`): every goroutine with the runtime's frames. Go's numbers work
-//! too (`0` none, `1` all, `2` system); another value is named on stderr
-//! and the default used. `dump()` and `dump_grouped()` always print every
-//! goroutine and show runtime frames only with `system`.
+//! As Go 1.19 behaves (measured: `tests/gotraceback.rs` compares with Go
+//! where it is installed):
+//!
+//! | report | `none` | `single` | `all` | `system` | `crash` |
+//! |---|---|---|---|---|---|
+//! | deadlock (a fatal error) | headline only | every goroutine | every goroutine | + runtime frames | + runtime frames, then `SIGABRT` |
+//! | SIGQUIT (a runtime throw) | every goroutine, runtime frames | same | same | same | same, then `SIGABRT` |
+//!
+//! Exit status 2 in every case but `crash`. A fatal error prints every
+//! goroutine even under `single` because Go's `gotraceback` forces "all"
+//! while throwing; a runtime throw (SIGQUIT) forces level 2 (`system`)
+//! too. The `GOROUTINE_PANIC=abort` report is a panic's: the panicking
+//! goroutine under `single`, its default (`runtime::panics`). Go's
+//! numbers work (`0` none, `1` all, `2` system); another value is
+//! named on stderr and the default used. `dump()` and `dump_grouped()`
+//! always print every goroutine and show runtime frames only with
+//! `system`.
 //!
 //! # What is shown
 //! Frames of the runtime itself (this crate's internals, corosensei, std's
