@@ -79,6 +79,10 @@ pub(crate) fn render(gs: &[GInfo], level: Level) -> String {
         format::write_frames(&mut out, g, level);
         out.push('\n');
     }
+    // Once per dump, after it: every location above printed as `?`.
+    if format::lacks_line_tables(gs) {
+        out.push_str(format::LINE_TABLES_HINT);
+    }
     out
 }
 
@@ -170,6 +174,47 @@ mod tests {
         format::header(&mut out, &e, now);
         out
     }
+    /// Cargo's default release profile keeps no line tables: the dump says
+    /// once how to get file:line, and says nothing when it has them.
+    #[test]
+    fn a_dump_without_line_tables_says_how_to_get_them() {
+        let g = |id, pcs| GInfo {
+            id,
+            status: Status::Waiting,
+            reason: WaitReason::ChanReceive,
+            waitsince: 0,
+            locked: false,
+            pcs: Ok(pcs),
+            spawn: Default::default(),
+        };
+        // Addresses that symbolise to nothing, as in a binary without
+        // line tables: once for the whole dump.
+        let text = render(&[g(17, vec![0x10, 0x20]), g(18, vec![0x30])], Level::All);
+        assert_eq!(
+            text.matches("debug = \"line-tables-only\"").count(),
+            1,
+            "{text}"
+        );
+        assert!(text.ends_with(format::LINE_TABLES_HINT), "{text}");
+        let grouped = format::grouped(&[g(17, vec![0x10])], Level::All);
+        assert!(
+            grouped.starts_with("goroutine profile: total 1\n"),
+            "{grouped}"
+        );
+        assert!(
+            grouped.contains("\n# note: no frame has a file:line"),
+            "{grouped}"
+        );
+        // A frame of this test binary, which has line tables: no note.
+        let here = a_dump_without_line_tables_says_how_to_get_them as fn() as usize + 1;
+        let text = render(&[g(17, vec![here, 0x10])], Level::All);
+        assert!(!text.contains("line-tables-only"), "{text}");
+        // No frames at all (headers only): nothing to explain.
+        let mut none = g(17, vec![]);
+        none.pcs = Err(NoStack::NotStopped);
+        assert!(!render(&[none], Level::All).contains("line-tables-only"));
+    }
+
     #[test]
     fn headers_are_gos() {
         let min = 60_000;

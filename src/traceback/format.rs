@@ -71,6 +71,31 @@ pub(crate) fn symbolise(addr: usize) -> Arc<[Sym]> {
     syms
 }
 
+/// The line a dump ends with when none of its frames has a file:line
+/// ([`lacks_line_tables`]): Cargo's default release profile keeps no line
+/// tables (`debug = 0`), so every location would print as `?` without a
+/// word on why.
+pub(crate) const LINE_TABLES_HINT: &str = "note: no frame has a file:line: this binary has no \
+     line tables; add `debug = \"line-tables-only\"` under `[profile.release]` in Cargo.toml \
+     (and keep its symbols: no `strip = true`)\n";
+
+/// Whether the frames of `gs` show no file:line at all (and there are
+/// frames): the binary was built without line tables. Any frame counts,
+/// shown or hidden: with line tables the runtime's own frames have them.
+pub(crate) fn lacks_line_tables(gs: &[GInfo]) -> bool {
+    let mut frames = 0;
+    for g in gs {
+        let pcs = g.pcs.as_deref().unwrap_or(&[]);
+        for s in pcs.iter().flat_map(|&pc| symbolise(pc).to_vec()) {
+            if s.file.is_some() && s.line.is_some() {
+                return false;
+            }
+            frames += 1;
+        }
+    }
+    frames > 0
+}
+
 /// Frames of the runtime itself, hidden unless `GOTRACEBACK=system`.
 pub(crate) fn is_internal(name: &str) -> bool {
     const PREFIXES: [&str; 16] = [
@@ -300,6 +325,11 @@ pub(crate) fn grouped(gs: &[GInfo], level: Level) -> String {
             out.push('\n');
         }
         out.push('\n');
+    }
+    // A comment line, as pprof's form allows, after the profile.
+    if lacks_line_tables(gs) {
+        out.push_str("# ");
+        out.push_str(LINE_TABLES_HINT);
     }
     out
 }
