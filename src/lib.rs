@@ -339,15 +339,23 @@ pub mod __test {
 /// a mutex, a join), the goroutine leaves the system call state while it is
 /// parked. Outside a goroutine, just runs `f`.
 #[cfg(not(loom))]
+#[inline(always)]
 pub fn syscall<R>(f: impl FnOnce() -> R) -> R {
-    runtime::syscall::syscall(false, f)
+    let r = runtime::syscall::syscall(false, f);
+    // A caller that ends with `syscall` keeps its frame in dumps.
+    traceback::keep_caller_frame();
+    r
 }
 
 /// Like [`syscall`], for calls known to block for long (Go's
 /// `entersyscallblock`): the P is handed to another thread at once.
 #[cfg(not(loom))]
+#[inline(always)]
 pub fn syscall_blocking<R>(f: impl FnOnce() -> R) -> R {
-    runtime::syscall::syscall(true, f)
+    let r = runtime::syscall::syscall(true, f);
+    // A caller that ends with `syscall_blocking` keeps its frame in dumps.
+    traceback::keep_caller_frame();
+    r
 }
 
 /// Wires the calling goroutine to its current OS thread (Go's
@@ -484,7 +492,10 @@ pub fn stats() -> Stats {
 /// minute, as Go prints it. Named goroutines ([`Builder::name`]) get a
 /// `name:` line. Frames of the runtime itself are hidden unless
 /// `GOTRACEBACK=system`. A goroutine running on another thread is shown as
-/// Go shows it (`goroutine running on other thread; stack unavailable`).
+/// Go shows it (`goroutine running on other thread; stack unavailable`);
+/// one whose thread is blocked in a plain `std` call (outside the runtime)
+/// as `[syscall, blocked outside the runtime: read]`, with the system call.
+/// SIGQUIT's dump also shows the frames of both, taken by their threads.
 ///
 /// Like Go's `runtime.Stack(buf, true)` it stops the world while it reads
 /// the stacks (a few microseconds per goroutine; symbolisation happens after

@@ -1,5 +1,6 @@
 //! What a goroutine dump shows of goroutines in particular places: a
-//! function that ends by calling a runtime call that waits (a tail call).
+//! function that ends by calling a runtime call that waits (a tail call),
+//! and a goroutine whose thread is blocked outside the runtime.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -123,5 +124,37 @@ fn tail_called_waits_keep_the_callers_frame() {
         client.write_all(b"x").unwrap();
         assert_eq!(read.join().unwrap(), 1);
         drop(accepted);
+    });
+}
+
+#[inline(never)]
+fn plain_sleep(stop: &std::sync::atomic::AtomicBool) {
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A goroutine blocked in a plain `std` call (its thread in the kernel,
+/// outside the runtime) shows as such in `dump()`, with the system call its
+/// thread is in, not as `[running]`. (SIGQUIT's dump also gives its
+/// frames: tests/gotraceback.rs.)
+#[test]
+fn dump_names_the_system_call_of_a_goroutine_blocked_outside_the_runtime() {
+    run(|| {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let h = go(move || plain_sleep(&s));
+        let d = dump_until(&["[syscall, blocked outside the runtime: "]);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        h.join().unwrap();
+        let block = d
+            .split("\n\n")
+            .find(|b| b.contains("blocked outside the runtime"))
+            .unwrap_or_else(|| panic!("no blocked goroutine in:\n{d}"));
+        assert!(block.contains("nanosleep]:\n"), "{block}");
+        assert!(
+            block.contains("\tgoroutine blocked on other thread; stack unavailable"),
+            "{block}"
+        );
     });
 }

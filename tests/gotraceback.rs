@@ -19,6 +19,10 @@
 //!   `none` included (a runtime throw forces level 2); exit status 2, but
 //!   `crash` raises SIGABRT.
 //!
+//! Also here, as SIGQUIT's dump is the subject: goroutines running on
+//! other threads (blocked in a plain `std` call, spinning, in a system
+//! call through the runtime) show as what they are, with their frames.
+//!
 //! No libtest harness (`harness = false`): the deadlock needs a process
 //! whose only plain thread is `main` (see tests/deadlock.rs).
 
@@ -52,6 +56,41 @@ fn sleeper() {
     goroutine::time::sleep(Duration::from_secs(3600))
 }
 
+/// Blocked in the kernel outside the runtime (a plain `std` sleep).
+#[inline(never)]
+fn plain_sleeper() -> u32 {
+    std::thread::sleep(Duration::from_secs(3600));
+    std::hint::black_box(1)
+}
+
+/// Blocked in a plain `read(2)` of a pipe nobody writes to.
+#[inline(never)]
+fn plain_reader(mut f: std::fs::File) -> usize {
+    use std::io::Read;
+    let mut b = [0u8; 1];
+    let n = f.read(&mut b).unwrap_or(0);
+    std::hint::black_box(n)
+}
+
+/// Computes without any runtime call.
+#[inline(never)]
+fn spinner() -> u64 {
+    let mut x = 0u64;
+    loop {
+        x = std::hint::black_box(x.wrapping_add(1));
+        if x == u64::MAX {
+            return x;
+        }
+    }
+}
+
+/// In a system call the runtime knows of (`syscall_blocking`).
+#[inline(never)]
+fn in_syscall() -> u32 {
+    goroutine::syscall_blocking(|| std::thread::sleep(Duration::from_secs(3600)));
+    std::hint::black_box(2)
+}
+
 fn scenario(name: &str) {
     // SAFETY: a valid rlimit; `crash` must not leave core files behind.
     unsafe {
@@ -83,6 +122,25 @@ fn scenario(name: &str) {
             goroutine::time::sleep(Duration::from_secs(30));
             drop(tx);
         }),
+        // Goroutines on other threads: blocked outside the runtime, spinning,
+        // in a system call through the runtime; main signals itself.
+        "sigquit_threads" => {
+            let mut fds = [0; 2];
+            // SAFETY: `fds` has room for the two descriptors.
+            assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+            // SAFETY: a fresh descriptor we own; the write end stays open.
+            let r = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[0]) };
+            run(move || {
+                go(plain_sleeper);
+                go(move || plain_reader(r));
+                go(spinner);
+                go(in_syscall);
+                goroutine::time::sleep(Duration::from_millis(300));
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe { libc::kill(libc::getpid(), libc::SIGQUIT) };
+                goroutine::time::sleep(Duration::from_secs(30));
+            })
+        }
         other => panic!("unknown scenario {other}"),
     }
     std::process::exit(0);
@@ -315,6 +373,45 @@ fn against_go() {
     println!("against_go: ok");
 }
 
+/// The goroutine of a dump (its block of lines) in which `frame` shows.
+fn block_of<'a>(dump: &'a str, frame: &str) -> Option<&'a str> {
+    dump.split("\n\n").find(|b| b.contains(frame))
+}
+
+/// SIGQUIT shows each goroutine running on another thread as what it is,
+/// with its frames, taken by its own thread (it showed `[running]` and
+/// `stack unavailable` for each): blocked in a plain `std` call, with the
+/// system call its thread is in; spinning; in a system call through the
+/// runtime.
+fn sigquit_threads() {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.env(SCENARIO, "sigquit_threads").env("GOMAXPROCS", "4");
+    let (exit, err) = run_with(c, None);
+    assert_eq!(exit, 2, "{err}");
+    for (frame, header) in [
+        // glibc sleeps in clock_nanosleep, others in nanosleep.
+        ("gotraceback::plain_sleeper(...)", "nanosleep]:"),
+        (
+            "gotraceback::plain_reader(...)",
+            "[syscall, blocked outside the runtime: read]:",
+        ),
+        ("gotraceback::spinner(...)", "[running]:"),
+        ("gotraceback::in_syscall(...)", "[syscall]:"),
+    ] {
+        let block = block_of(&err, frame).unwrap_or_else(|| panic!("no {frame} in:\n{err}"));
+        assert!(block.contains(header), "{header} for {frame}:\n{block}");
+        if !header.starts_with('[') {
+            assert!(
+                block.contains("[syscall, blocked outside the runtime: "),
+                "{block}"
+            );
+        }
+        assert!(!block.contains("stack unavailable"), "{block}");
+        assert!(block.contains("\ncreated by "), "{block}");
+    }
+    println!("sigquit_threads: ok");
+}
+
 fn main() {
     if let Ok(name) = std::env::var(SCENARIO) {
         scenario(&name);
@@ -329,5 +426,6 @@ fn main() {
         return;
     }
     pinned_behaviour();
+    sigquit_threads();
     against_go();
 }

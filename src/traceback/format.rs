@@ -195,6 +195,9 @@ pub(crate) fn write_frames(out: &mut String, g: &GInfo, level: Level) {
         Err(NoStack::Running) => {
             out.push_str("\tgoroutine running on other thread; stack unavailable\n")
         }
+        Err(NoStack::Blocked) => {
+            out.push_str("\tgoroutine blocked on other thread; stack unavailable\n")
+        }
         Err(NoStack::NotStarted) => {}
         Err(NoStack::NotStopped) => {
             out.push_str("\tstack unavailable (the world was not stopped)\n")
@@ -271,6 +274,25 @@ pub(crate) fn header(out: &mut String, g: &GInfo, now: u32) {
     }
     if g.locked {
         out.push_str(", locked to thread");
+    }
+    out.push_str("]:\n");
+}
+
+/// The header of a goroutine whose thread is blocked in system call `nr`
+/// outside the runtime (a plain `std` call: `runtime::revoke`'s blocked
+/// threads), as `goroutine 7 [syscall, blocked outside the runtime:
+/// nanosleep]:`.
+pub(crate) fn header_blocked(out: &mut String, g: &GInfo, nr: i64) {
+    let _ = write!(
+        out,
+        "goroutine {} [syscall, blocked outside the runtime: ",
+        g.id
+    );
+    match crate::sys::procfs::syscall_name(nr) {
+        Some(name) => out.push_str(name),
+        None => {
+            let _ = write!(out, "system call {nr}");
+        }
     }
     out.push_str("]:\n");
 }
