@@ -133,17 +133,25 @@ impl<T: AsFd> Fd<T> {
 
     /// Parks until the descriptor is readable (or hung up, or in error),
     /// or the read deadline / timeout passes (`TimedOut`).
+    #[inline(always)]
     pub fn readable(&self) -> io::Result<()> {
         let fd = self.raw();
-        self.net.io(Dir::Read, || ready(fdio::ready_now(fd, true)))
+        let r = self.net.io(Dir::Read, || ready(fdio::ready_now(fd, true)));
+        // A caller that ends with `readable` keeps its frame in dumps.
+        crate::traceback::keep_caller_frame();
+        r
     }
 
     /// Parks until the descriptor is writable (or in error), or the write
     /// deadline / timeout passes (`TimedOut`).
+    #[inline(always)]
     pub fn writable(&self) -> io::Result<()> {
         let fd = self.raw();
-        self.net
-            .io(Dir::Write, || ready(fdio::ready_now(fd, false)))
+        let r = self
+            .net
+            .io(Dir::Write, || ready(fdio::ready_now(fd, false)));
+        crate::traceback::keep_caller_frame();
+        r
     }
 
     /// Runs `op`, a non-blocking operation on the descriptor, until it does

@@ -98,8 +98,10 @@
 //! - `GOROUTINE_MAX_THREADS`: the OS thread cap (default 10,000).
 //! - `GOROUTINE_PANIC=abort`: a goroutine panic that reaches the top of its
 //!   goroutine ends the process, as Go's does (joined or not).
-//! - `GOTRACEBACK=none|single|all|system`: how much the SIGQUIT, deadlock
-//!   and panic-abort reports print, as in Go (runtime frames with `system`).
+//! - `GOTRACEBACK=none|single|all|system|crash`: how much the deadlock and
+//!   panic-abort reports print, as in Go (runtime frames with `system`;
+//!   SIGQUIT prints everything whatever the level, as Go does); `crash`
+//!   ends fatal errors with `SIGABRT` instead of exit status 2.
 //! - `GODEBUG=schedtrace=N[,scheddetail=1]`: sysmon prints Go's `SCHED`
 //!   line on stderr every N ms (with `scheddetail`, one line per P, M and
 //!   goroutine too). Other keys are ignored; a bad value is reported once.
@@ -239,7 +241,17 @@ pub use goroutine_macros::test;
 /// runnable goroutines per processor it goes to the global queue's tail.
 /// Outside the runtime, yields the OS thread.
 #[cfg(not(loom))]
+#[inline(always)]
 pub fn yield_now() {
+    yield_here();
+    // A caller that ends with `yield_now` keeps its frame in dumps.
+    traceback::keep_caller_frame();
+}
+
+/// The body of [`yield_now`], out of line.
+#[cfg(not(loom))]
+#[inline(never)]
+fn yield_here() {
     runtime::entry::call_here(runtime::park::gosched)
 }
 
@@ -373,15 +385,23 @@ pub mod __test {
 /// a mutex, a join), the goroutine leaves the system call state while it is
 /// parked. Outside a goroutine, just runs `f`.
 #[cfg(not(loom))]
+#[inline(always)]
 pub fn syscall<R>(f: impl FnOnce() -> R) -> R {
-    runtime::syscall::syscall(false, f)
+    let r = runtime::syscall::syscall(false, f);
+    // A caller that ends with `syscall` keeps its frame in dumps.
+    traceback::keep_caller_frame();
+    r
 }
 
 /// Like [`syscall`], for calls known to block for long (Go's
 /// `entersyscallblock`): the P is handed to another thread at once.
 #[cfg(not(loom))]
+#[inline(always)]
 pub fn syscall_blocking<R>(f: impl FnOnce() -> R) -> R {
-    runtime::syscall::syscall(true, f)
+    let r = runtime::syscall::syscall(true, f);
+    // A caller that ends with `syscall_blocking` keeps its frame in dumps.
+    traceback::keep_caller_frame();
+    r
 }
 
 /// Wires the calling goroutine to its current OS thread (Go's
@@ -518,7 +538,10 @@ pub fn stats() -> Stats {
 /// minute, as Go prints it. Named goroutines ([`Builder::name`]) get a
 /// `name:` line. Frames of the runtime itself are hidden unless
 /// `GOTRACEBACK=system`. A goroutine running on another thread is shown as
-/// Go shows it (`goroutine running on other thread; stack unavailable`).
+/// Go shows it (`goroutine running on other thread; stack unavailable`);
+/// one whose thread is blocked in a plain `std` call (outside the runtime)
+/// as `[syscall, blocked outside the runtime: read]`, with the system call.
+/// SIGQUIT's dump also shows the frames of both, taken by their threads.
 ///
 /// Like Go's `runtime.Stack(buf, true)` it stops the world while it reads
 /// the stacks (a few microseconds per goroutine; symbolisation happens after

@@ -496,3 +496,36 @@ fn dump_json_parses_and_matches_dump() {
     tx.send(3).unwrap();
     assert_eq!(named.join().unwrap(), 3);
 }
+
+/// A goroutine blocked in a plain `std` call shows its system call.
+#[test]
+fn dump_json_names_a_blocked_system_call() {
+    let (tx, rx) = chan::<()>(0);
+    let h = go(move || {
+        tx.send(()).unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+    });
+    rx.recv().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut out = Vec::new();
+        goroutine::dump_json(&mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+        let g = v["goroutines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["id"] == h.id())
+            .cloned();
+        if let Some(g) = g {
+            if let Some(call) = g["blocked_in_syscall"].as_str() {
+                assert!(call.contains("sleep"), "{g}");
+                assert_eq!(g["state"], "running");
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "never shown blocked: {v}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h.join().unwrap();
+}

@@ -84,37 +84,52 @@
 /// `Read`/`Write` for a stream type and for `&` it: each call is the std
 /// socket's operation on the non-blocking fd, retried by `NetFd::io`
 /// (parking on the netpoller) while it would block. The type needs fields
-/// `inner` (the std socket) and `fd` (its `NetFd`).
+/// `inner` (the std socket) and `fd` (its `NetFd`). Inlined into the
+/// caller, ending with `keep_caller_frame`: a function that ends with a
+/// read keeps its frame in dumps (`traceback::keep_caller_frame`); the
+/// same for the other waiting socket calls (`accept`, `recv_from`, ...).
 macro_rules! impl_stream_io {
     ($t:ty) => {
         impl std::io::Read for &$t {
+            #[inline(always)]
             fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-                self.fd.io(super::fd::Dir::Read, || {
+                let r = self.fd.io(super::fd::Dir::Read, || {
                     std::io::Read::read(&mut &self.inner, buf)
-                })
+                });
+                crate::traceback::keep_caller_frame();
+                r
             }
 
+            #[inline(always)]
             fn read_vectored(
                 &mut self,
                 bufs: &mut [std::io::IoSliceMut<'_>],
             ) -> std::io::Result<usize> {
-                self.fd.io(super::fd::Dir::Read, || {
+                let r = self.fd.io(super::fd::Dir::Read, || {
                     std::io::Read::read_vectored(&mut &self.inner, bufs)
-                })
+                });
+                crate::traceback::keep_caller_frame();
+                r
             }
         }
 
         impl std::io::Write for &$t {
+            #[inline(always)]
             fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.fd.io(super::fd::Dir::Write, || {
+                let r = self.fd.io(super::fd::Dir::Write, || {
                     std::io::Write::write(&mut &self.inner, buf)
-                })
+                });
+                crate::traceback::keep_caller_frame();
+                r
             }
 
+            #[inline(always)]
             fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-                self.fd.io(super::fd::Dir::Write, || {
+                let r = self.fd.io(super::fd::Dir::Write, || {
                     std::io::Write::write_vectored(&mut &self.inner, bufs)
-                })
+                });
+                crate::traceback::keep_caller_frame();
+                r
             }
 
             fn flush(&mut self) -> std::io::Result<()> {
@@ -123,10 +138,12 @@ macro_rules! impl_stream_io {
         }
 
         impl std::io::Read for $t {
+            #[inline(always)]
             fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
                 std::io::Read::read(&mut &*self, buf)
             }
 
+            #[inline(always)]
             fn read_vectored(
                 &mut self,
                 bufs: &mut [std::io::IoSliceMut<'_>],
@@ -136,10 +153,12 @@ macro_rules! impl_stream_io {
         }
 
         impl std::io::Write for $t {
+            #[inline(always)]
             fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
                 std::io::Write::write(&mut &*self, buf)
             }
 
+            #[inline(always)]
             fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
                 std::io::Write::write_vectored(&mut &*self, bufs)
             }

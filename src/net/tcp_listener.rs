@@ -44,11 +44,15 @@ impl TcpListener {
     }
 
     /// Waits for a connection and returns it with the peer's address.
+    #[inline(always)]
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let (sock, addr) = self
+        let r = self
             .fd
-            .io(Dir::Read, || socket::accept(self.inner.as_fd()))?;
-        Ok((TcpStream::from_nonblocking(sock.into()), addr))
+            .io(Dir::Read, || socket::accept(self.inner.as_fd()))
+            .map(|(sock, addr)| (TcpStream::from_nonblocking(sock.into()), addr));
+        // A caller that ends with `accept` keeps its frame in dumps.
+        crate::traceback::keep_caller_frame();
+        r
     }
 
     /// An endless iterator of `accept` results (std's `incoming`).

@@ -63,8 +63,11 @@ impl TcpStream {
     }
 
     /// Reads without removing the data from the queue.
+    #[inline(always)]
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.fd.io(Dir::Read, || self.inner.peek(buf))
+        let r = self.fd.io(Dir::Read, || self.inner.peek(buf));
+        crate::traceback::keep_caller_frame();
+        r
     }
 
     /// Sets `TCP_NODELAY`.

@@ -24,19 +24,28 @@ impl UdpSocket {
     }
 
     /// Receives one datagram and the address it came from.
+    #[inline(always)]
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        self.fd.io(Dir::Read, || self.inner.recv_from(buf))
+        let r = self.fd.io(Dir::Read, || self.inner.recv_from(buf));
+        crate::traceback::keep_caller_frame();
+        r
     }
 
     /// Receives one datagram without removing it from the queue.
+    #[inline(always)]
     pub fn peek_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        self.fd.io(Dir::Read, || self.inner.peek_from(buf))
+        let r = self.fd.io(Dir::Read, || self.inner.peek_from(buf));
+        crate::traceback::keep_caller_frame();
+        r
     }
 
     /// Sends `buf` to the first address `addr` resolves to (std's rule).
+    #[inline(always)]
     pub fn send_to<A: ToSocketAddrs>(&self, buf: &[u8], addr: A) -> io::Result<usize> {
         let addr = super::first_addr(addr)?;
-        self.fd.io(Dir::Write, || self.inner.send_to(buf, addr))
+        let r = self.fd.io(Dir::Write, || self.inner.send_to(buf, addr));
+        crate::traceback::keep_caller_frame();
+        r
     }
 
     /// The address given to [`connect`](Self::connect).
@@ -149,19 +158,28 @@ impl UdpSocket {
     }
 
     /// Sends `buf` to the connected address.
+    #[inline(always)]
     pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        self.fd.io(Dir::Write, || self.inner.send(buf))
+        let r = self.fd.io(Dir::Write, || self.inner.send(buf));
+        crate::traceback::keep_caller_frame();
+        r
     }
 
     /// Receives one datagram from the connected address.
+    #[inline(always)]
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.fd.io(Dir::Read, || self.inner.recv(buf))
+        let r = self.fd.io(Dir::Read, || self.inner.recv(buf));
+        crate::traceback::keep_caller_frame();
+        r
     }
 
     /// Receives one datagram from the connected address without removing
     /// it from the queue.
+    #[inline(always)]
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.fd.io(Dir::Read, || self.inner.peek(buf))
+        let r = self.fd.io(Dir::Read, || self.inner.peek(buf));
+        crate::traceback::keep_caller_frame();
+        r
     }
 }
 

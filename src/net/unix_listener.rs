@@ -33,9 +33,15 @@ impl UnixListener {
     }
 
     /// Waits for a connection and returns it with the peer's address.
+    #[inline(always)]
     pub fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
-        let (s, addr) = self.fd.io(Dir::Read, || self.inner.accept())?;
-        Ok((UnixStream::from(s), addr))
+        let r = self
+            .fd
+            .io(Dir::Read, || self.inner.accept())
+            .map(|(s, addr)| (UnixStream::from(s), addr));
+        // A caller that ends with `accept` keeps its frame in dumps.
+        crate::traceback::keep_caller_frame();
+        r
     }
 
     /// The local address.

@@ -22,7 +22,10 @@
 //!   a channel, so its presence means "not dead".
 //!
 //! The report carries every goroutine's frames (`traceback`), as Go's
-//! does, unless `GOTRACEBACK` is `none` or `single`.
+//! does, under every `GOTRACEBACK` but `none` (Go's deadlock is a fatal
+//! error, which prints every goroutine even under `single`), with the
+//! runtime's frames under `system` and `crash`; `crash` then raises
+//! `SIGABRT` instead of exiting with status 2 (measured with Go 1.19).
 //!
 //! sysmon checks this each time it is about to deep-sleep (every P idle),
 //! and confirms it 50 ms later with the [`progress`] counter unchanged (it
@@ -249,8 +252,12 @@ pub(crate) fn check() -> Verdict {
 fn report() -> ! {
     // Every M is parked and every P idle: nothing can run, so every stack
     // is pinned (`traceback`'s module note) without stopping the world.
-    let level = crate::traceback::level(crate::traceback::Level::All);
-    let text = if level >= crate::traceback::Level::All {
+    use crate::traceback::Level;
+    // Go's fatal errors print every goroutine whenever GOTRACEBACK is not
+    // none: `single` is `all` here (module note).
+    let level = crate::traceback::level(Level::All);
+    let text = if level >= Level::Single {
+        let level = level.max(Level::All);
         let gs: Vec<_> = crate::traceback::collect(crate::traceback::Pinned::Yes, true)
             .into_iter()
             .filter(|g| g.status == Status::Waiting)
@@ -270,5 +277,6 @@ fn report() -> ! {
     let _ = writeln!(out, "fatal error: all goroutines are asleep - deadlock!\n");
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
-    std::process::exit(2)
+    drop(out);
+    crate::sys::exit_after_report()
 }

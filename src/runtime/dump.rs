@@ -13,8 +13,10 @@
 //!         /src/main.rs:14
 //! ```
 //!
-//! The status is Go's (`runnable`, `running`, `syscall`) or, for a parked
-//! goroutine, its wait reason; `N minutes` is added, as in Go, once it has
+//! The status is Go's (`runnable`, `running`, `syscall`; `syscall, blocked
+//! outside the runtime: read` for a goroutine whose thread is blocked in a
+//! plain `std` call: `traceback`'s note, "Goroutines on other threads") or,
+//! for a parked goroutine, its wait reason; `N minutes` is added, as in Go, once it has
 //! waited at least a minute (measured from the park, on sysmon's coarse
 //! clock, so within ~10 ms). A named goroutine (`Builder::name`) gets a
 //! `name:` line. How the frames are found, and why it is safe while other
@@ -23,12 +25,17 @@
 //!
 //! # SIGQUIT
 //! As in Go, SIGQUIT (Ctrl-\) writes `SIGQUIT: quit`, a blank line and the
-//! dump on stderr, then exits with status 2. The signal handler
+//! dump on stderr, then exits with status 2 (`GOTRACEBACK=crash`: raises
+//! `SIGABRT`). Go handles SIGQUIT as a runtime throw, which prints every
+//! goroutine with the runtime's frames whatever `GOTRACEBACK` says
+//! (measured with Go 1.19: the same dump under `none`, `single`, `all`,
+//! `system` and `crash`); so does this dump. The signal handler
 //! (`sys::signal::install_quit_handler`) only writes a byte to a pipe
 //! (async-signal-safe), and calls the handler that was installed before
 //! ours, if any (chaining); a dedicated thread blocked on the pipe's read
-//! end writes the dump (honouring `GOTRACEBACK`, default `all`; it waits
-//! at most 2 s for the world to stop, then prints headers only) and exits, in ordinary thread context where it may
+//! end writes the dump (it waits at most 2 s for the world to stop, then
+//! prints headers only; goroutines on other threads give their own frames,
+//! `traceback`'s note) and exits, in ordinary thread context where it may
 //! allocate and lock. (A signalfd or `sigwait` would need SIGQUIT blocked
 //! in every thread, including threads that existed before the runtime.)
 //! `exit` runs the `atexit` hooks, so a running trace is completed.
@@ -46,9 +53,74 @@ use crate::traceback::{self, format, GInfo, Level, Pinned};
 /// preemption): they take the scheduler's and the symboliser's locks.
 pub(crate) fn dump(w: &mut dyn Write) -> io::Result<()> {
     let level = traceback::level(Level::All).max(Level::All);
-    let text = super::asyncpreempt::in_runtime(|| render(&traceback::collect_stopped(), level));
+    let text = super::asyncpreempt::in_runtime(|| {
+        let mut gs = traceback::collect_stopped();
+        let blocked = other_threads(&mut gs, None);
+        render_with(&gs, level, &blocked)
+    });
     w.write_all(text.as_bytes())?;
     w.flush()
+}
+
+/// Goroutines running on other threads (module note, "Goroutines on
+/// other threads"): finds each one's thread (its M), and notes those whose
+/// thread is blocked in a system call outside the runtime (status
+/// `running`, the M in the goroutine's own code, `/proc/self/task/TID/
+/// syscall` naming a call). With `walker` (SIGQUIT only), also takes their
+/// frames, each thread holding still in its handler while its stack is
+/// walked; else those blocked are marked so (`NoStack::Blocked`). Returns
+/// the blocked ones' system calls by goroutine id.
+fn other_threads(
+    gs: &mut [GInfo],
+    mut walker: Option<&mut traceback::ThreadWalker>,
+) -> HashMap<u64, i64> {
+    use crate::g::{Status, G};
+    let mut blocked = HashMap::new();
+    let on_other = |g: &GInfo| {
+        matches!(g.status, Status::Running | Status::Syscall)
+            && matches!(g.pcs, Err(traceback::NoStack::Running))
+    };
+    if !gs.iter().any(on_other) {
+        return blocked;
+    }
+    // Each live M's goroutine, thread and handshake word (even: the
+    // goroutine's own code; `m::revoke`).
+    let ms: Vec<(&'static G, i32, u32)> = {
+        let all = super::sched()
+            .allm
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        all.iter()
+            .filter(|m| !m.is_dead())
+            .filter_map(|m| m.curg().map(|g| (g, m.tid(), m.revoke.word())))
+            .collect()
+    };
+    // Every thread answers within 100 ms or is given up on; all of them
+    // within a second.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    for info in gs.iter_mut().filter(|g| on_other(g)) {
+        let Some(&(g, tid, word)) = ms.iter().find(|(g, _, _)| g.id() == info.id) else {
+            continue;
+        };
+        let nr = if info.status == Status::Running && word & 1 == 0 {
+            crate::sys::procfs::blocked_syscall(tid).filter(|&nr| nr >= 0)
+        } else {
+            None
+        };
+        if let Some(nr) = nr {
+            blocked.insert(info.id, nr);
+            info.pcs = Err(traceback::NoStack::Blocked);
+        }
+        let (Some(w), Some(range)) = (walker.as_deref_mut(), g.stack_range()) else {
+            continue;
+        };
+        let deadline = end.min(std::time::Instant::now() + std::time::Duration::from_millis(100));
+        if let Some((pcs, spawn)) = w.frames(tid, range, deadline) {
+            info.pcs = Ok(pcs);
+            info.spawn = spawn;
+        }
+    }
+    blocked
 }
 
 /// Writes pprof's `debug=1` form (`crate::dump_grouped`) to `w`.
@@ -64,10 +136,11 @@ pub(crate) fn dump_grouped(w: &mut dyn Write) -> io::Result<()> {
 pub(crate) fn dump_json(w: &mut dyn Write) -> io::Result<()> {
     let level = traceback::level(Level::All).max(Level::All);
     let text = super::asyncpreempt::in_runtime(|| {
-        let gs = traceback::collect_stopped();
+        let mut gs = traceback::collect_stopped();
+        let blocked = other_threads(&mut gs, None);
         let names: HashMap<u64, _> = crate::g::names().into_iter().collect();
         let now = crate::runtime::stats::ms_since_start(crate::sys::time::nanotime());
-        traceback::json::render(&gs, &names, now, level)
+        traceback::json::render(&gs, &names, &blocked, now, level)
     });
     w.write_all(text.as_bytes())?;
     w.flush()
@@ -75,11 +148,20 @@ pub(crate) fn dump_json(w: &mut dyn Write) -> io::Result<()> {
 
 /// Go's `debug=2` text of `gs`: headers, names, frames, spawn sites.
 pub(crate) fn render(gs: &[GInfo], level: Level) -> String {
+    render_with(gs, level, &HashMap::new())
+}
+
+/// [`render`], with the goroutines whose thread is blocked outside the
+/// runtime (their system calls by id: [`other_threads`]).
+fn render_with(gs: &[GInfo], level: Level, blocked: &HashMap<u64, i64>) -> String {
     let names: HashMap<u64, _> = crate::g::names().into_iter().collect();
     let now = crate::runtime::stats::ms_since_start(crate::sys::time::nanotime());
     let mut out = String::new();
     for g in gs {
-        format::header(&mut out, g, now);
+        match blocked.get(&g.id) {
+            Some(&nr) => format::header_blocked(&mut out, g, nr),
+            None => format::header(&mut out, g, now),
+        }
         if let Some(name) = names.get(&g.id) {
             out.push_str("\tname: ");
             out.push_str(name);
@@ -87,6 +169,10 @@ pub(crate) fn render(gs: &[GInfo], level: Level) -> String {
         }
         format::write_frames(&mut out, g, level);
         out.push('\n');
+    }
+    // Once per dump, after it: every location above printed as `?`.
+    if format::lacks_line_tables(gs) {
+        out.push_str(format::LINE_TABLES_HINT);
     }
     out
 }
@@ -128,31 +214,34 @@ fn sigquit_thread(rd: std::os::fd::RawFd) {
             Err(_) => return,
         }
     }
-    let level = traceback::level(Level::All);
-    let text = if level >= Level::All {
-        // Stop the world on a helper thread: a goroutine spinning outside
-        // any runtime call never lets it stop (module note of `traceback`).
-        let (tx, rx) = std::sync::mpsc::channel();
-        let helper = std::thread::Builder::new()
-            .name("goroutine-sigquit-stw".into())
-            .spawn(move || {
-                let _ = tx.send(traceback::collect_stopped());
-            });
-        let gs = match helper {
-            Ok(_) => rx.recv_timeout(traceback::SIGQUIT_STOP_WAIT).ok(),
-            Err(_) => None,
-        };
-        let gs = gs.unwrap_or_else(|| traceback::collect(Pinned::No, false));
-        render(&gs, level)
-    } else {
-        String::new()
+    // Go's level for a runtime throw, whatever GOTRACEBACK says (module
+    // note); a bad value is still named.
+    let _ = traceback::level(Level::All);
+    let level = Level::System;
+    // Stop the world on a helper thread: a goroutine spinning outside any
+    // runtime call never lets it stop (module note of `traceback`).
+    let (tx, rx) = std::sync::mpsc::channel();
+    let helper = std::thread::Builder::new()
+        .name("goroutine-sigquit-stw".into())
+        .spawn(move || {
+            let _ = tx.send(traceback::collect_stopped());
+        });
+    let gs = match helper {
+        Ok(_) => rx.recv_timeout(traceback::SIGQUIT_STOP_WAIT).ok(),
+        Err(_) => None,
     };
+    let mut gs = gs.unwrap_or_else(|| traceback::collect(Pinned::No, false));
+    // The goroutines on other threads give their frames themselves.
+    let mut walker = traceback::ThreadWalker::new();
+    let blocked = other_threads(&mut gs, Some(&mut walker));
+    drop(walker);
+    let text = render_with(&gs, level, &blocked);
     let mut err = io::stderr().lock();
     let _ = err.write_all(b"SIGQUIT: quit\n\n");
     let _ = err.write_all(text.as_bytes());
     let _ = err.flush();
     drop(err);
-    std::process::exit(2);
+    crate::sys::exit_after_report()
 }
 
 #[cfg(test)]
@@ -180,6 +269,47 @@ mod tests {
         format::header(&mut out, &e, now);
         out
     }
+    /// Cargo's default release profile keeps no line tables: the dump says
+    /// once how to get file:line, and says nothing when it has them.
+    #[test]
+    fn a_dump_without_line_tables_says_how_to_get_them() {
+        let g = |id, pcs| GInfo {
+            id,
+            status: Status::Waiting,
+            reason: WaitReason::ChanReceive,
+            waitsince: 0,
+            locked: false,
+            pcs: Ok(pcs),
+            spawn: Default::default(),
+        };
+        // Addresses that symbolise to nothing, as in a binary without
+        // line tables: once for the whole dump.
+        let text = render(&[g(17, vec![0x10, 0x20]), g(18, vec![0x30])], Level::All);
+        assert_eq!(
+            text.matches("debug = \"line-tables-only\"").count(),
+            1,
+            "{text}"
+        );
+        assert!(text.ends_with(format::LINE_TABLES_HINT), "{text}");
+        let grouped = format::grouped(&[g(17, vec![0x10])], Level::All);
+        assert!(
+            grouped.starts_with("goroutine profile: total 1\n"),
+            "{grouped}"
+        );
+        assert!(
+            grouped.contains("\n# note: no frame has a file:line"),
+            "{grouped}"
+        );
+        // A frame of this test binary, which has line tables: no note.
+        let here = a_dump_without_line_tables_says_how_to_get_them as fn() as usize + 1;
+        let text = render(&[g(17, vec![here, 0x10])], Level::All);
+        assert!(!text.contains("line-tables-only"), "{text}");
+        // No frames at all (headers only): nothing to explain.
+        let mut none = g(17, vec![]);
+        none.pcs = Err(NoStack::NotStopped);
+        assert!(!render(&[none], Level::All).contains("line-tables-only"));
+    }
+
     #[test]
     fn headers_are_gos() {
         let min = 60_000;

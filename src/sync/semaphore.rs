@@ -79,7 +79,16 @@ impl Semaphore {
     /// # Panics
     /// If `n` exceeds the semaphore's size: such a request could never be
     /// granted (Go's `Acquire` would block until its context is done).
+    #[inline(always)]
     pub fn acquire(&self, n: usize) {
+        self.acquire_n(n);
+        // A caller that ends with `acquire` keeps its frame in dumps.
+        crate::traceback::keep_caller_frame();
+    }
+
+    /// The body of [`acquire`](Self::acquire), out of line.
+    #[inline(never)]
+    fn acquire_n(&self, n: usize) {
         crate::runtime::asyncpreempt::in_runtime(move || {
             let mut st = lock(&self.state);
             if self.size - st.cur >= n && st.head.is_null() {

@@ -192,7 +192,17 @@ impl WaitGroup {
     }
 
     /// Waits until the counter is zero.
+    #[inline(always)]
     pub fn wait(&self) {
+        self.wait_zero();
+        // A caller that ends with `wait` keeps its frame in dumps.
+        #[cfg(not(loom))]
+        crate::traceback::keep_caller_frame();
+    }
+
+    /// The body of [`wait`](Self::wait), out of line.
+    #[inline(never)]
+    fn wait_zero(&self) {
         #[cfg(not(loom))]
         crate::runtime::asyncpreempt::in_runtime(|| self.inner.wait());
         #[cfg(loom)]

@@ -110,6 +110,19 @@ pub(crate) fn crash_requested() -> bool {
     CRASH.load(std::sync::atomic::Ordering::Relaxed) == 2
 }
 
+/// Ends the process after a report that leaves the runtime consistent (the
+/// deadlock report, SIGQUIT's dump): exit status 2 through `exit`, which
+/// runs the `atexit` hooks (a running trace is completed), or `SIGABRT`
+/// with `GOTRACEBACK=crash`, as Go does for both.
+#[cold]
+pub(crate) fn exit_after_report() -> ! {
+    init_crash_mode();
+    if crash_requested() {
+        std::process::abort()
+    }
+    std::process::exit(2)
+}
+
 /// Ends the process after a fatal error has been reported, as Go does:
 /// exit status 2, or `SIGABRT` (a core dump, where the system keeps one)
 /// with `GOTRACEBACK=crash`. Measured with Go 1.19 for a deadlock, a stack

@@ -18,8 +18,10 @@
 //! and one stat file per M that sysmon has probed, at most
 //! `m::STAT_FILES_MAX` of those. Where the open fails (the table is already
 //! full, no `/proc`), the caller does without, and tries again next time.
-//! Only the opt-in views (the trace, `GODEBUG=blockwarn`) open a file for
-//! one read ([`blocked_syscall`]).
+//! Only the opt-in views (the trace, `GODEBUG=blockwarn`) and a goroutine
+//! dump the program asks for (`dump()`, SIGQUIT: for each goroutine
+//! blocked outside the runtime) open a file for one read
+//! ([`blocked_syscall`]).
 
 use std::os::unix::fs::FileExt;
 
@@ -83,8 +85,9 @@ pub(crate) fn process_threads() -> Option<usize> {
 }
 
 /// The system call thread `tid` is blocked in (`/proc/self/task/TID/syscall`,
-/// first field), if it is in one. Opens the file for this one read: only
-/// the opt-in views (the trace, `GODEBUG=blockwarn`) call it.
+/// first field), if it is in one (-1: blocked, but not in a system call).
+/// Opens the file for this one read: only the opt-in views (the trace,
+/// `GODEBUG=blockwarn`) and goroutine dumps call it.
 pub(crate) fn blocked_syscall(tid: i32) -> Option<i64> {
     let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
     s.split_whitespace().next()?.parse().ok()

@@ -29,7 +29,8 @@
 //! SIGQUIT (the goroutine dump, `runtime::dump`): the handler only writes a
 //! byte to a pipe whose read end a runtime thread blocks on, then chains to
 //! the previous handler if that was a function. Nothing else happens in
-//! signal context.
+//! signal context, except for the dump's own requests: see
+//! [`capture_registers`].
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;
@@ -384,12 +385,21 @@ pub(crate) fn install_quit_handler(fd: std::os::fd::RawFd) -> io::Result<()> {
     result
 }
 
-/// The SIGQUIT handler: async-signal-safe (an atomic load and write(2)).
+/// The SIGQUIT handler: async-signal-safe (an atomic load and write(2);
+/// for a capture request, atomics, `gettid` and `futex`).
 extern "C" fn on_quit(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: __errno_location returns this thread's errno slot.
     let errno_slot = unsafe { libc::__errno_location() };
     // SAFETY: as above, a valid pointer.
     let saved_errno = unsafe { *errno_slot };
+    if CAPTURING.load(Ordering::Acquire) && sent_by_us(info) {
+        // The dump's request to this thread (or a late one, given up on):
+        // not the user's SIGQUIT, so no new dump and no chaining.
+        capture_here(ctx);
+        // SAFETY: as above.
+        unsafe { *errno_slot = saved_errno };
+        return;
+    }
     let fd = QUIT_FD.load(Ordering::Acquire);
     if fd >= 0 {
         let b = [b'q'];
@@ -420,6 +430,159 @@ extern "C" fn on_quit(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     }
     // SAFETY: as above.
     unsafe { *errno_slot = saved_errno };
+}
+
+// ---------------------------------------------------------------------------
+// SIGQUIT's dump: the registers of a thread that runs a goroutine
+// ---------------------------------------------------------------------------
+
+/// The registers a thread's own handler recorded ([`capture_registers`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Captured {
+    pub(crate) pc: usize,
+    pub(crate) sp: usize,
+    pub(crate) fp: usize,
+    pub(crate) bx: usize,
+}
+
+/// Set when the dump starts capturing: from then on a SIGQUIT this process
+/// sent to one of its threads (`tgkill`) is a capture request, never the
+/// user's. The process exits after that dump.
+static CAPTURING: AtomicBool = AtomicBool::new(false);
+/// The thread asked ([`capture_registers`]); 0: none.
+static CAPTURE_TID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// The request's state: `IDLE` -> `REQUESTED` (the dump) -> `TAKING` (the
+/// handler claimed it) -> `CAPTURED` (registers written; the handler waits)
+/// -> `IDLE` (the dump is done with the stack: the handler returns).
+static CAPTURE_STATE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(IDLE);
+static CAPTURE_REGS: [std::sync::atomic::AtomicUsize; 4] = [
+    std::sync::atomic::AtomicUsize::new(0),
+    std::sync::atomic::AtomicUsize::new(0),
+    std::sync::atomic::AtomicUsize::new(0),
+    std::sync::atomic::AtomicUsize::new(0),
+];
+const IDLE: u32 = 0;
+const REQUESTED: u32 = 1;
+const TAKING: u32 = 2;
+const CAPTURED: u32 = 3;
+/// Longest a thread waits in its handler for the dump to release it.
+const HOLD_MAX_NS: i64 = 5_000_000_000;
+
+/// Whether `info` is a signal this process sent to one of its threads with
+/// `tgkill` (what [`capture_registers`] sends).
+fn sent_by_us(info: *mut libc::siginfo_t) -> bool {
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo_t; for
+    // SI_TKILL its pid field is the sender's.
+    unsafe {
+        info.as_ref()
+            .is_some_and(|i| i.si_code == libc::SI_TKILL && i.si_pid() == libc::getpid())
+    }
+}
+
+/// The handler's side of a capture: if this thread is the one asked,
+/// records the interrupted registers from `ctx`, publishes them, and waits
+/// until the dump has read the stack (at most [`HOLD_MAX_NS`]), so that
+/// the stack does not change under the walk. Async-signal-safe.
+fn capture_here(ctx: *mut libc::c_void) {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    if tid != CAPTURE_TID.load(Ordering::Acquire)
+        || CAPTURE_STATE
+            .compare_exchange(REQUESTED, TAKING, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        // SAFETY: with SA_SIGINFO the kernel passes the interrupted
+        // context as a valid ucontext_t.
+        let gregs = unsafe { &(*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs };
+        for (slot, r) in
+            CAPTURE_REGS
+                .iter()
+                .zip([libc::REG_RIP, libc::REG_RSP, libc::REG_RBP, libc::REG_RBX])
+        {
+            slot.store(gregs[r as usize] as usize, Ordering::Relaxed);
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    let _ = ctx;
+    // Release: the registers, and everything this thread wrote to its
+    // stack before the signal, happen before the dump's Acquire load.
+    CAPTURE_STATE.store(CAPTURED, Ordering::Release);
+    super::futex::wake(&CAPTURE_STATE, i32::MAX);
+    let mut waited = 0;
+    while CAPTURE_STATE.load(Ordering::Acquire) == CAPTURED && waited < HOLD_MAX_NS {
+        super::futex::wait_timeout(&CAPTURE_STATE, CAPTURED, 100_000_000);
+        waited += 100_000_000;
+    }
+}
+
+/// Asks thread `tid` of this process for the registers it was interrupted
+/// at: sends it SIGQUIT (`tgkill`), whose handler records them and then
+/// holds the thread in the handler until [`release_captured`], so that its
+/// stack stays as it was while the caller walks it. `None` if the thread
+/// did not answer by `deadline` (SIGQUIT blocked there, or the thread is
+/// gone) or the platform has no capture. One request at a time.
+///
+/// Only SIGQUIT's dump may call this: from the first call on, a SIGQUIT
+/// this process sends to one of its threads is no longer a dump request
+/// (the process exits after the dump). The interrupted system call of a
+/// released thread restarts (`SA_RESTART`) or fails with `EINTR`, as for
+/// any signal. The caller must not allocate or lock between a successful
+/// call and the release: the held thread may hold the allocator's lock.
+pub(crate) fn capture_registers(tid: i32, deadline: std::time::Instant) -> Option<Captured> {
+    if !cfg!(all(target_arch = "x86_64", target_os = "linux"))
+        || QUIT_FD.load(Ordering::Acquire) < 0
+    {
+        return None;
+    }
+    CAPTURING.store(true, Ordering::Release);
+    CAPTURE_STATE.store(REQUESTED, Ordering::Relaxed);
+    // Release: the state is REQUESTED before the handler can see its tid.
+    CAPTURE_TID.store(tid, Ordering::Release);
+    // SAFETY: tgkill has no memory-safety preconditions; the tgid check
+    // keeps it inside this process.
+    let sent = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGQUIT) == 0 };
+    loop {
+        // Acquire: pairs with the handler's Release store of CAPTURED.
+        match CAPTURE_STATE.load(Ordering::Acquire) {
+            CAPTURED => {
+                let r = |i: usize| CAPTURE_REGS[i].load(Ordering::Relaxed);
+                return Some(Captured {
+                    pc: r(0),
+                    sp: r(1),
+                    fp: r(2),
+                    bx: r(3),
+                });
+            }
+            // Claimed: the registers come within microseconds.
+            TAKING => {}
+            // Out of time: withdraw the request, unless the handler just
+            // claimed it (then the registers come next round).
+            _ if (!sent || std::time::Instant::now() >= deadline)
+                && CAPTURE_STATE
+                    .compare_exchange(REQUESTED, IDLE, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok() =>
+            {
+                CAPTURE_TID.store(0, Ordering::Relaxed);
+                return None;
+            }
+            _ => {}
+        }
+        std::thread::sleep(std::time::Duration::from_micros(20));
+    }
+}
+
+/// Lets the thread held by a successful [`capture_registers`] return from
+/// its handler.
+pub(crate) fn release_captured() {
+    CAPTURE_TID.store(0, Ordering::Relaxed);
+    // Release: the caller's reads of the stack happen before the thread
+    // resumes and writes it again.
+    CAPTURE_STATE.store(IDLE, Ordering::Release);
+    super::futex::wake(&CAPTURE_STATE, i32::MAX);
 }
 
 // ---------------------------------------------------------------------------

@@ -56,7 +56,16 @@ use crate::sys::time::{after as deadline_after, nanotime};
 /// Pauses the calling goroutine for at least `d` (Go's `time.Sleep`): the
 /// goroutine parks and its P runs others. Called outside the runtime, it
 /// sleeps the OS thread. A zero duration returns at once.
+#[inline(always)]
 pub fn sleep(d: Duration) {
+    sleep_for(d);
+    // A caller that ends with `sleep` keeps its frame in dumps.
+    crate::traceback::keep_caller_frame();
+}
+
+/// The body of [`sleep`], out of line.
+#[inline(never)]
+fn sleep_for(d: Duration) {
     crate::runtime::asyncpreempt::in_runtime(move || {
         if d.is_zero() {
             crate::runtime::preempt::check();
@@ -78,6 +87,7 @@ pub fn sleep(d: Duration) {
 }
 
 /// Pauses until `deadline` (returns at once if it has passed).
+#[inline(always)]
 pub fn sleep_until(deadline: Instant) {
     sleep(deadline.saturating_duration_since(Instant::now()))
 }

@@ -71,6 +71,31 @@ pub(crate) fn symbolise(addr: usize) -> Arc<[Sym]> {
     syms
 }
 
+/// The line a dump ends with when none of its frames has a file:line
+/// ([`lacks_line_tables`]): Cargo's default release profile keeps no line
+/// tables (`debug = 0`), so every location would print as `?` without a
+/// word on why.
+pub(crate) const LINE_TABLES_HINT: &str = "note: no frame has a file:line: this binary has no \
+     line tables; add `debug = \"limited\"` under `[profile.release]` in Cargo.toml \
+     (and keep its symbols: no `strip = true`)\n";
+
+/// Whether the frames of `gs` show no file:line at all (and there are
+/// frames): the binary was built without line tables. Any frame counts,
+/// shown or hidden: with line tables the runtime's own frames have them.
+pub(crate) fn lacks_line_tables(gs: &[GInfo]) -> bool {
+    let mut frames = 0;
+    for g in gs {
+        let pcs = g.pcs.as_deref().unwrap_or(&[]);
+        for s in pcs.iter().flat_map(|&pc| symbolise(pc).to_vec()) {
+            if s.file.is_some() && s.line.is_some() {
+                return false;
+            }
+            frames += 1;
+        }
+    }
+    frames > 0
+}
+
 /// Frames of the runtime itself, hidden unless `GOTRACEBACK=system`.
 pub(crate) fn is_internal(name: &str) -> bool {
     const PREFIXES: [&str; 16] = [
@@ -91,7 +116,11 @@ pub(crate) fn is_internal(name: &str) -> bool {
         "__rust_",
         "rust_begin_unwind",
     ];
-    let n = name.trim_start_matches('<');
+    // `<&goroutine::net::TcpStream as std::io::Read>::read` is the
+    // runtime's too.
+    let n = name
+        .trim_start_matches(['<', '&'])
+        .trim_start_matches("mut ");
     PREFIXES.iter().any(|p| n.starts_with(p))
 }
 
@@ -215,6 +244,9 @@ pub(crate) fn write_frames(out: &mut String, g: &GInfo, level: Level) {
         Err(NoStack::Running) => {
             out.push_str("\tgoroutine running on other thread; stack unavailable\n")
         }
+        Err(NoStack::Blocked) => {
+            out.push_str("\tgoroutine blocked on other thread; stack unavailable\n")
+        }
         Err(NoStack::NotStarted) => {}
         Err(NoStack::NotStopped) => {
             out.push_str("\tstack unavailable (the world was not stopped)\n")
@@ -295,6 +327,25 @@ pub(crate) fn header(out: &mut String, g: &GInfo, now: u32) {
     out.push_str("]:\n");
 }
 
+/// The header of a goroutine whose thread is blocked in system call `nr`
+/// outside the runtime (a plain `std` call: `runtime::revoke`'s blocked
+/// threads), as `goroutine 7 [syscall, blocked outside the runtime:
+/// nanosleep]:`.
+pub(crate) fn header_blocked(out: &mut String, g: &GInfo, nr: i64) {
+    let _ = write!(
+        out,
+        "goroutine {} [syscall, blocked outside the runtime: ",
+        g.id
+    );
+    match crate::sys::procfs::syscall_name(nr) {
+        Some(name) => out.push_str(name),
+        None => {
+            let _ = write!(out, "system call {nr}");
+        }
+    }
+    out.push_str("]:\n");
+}
+
 /// pprof's `debug=1` form of `gs`.
 pub(crate) fn grouped(gs: &[GInfo], level: Level) -> String {
     type Key<'a> = (&'static str, &'a [usize], usize);
@@ -346,6 +397,11 @@ pub(crate) fn grouped(gs: &[GInfo], level: Level) -> String {
         }
         out.push('\n');
     }
+    // A comment line, as pprof's form allows, after the profile.
+    if lacks_line_tables(gs) {
+        out.push_str("# ");
+        out.push_str(LINE_TABLES_HINT);
+    }
     out
 }
 
@@ -384,6 +440,12 @@ mod tests {
     fn runtime_frames_are_internal() {
         assert!(is_internal("goroutine::chan::Receiver<T>::recv"));
         assert!(is_internal("<goroutine::chan::Receiver<T>>::recv"));
+        assert!(is_internal(
+            "<&goroutine::net::tcp_stream::TcpStream as std::io::Read>::read"
+        ));
+        assert!(is_internal(
+            "<&mut goroutine::io::Fd<T> as std::io::Read>::read"
+        ));
         assert!(is_internal("corosensei::coroutine::on_stack"));
         assert!(is_internal("std::panicking::try"));
         assert!(is_internal("stack_init_trampoline"));

@@ -21,9 +21,13 @@ pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 /// `gs` as one JSON document; `now` on the coarse clock's scale (ms since
 /// the runtime started), as `GInfo::waitsince`.
+///
+/// `blocked`: the goroutines whose thread is blocked in a system call
+/// outside the runtime, with the call's number (`runtime::dump`).
 pub(crate) fn render(
     gs: &[GInfo],
     names: &HashMap<u64, Arc<str>>,
+    blocked: &HashMap<u64, i64>,
     now: u32,
     level: Level,
 ) -> String {
@@ -56,6 +60,14 @@ pub(crate) fn render(
             let _ = write!(out, "{}", now.wrapping_sub(g.waitsince));
         } else {
             out.push_str("null");
+        }
+        out.push_str(",\"blocked_in_syscall\":");
+        match blocked.get(&g.id) {
+            Some(&nr) => match crate::sys::procfs::syscall_name(nr) {
+                Some(name) => string(&mut out, name),
+                None => string(&mut out, &format!("system call {nr}")),
+            },
+            None => out.push_str("null"),
         }
         let _ = write!(out, ",\"locked_to_thread\":{}", g.locked);
         out.push_str(",\"frames\":");
@@ -120,6 +132,7 @@ fn state(s: Status) -> &'static str {
 fn unavailable(why: NoStack) -> &'static str {
     match why {
         NoStack::Running => "running on another thread",
+        NoStack::Blocked => "blocked in the kernel outside the runtime",
         NoStack::NotStarted => "not started",
         NoStack::NotStopped => "the world was not stopped",
         NoStack::Unsupported => "no unwinder for this platform",

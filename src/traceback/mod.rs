@@ -44,8 +44,7 @@
 //! - The deadlock report runs when every M is parked and every P idle:
 //!   nothing can run, which pins every stack the same way.
 //! - Goroutines in `Running` or `Syscall` state (other than the caller) are
-//!   running on another thread: Go's `goroutine running on other thread;
-//!   stack unavailable` is printed for them.
+//!   running on another thread: see "Goroutines on other threads" below.
 //! - The caller's own goroutine is walked from its live registers.
 //! - Only the raw PCs are collected while the world is stopped; it restarts
 //!   before the (slower, allocating) symbolisation.
@@ -69,22 +68,66 @@
 //!   the header is not 16 bytes above the yielder; TSan builds are treated
 //!   alike): dumps there show headers only.
 //!
+//! # Goroutines on other threads
+//! A goroutine in `Running` or `Syscall` state runs on another thread, and
+//! its stack changes under any reader: `dump()` prints Go's `goroutine
+//! running on other thread; stack unavailable` for it. Two things are
+//! known without reading the stack, and the dump says them
+//! (`runtime::dump`'s `other_threads`):
+//! - **Blocked outside the runtime.** A goroutine in `running` whose M is
+//!   in the goroutine's own code (its handshake word is even: `m::revoke`)
+//!   and whose thread is in a system call (`/proc/self/task/TID/syscall`,
+//!   read for these goroutines only, on the dump's request) is blocked in a
+//!   plain `std` call (`runtime::revoke`'s blocked threads, what
+//!   `GODEBUG=blockwarn` reports): it shows as `goroutine 7 [syscall,
+//!   blocked outside the runtime: nanosleep]:`, and `dump()` says
+//!   `goroutine blocked on other thread; stack unavailable`.
+//! - **Its frames, from its own thread (SIGQUIT only).** SIGQUIT's dump
+//!   sends SIGQUIT to the thread of each such goroutine (`tgkill`), one at
+//!   a time; the thread's handler records the interrupted registers and
+//!   waits in the handler while the dump walks its stack from them, as for
+//!   a parked goroutine, then returns ([`ThreadWalker`],
+//!   `sys::signal::capture_registers`). Sound: the stack is read only
+//!   while its thread is held (the handler publishes with Release after
+//!   the interrupted code's writes; the dump acquires), the walk is
+//!   bounds-checked to the goroutine's stack and ignored unless the
+//!   interrupted SP lies in it, and nothing is allocated or locked while a
+//!   thread is held (it may hold the allocator's lock): the unwinder's
+//!   lock and memory are taken first. A thread that does not answer in
+//!   100 ms (SIGQUIT blocked there) keeps `stack unavailable`. Only
+//!   SIGQUIT does this: the held thread's interrupted system call restarts
+//!   or fails with `EINTR` as for any signal, acceptable for a process
+//!   about to exit, not for `dump()` in a live one. Go itself sends
+//!   SIGQUIT to its other threads this way under `GOTRACEBACK=crash`.
+//!
 //! # `GOTRACEBACK`
-//! `none`: no goroutines; `single`: only the current goroutine (the
-//! panicking one in a `GOROUTINE_PANIC=abort` report; SIGQUIT and the
-//! deadlock report have none, so they print their headline only); `all`
-//! (default for SIGQUIT and deadlock): every goroutine; `system` (and
-//! `crash`): every goroutine with the runtime's frames. Go's numbers work
-//! too (`0` none, `1` all, `2` system); another value is named on stderr
-//! and the default used. `dump()` and `dump_grouped()` always print every
-//! goroutine and show runtime frames only with `system`.
+//! As Go 1.19 behaves (measured: `tests/gotraceback.rs` compares with Go
+//! where it is installed):
+//!
+//! | report | `none` | `single` | `all` | `system` | `crash` |
+//! |---|---|---|---|---|---|
+//! | deadlock (a fatal error) | headline only | every goroutine | every goroutine | + runtime frames | + runtime frames, then `SIGABRT` |
+//! | SIGQUIT (a runtime throw) | every goroutine, runtime frames | same | same | same | same, then `SIGABRT` |
+//!
+//! Exit status 2 in every case but `crash`. A fatal error prints every
+//! goroutine even under `single` because Go's `gotraceback` forces "all"
+//! while throwing; a runtime throw (SIGQUIT) forces level 2 (`system`)
+//! too. The `GOROUTINE_PANIC=abort` report is a panic's: the panicking
+//! goroutine under `single`, its default (`runtime::panics`). Go's
+//! numbers work (`0` none, `1` all, `2` system); another value is
+//! named on stderr and the default used. `dump()` and `dump_grouped()`
+//! always print every goroutine and show runtime frames only with
+//! `system`.
 //!
 //! # What is shown
 //! Frames of the runtime itself (this crate's internals, corosensei, std's
 //! panic and closure-call shims) are hidden unless `GOTRACEBACK=system`, as
 //! Go hides `runtime.*`. With `strip = true` (no symbols) the frames print
 //! as `?` (`dump_grouped` still gives their addresses), and file:line needs `debug >= 1`
-//! (`debug = "line-tables-only"` is enough).
+//! (`"limited"`). `"line-tables-only"` gives file:line but names without
+//! their paths (`recv<u32>`, not `goroutine::chan::Receiver<T>::recv`), so
+//! the runtime's frames are not recognised and stay shown, and spawn sites
+//! can be wrong.
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod unwind;
@@ -207,6 +250,30 @@ pub(crate) struct Spawn {
     pub(crate) parent: u64,
 }
 
+/// Keeps the caller's frame on the stack across the call just before it,
+/// for tracebacks: an empty `asm!` statement (no instructions) that the
+/// compiler must assume has effects, so that call is not the caller's last
+/// act and cannot become a tail call.
+///
+/// Why: a function that ends by calling a runtime function that parks
+/// (`fn nap() { time::sleep(d) }`) is compiled to a jump into it, which
+/// replaces the function's frame with the callee's; a dump of the parked
+/// goroutine then walks straight from the runtime's frames to the
+/// goroutine's entry shim and shows no frame of the program at all (the
+/// walk itself was complete: the frame was simply gone). So each public,
+/// non-generic runtime call that parks and returns `()` (the shape a tail
+/// call takes) is an `#[inline(always)]` wrapper around its out-of-line
+/// body, ending with this: inlined into the caller, the call to the body is
+/// followed by this statement and stays a call. Generic calls that return
+/// a value (`recv`, `send`, `lock`, `join`) move their result after the
+/// call and were not tail calls to begin with. Cost: the caller keeps a
+/// `call` and a `ret` instead of a `jmp`.
+#[inline(always)]
+pub(crate) fn keep_caller_frame() {
+    // SAFETY: an empty statement: no instructions, no memory, no stack.
+    unsafe { std::arch::asm!("", options(nomem, nostack, preserves_flags)) }
+}
+
 /// The address of the next instruction: inlined (always) into `go` and
 /// `Builder::spawn`, which are inlined (always) into their caller, it lies
 /// in the function that spawns. One instruction.
@@ -272,6 +339,9 @@ pub(crate) fn level(default: Level) -> Level {
 pub(crate) enum NoStack {
     /// It runs on another thread.
     Running,
+    /// Its thread is blocked in the kernel outside the runtime (a plain
+    /// `std` call), and no frames were taken from it.
+    Blocked,
     /// It has not started yet (no stack).
     NotStarted,
     /// The world could not be stopped in time (SIGQUIT).
@@ -437,6 +507,105 @@ pub(crate) fn own_frames(range: Option<(usize, usize)>) -> Vec<usize> {
         out.len() < 100
     });
     out
+}
+
+/// Takes the frames of goroutines running on other threads, for SIGQUIT's
+/// dump (module note, "Goroutines on other threads"). Made before any
+/// thread is held: it takes the unwinder's lock and all the memory a walk
+/// needs, so that nothing is allocated or locked while a thread waits in
+/// its handler (it may hold the allocator's lock).
+pub(crate) struct ThreadWalker {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    walker: unwind::Walker,
+    buf: Vec<usize>,
+}
+
+impl ThreadWalker {
+    /// Distinct return addresses a dump may meet while threads are held
+    /// without allocating.
+    const STEPS: usize = 4096;
+
+    pub(crate) fn new() -> ThreadWalker {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        let walker = {
+            let mut w = unwind::Walker::new();
+            w.reserve(Self::STEPS);
+            w
+        };
+        ThreadWalker {
+            #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+            walker,
+            buf: Vec::with_capacity(unwind_max_frames()),
+        }
+    }
+
+    /// The frames and the spawn record of the goroutine whose stack is
+    /// `range`, running on thread `tid` (its M's): the thread records its registers in its
+    /// SIGQUIT handler and waits there while its stack is walked
+    /// (`sys::signal::capture_registers`). `None` if it did not answer by
+    /// `deadline`, or was not on that stack (it moved on meanwhile).
+    ///
+    /// Sound for any thread, anywhere: the stack is read only while its
+    /// thread is held (the handler's Release and our Acquire order its
+    /// earlier writes before the reads; the handler itself runs on the
+    /// alternate signal stack, or below the interrupted SP), every read is
+    /// bounds-checked to the goroutine's stack, and nothing is allocated or
+    /// locked meanwhile.
+    pub(crate) fn frames(
+        &mut self,
+        tid: i32,
+        range: (usize, usize),
+        deadline: std::time::Instant,
+    ) -> Option<(Vec<usize>, Spawn)> {
+        if cfg!(any(
+            goroutine_sanitize = "address",
+            goroutine_sanitize = "thread"
+        )) {
+            // Module note: sanitizer builds keep no tracebacks.
+            return None;
+        }
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        {
+            let regs = crate::sys::signal::capture_registers(tid, deadline)?;
+            let top = crate::g::stack::header_addr(range.1);
+            let on_stack = regs.sp >= range.0 && regs.sp < top;
+            let mut spawn = Spawn::default();
+            if on_stack {
+                // SAFETY: the header of the stack the held thread runs on,
+                // written by its goroutine at first run (before this run:
+                // ordered by the handler's Release, as the stack is).
+                spawn = unsafe { (*StackHeader::at(range.1)).spawn };
+                let r = unwind::Regs {
+                    pc: regs.pc,
+                    sp: regs.sp,
+                    fp: regs.fp,
+                    bx: regs.bx,
+                };
+                // SAFETY: the thread is held in its handler (above), so
+                // `[sp, top)`, the part of the goroutine's stack in use,
+                // is mapped and does not change until the release.
+                unsafe { self.walker.walk_into(r, top, &mut self.buf) };
+            }
+            crate::sys::signal::release_captured();
+            on_stack.then(|| (self.buf.clone(), spawn))
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        {
+            let _ = (tid, range, deadline, &mut self.buf);
+            None
+        }
+    }
+}
+
+fn unwind_max_frames() -> usize {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        unwind::MAX_FRAMES
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        0
+    }
 }
 
 /// Collects with every parked goroutine's frames: stops the world (module

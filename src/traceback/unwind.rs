@@ -173,6 +173,14 @@ impl Walker {
         }
     }
 
+    /// Makes room for `n` more cached steps, so that up to `n` new PCs are
+    /// walked without allocating (the unwind context allocated its storage
+    /// when made): SIGQUIT's dump walks stacks while their threads are
+    /// held, one of which may hold the allocator's lock.
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.steps.reserve(n);
+    }
+
     /// The step at `pc` (an address inside the frame's instruction).
     fn step(&mut self, pc: usize) -> Option<Step> {
         if let Some(s) = self.steps.get(&pc) {
@@ -232,8 +240,21 @@ impl Walker {
     /// # Safety
     /// `[regs.sp, top)` must be readable and must not change during the
     /// call (the goroutine is pinned: see the module note of `traceback`).
-    pub(crate) unsafe fn walk(&mut self, mut regs: Regs, top: usize) -> Vec<usize> {
+    pub(crate) unsafe fn walk(&mut self, regs: Regs, top: usize) -> Vec<usize> {
         let mut out = Vec::with_capacity(16);
+        // SAFETY: the caller's contract.
+        unsafe { self.walk_into(regs, top, &mut out) };
+        out
+    }
+
+    /// [`walk`](Self::walk) into `out` (cleared first), which allocates
+    /// nothing when `out` has room for [`MAX_FRAMES`] and the steps met
+    /// are cached or reserved ([`reserve`](Self::reserve)).
+    ///
+    /// # Safety
+    /// As for [`walk`](Self::walk).
+    pub(crate) unsafe fn walk_into(&mut self, mut regs: Regs, top: usize, out: &mut Vec<usize>) {
+        out.clear();
         let lo = regs.sp;
         let read = |a: usize| -> Option<usize> {
             if a < lo || a.checked_add(8)? > top || a % 8 != 0 {
@@ -303,6 +324,5 @@ impl Walker {
                 break;
             }
         }
-        out
     }
 }
