@@ -437,6 +437,10 @@ extern "C" fn on_quit(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
 // ---------------------------------------------------------------------------
 
 /// The registers a thread's own handler recorded ([`capture_registers`]).
+#[cfg_attr(
+    not(all(target_arch = "x86_64", target_os = "linux")),
+    allow(dead_code)
+)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Captured {
     pub(crate) pc: usize,
@@ -455,6 +459,10 @@ static CAPTURE_TID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32:
 /// handler claimed it) -> `CAPTURED` (registers written; the handler waits)
 /// -> `IDLE` (the dump is done with the stack: the handler returns).
 static CAPTURE_STATE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(IDLE);
+#[cfg_attr(
+    not(all(target_arch = "x86_64", target_os = "linux")),
+    allow(dead_code)
+)]
 static CAPTURE_REGS: [std::sync::atomic::AtomicUsize; 4] = [
     std::sync::atomic::AtomicUsize::new(0),
     std::sync::atomic::AtomicUsize::new(0),
@@ -532,6 +540,10 @@ fn capture_here(ctx: *mut libc::c_void) {
 /// released thread restarts (`SA_RESTART`) or fails with `EINTR`, as for
 /// any signal. The caller must not allocate or lock between a successful
 /// call and the release: the held thread may hold the allocator's lock.
+#[cfg_attr(
+    not(all(target_arch = "x86_64", target_os = "linux")),
+    allow(dead_code)
+)]
 pub(crate) fn capture_registers(tid: i32, deadline: std::time::Instant) -> Option<Captured> {
     if !cfg!(all(target_arch = "x86_64", target_os = "linux"))
         || QUIT_FD.load(Ordering::Acquire) < 0
@@ -577,6 +589,10 @@ pub(crate) fn capture_registers(tid: i32, deadline: std::time::Instant) -> Optio
 
 /// Lets the thread held by a successful [`capture_registers`] return from
 /// its handler.
+#[cfg_attr(
+    not(all(target_arch = "x86_64", target_os = "linux")),
+    allow(dead_code)
+)]
 pub(crate) fn release_captured() {
     CAPTURE_TID.store(0, Ordering::Relaxed);
     // Release: the caller's reads of the stack happen before the thread

@@ -523,6 +523,10 @@ pub(crate) struct ThreadWalker {
 impl ThreadWalker {
     /// Distinct return addresses a dump may meet while threads are held
     /// without allocating.
+    #[cfg_attr(
+        not(all(target_arch = "x86_64", target_os = "linux")),
+        allow(dead_code)
+    )]
     const STEPS: usize = 4096;
 
     pub(crate) fn new() -> ThreadWalker {
