@@ -77,7 +77,8 @@ fn sigterm_under_load() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    // A watchdog: a hang fails the test instead of blocking it.
+    // A watchdog: a hang fails the test instead of blocking it. SIGQUIT
+    // first (a goroutine dump), SIGKILL if that did not end it either.
     let pid = child.id() as i32;
     let done = Arc::new(AtomicBool::new(false));
     {
@@ -86,8 +87,12 @@ fn sigterm_under_load() {
             std::thread::sleep(Duration::from_secs(120));
             if !done.load(Ordering::Relaxed) {
                 eprintln!("graceful_server child still running after 120 s: killing it");
-                // SAFETY: signalling our own child (SIGQUIT: goroutine dump).
-                unsafe { libc::kill(pid, libc::SIGQUIT) };
+                common::send_signal(pid, libc::SIGQUIT, "goroutine-sigqu");
+                std::thread::sleep(Duration::from_secs(10));
+                if !done.load(Ordering::Relaxed) {
+                    // SAFETY: signalling our own child.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
             }
         });
     }
@@ -145,8 +150,7 @@ fn sigterm_under_load() {
     let before = complete.load(Ordering::Relaxed);
     assert!(before > 0, "no request completed before the signal");
     let t = Instant::now();
-    // SAFETY: signalling our own child.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    common::send_signal(pid, libc::SIGTERM, "goroutine-signa");
     let status = child.wait().unwrap();
     let took = t.elapsed();
     done.store(true, Ordering::Relaxed);

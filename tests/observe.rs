@@ -403,17 +403,13 @@ fn sigquit_child() {
     while !dump_string().contains("[chan receive]") {
         std::thread::sleep(Duration::from_millis(1));
     }
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(libc::getpid(), libc::SIGQUIT) };
+    // SAFETY: getpid has no preconditions.
+    common::send_signal(unsafe { libc::getpid() }, libc::SIGQUIT, "goroutine-sigqu");
     std::thread::sleep(Duration::from_secs(20));
     println!("SIGQUIT did not exit");
 }
 
 #[test]
-#[cfg_attr(
-    goroutine_sanitize = "thread",
-    ignore = "TSan defers asynchronous signals to its interceptors; SIGQUIT's pipe write may never run"
-)]
 fn sigquit_dumps_and_exits_2() {
     let out = common::spawn("sigquit_child", &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);

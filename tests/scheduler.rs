@@ -452,8 +452,16 @@ isolated_test! {
 // most runs of this load; each round now must finish within its limit.
 isolated_test! {
     fn set_max_procs_beside_timer_sleepers() ["GOMAXPROCS" = "2"] {
-        // Debug builds run the same load, smaller.
-        let (n, reps) = if cfg!(debug_assertions) { (4_000u64, 40) } else { (10_000u64, 300) };
+        // Debug builds run the same load, smaller; ThreadSanitizer's
+        // smaller still: there, beside the spinners, the debug load
+        // outlasts a round's limit (schedtrace shows the queues moving).
+        let (n, reps) = if cfg!(goroutine_sanitize = "thread") {
+            (1_000u64, 10)
+        } else if cfg!(debug_assertions) {
+            (4_000u64, 40)
+        } else {
+            (10_000u64, 300)
+        };
         // Plain threads that keep both cores busy: the kernel then
         // preempts the resizer inside its critical stretches, as it does
         // on a loaded machine, where the hang showed most.
@@ -692,19 +700,29 @@ fn gomaxprocs_bad_values() {
 isolated_test! {
     fn yield_goes_behind_the_global_queue() ["GOMAXPROCS" = "1"] {
         run(|| {
-            for _ in 0..100 {
-                let ran = Arc::new(AtomicBool::new(false));
-                let r = ran.clone();
-                // Spawned from a plain thread: it lands on the global queue.
-                // Wait for it by spinning, not by `join`: a join blocks this
-                // thread in the kernel, and sysmon would hand the only P to
-                // another thread (P revocation), which would run it.
-                let spawned = Arc::new(AtomicBool::new(false));
-                let sp = spawned.clone();
-                std::thread::spawn(move || {
+            // Goroutines spawned from a plain thread land on the global
+            // queue. The main goroutine waits for each spawn by spinning,
+            // and never blocks in the kernel meanwhile: sysmon would hand
+            // the only P to another thread (P revocation), which would run
+            // the goroutine. Hence one plain thread for all the spawns,
+            // asked over a std channel: starting a thread per round blocked
+            // the main goroutine in `pthread_create` (for milliseconds
+            // under ThreadSanitizer, which waits there for the new thread),
+            // as a `join` would.
+            type Round = (Arc<AtomicBool>, Arc<AtomicBool>);
+            let (rounds, asked) = std::sync::mpsc::channel::<Round>();
+            let spawner = std::thread::spawn(move || {
+                for (r, sp) in asked {
                     go(move || r.store(true, Ordering::SeqCst));
                     sp.store(true, Ordering::SeqCst);
-                });
+                }
+            });
+            // A runtime call: back on a P if starting the thread lost it.
+            yield_now();
+            for _ in 0..100 {
+                let ran = Arc::new(AtomicBool::new(false));
+                let spawned = Arc::new(AtomicBool::new(false));
+                rounds.send((ran.clone(), spawned.clone())).unwrap();
                 while !spawned.load(Ordering::SeqCst) {
                     std::hint::spin_loop();
                 }
@@ -712,6 +730,8 @@ isolated_test! {
                 yield_now();
                 assert!(ran.load(Ordering::SeqCst), "a yield did not let the global queue go first");
             }
+            drop(rounds);
+            spawner.join().unwrap();
         });
     }
 }

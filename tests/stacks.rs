@@ -160,19 +160,34 @@ fn deep_goroutines_then_many_shallow_ones() {
 // the top), left parked across several ticks of the coarse clock, then
 // woken at once: each resume of a G parked that long starts loading its
 // stack first (`StackHeader::prefetch_resume`, from the SP of its switch
-// out), and every frame must come back intact.
+// out), and every frame must come back intact. The number of levels is
+// computed from the measured frame size, which differs between builds
+// (AddressSanitizer's redzones made 200 fixed levels overflow the stack).
 #[test]
 fn goroutines_parked_long_at_any_depth_resume_intact() {
     #[inline(never)]
-    fn park_at(n: u32, rx: &goroutine::Receiver<()>) -> u64 {
+    fn park_at(n: u32, rx: &goroutine::Receiver<()>, at: &mut [usize; 2]) -> u64 {
         let buf = std::hint::black_box([u64::from(n) * 3 + 1; 64]);
+        if n < 2 {
+            at[n as usize] = buf.as_ptr() as usize;
+        }
         if n == 0 {
             assert!(rx.recv().is_err(), "got a value");
             return buf[7];
         }
-        buf[63] + park_at(n - 1, rx)
+        buf[63] + park_at(n - 1, rx, at)
     }
     common::within(60, || {
+        let frame = go(|| {
+            let (tx, rx) = goroutine::chan::<()>(0);
+            drop(tx);
+            let mut at = [0usize; 2];
+            park_at(1, &rx, &mut at);
+            at[1] - at[0]
+        })
+        .join()
+        .unwrap();
+        let levels = (100 * 1024 / frame).clamp(8, 200) as u32;
         let (tx, rx) = goroutine::chan::<()>(0);
         let parked = Arc::new(AtomicU64::new(0));
         let hs: Vec<_> = (0..2_000u32)
@@ -180,7 +195,7 @@ fn goroutines_parked_long_at_any_depth_resume_intact() {
                 let (rx, parked) = (rx.clone(), parked.clone());
                 go(move || {
                     parked.fetch_add(1, Ordering::SeqCst);
-                    park_at(i % 200, &rx)
+                    park_at(i % levels, &rx, &mut [0; 2])
                 })
             })
             .collect();
@@ -191,7 +206,7 @@ fn goroutines_parked_long_at_any_depth_resume_intact() {
         goroutine::time::sleep(std::time::Duration::from_millis(50));
         drop(tx);
         for (i, h) in hs.into_iter().enumerate() {
-            let n = (i % 200) as u64;
+            let n = u64::from(i as u32 % levels);
             let want = (0..=n).map(|k| k * 3 + 1).sum::<u64>();
             assert_eq!(h.join().unwrap(), want, "goroutine {i}");
         }
@@ -312,6 +327,17 @@ fn rss_falls_to(goal: u64, secs: u64) -> bool {
     false
 }
 
+/// Whether RSS shows the stacks given back. Not under a sanitizer, where
+/// the load still runs (for the sanitizer's checks of the release path)
+/// but RSS is the sanitizer's, and grows after the burst instead of
+/// falling: ASan keeps freed blocks in its quarantine and the shadow of
+/// every stack page touched; TSan keeps each goroutine's fiber state and
+/// the shadow.
+const RSS_SHOWS_RELEASE: bool = cfg!(not(any(
+    goroutine_sanitize = "address",
+    goroutine_sanitize = "thread"
+)));
+
 // The stacks of a burst of exits (20,000 goroutines woken at once) wait on
 // the pool's warm list while the exits stream in, and sysmon gives them back
 // once the burst is over: RSS falls by at least 3/4 of what the parked
@@ -322,6 +348,9 @@ isolated_test! {
             let base = rss_bytes();
             let grown = burst_of_exits(20_000);
             assert!(grown > 20_000 * 4096 / 2, "parked goroutines took only {grown} bytes");
+            if !RSS_SHOWS_RELEASE {
+                return;
+            }
             let goal = base + grown / 4;
             assert!(
                 rss_falls_to(goal, 20),
@@ -357,7 +386,15 @@ isolated_test! {
                 goroutine::yield_now();
             }
             let goal = base + grown / 4;
-            let fell = rss_falls_to(goal, 20);
+            let fell = if RSS_SHOWS_RELEASE {
+                rss_falls_to(goal, 20)
+            } else {
+                // Exits go on beside sysmon's release for a while.
+                while rounds.load(Ordering::Relaxed) < 5 {
+                    goroutine::time::sleep(std::time::Duration::from_millis(10));
+                }
+                true
+            };
             stop.store(true, Ordering::Relaxed);
             churn.join().unwrap();
             assert!(

@@ -1914,23 +1914,31 @@ mod tests {
         assert_eq!(pool.warm_len(DEFAULT_STACK_SIZE), WARM_MAX);
 
         // Past the hard bound with sysmon looking, spills only queue...
-        let spill = |count: usize| {
+        // (`looking`: sysmon looks between the exits, as it does while
+        // they stream in; set by hand here. Without it, all the puts must
+        // land within `RELEASER_STALL_NS` of the first spill past the
+        // bound, which a ThreadSanitizer build, or a loaded machine, does
+        // not keep to.)
+        let spill = |count: usize, looking: bool| {
             let more: Vec<Stack> = (0..count)
                 .map(|_| pool.get(DEFAULT_STACK_SIZE).unwrap())
                 .collect();
             let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
-            for s in more {
+            for (i, s) in more.into_iter().enumerate() {
+                if looking && i % BATCH == 0 {
+                    pool.lock().releaser_seen = crate::sys::time::nanotime();
+                }
                 c.put(s);
             }
             c.drain();
         };
-        spill(WARM_HARD_MAX + CACHE_CAP);
+        spill(WARM_HARD_MAX + CACHE_CAP, true);
         let warm = pool.warm_len(DEFAULT_STACK_SIZE);
         assert!(warm > WARM_HARD_MAX, "{warm} warm stacks");
         // ... and with sysmon silent for too long, the spilling thread
         // brings the list back under the bound.
         pool.lock().releaser_seen = crate::sys::time::nanotime() - 2 * RELEASER_STALL_NS;
-        spill(CACHE_CAP);
+        spill(CACHE_CAP, false);
         let warm = pool.warm_len(DEFAULT_STACK_SIZE);
         assert!(
             warm <= WARM_HARD_MAX,

@@ -352,10 +352,25 @@ impl M {
         }))
     }
 
+    /// The running goroutine, read on this M's own thread (the M wrote
+    /// it).
     #[inline]
     pub(crate) fn curg(&self) -> Option<&'static G> {
         // SAFETY: curg is null or a leaked (never freed) G.
         unsafe { self.curg.load(Ordering::Relaxed).as_ref() }
+    }
+
+    /// The running goroutine, read from another thread (sysmon, schedtrace,
+    /// the goroutine counts). Acquire, pairing with `set_curg`'s Release:
+    /// the G's fields are then at least as new as when this M took the G
+    /// from a run queue, its first initialisation (`G::alloc`'s plain write
+    /// of the record) included. With a Relaxed read ThreadSanitizer
+    /// reported sysmon's `g.id()` of a goroutine's first run as racing
+    /// with that write (tests/trace.rs).
+    #[inline]
+    pub(crate) fn curg_from_outside(&self) -> Option<&'static G> {
+        // SAFETY: curg is null or a leaked (never freed) G.
+        unsafe { self.curg.load(Ordering::Acquire).as_ref() }
     }
 
     /// Sets the running goroutine's locals map (see the field).
@@ -373,7 +388,8 @@ impl M {
     #[inline]
     pub(crate) fn set_curg(&self, g: Option<&'static G>) {
         let p = g.map_or(ptr::null_mut(), |g| g as *const G as *mut G);
-        self.curg.store(p, Ordering::Relaxed)
+        // Release: see `curg_from_outside` (a plain `mov` on x86-64).
+        self.curg.store(p, Ordering::Release)
     }
 
     #[inline]

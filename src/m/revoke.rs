@@ -11,7 +11,8 @@
 //!   scheduler loop on g0, the body of any runtime call); **even: the
 //!   goroutine's own code**, during which the runtime is not touched. Each
 //!   value names one *stretch*. Written by the M's own thread only, with
-//!   plain stores; read by anyone.
+//!   plain stores (`leave`'s is a Release, a plain `mov` on x86-64); read
+//!   by anyone.
 //! - `state`: `NONE`, `PENDING` (a revoker is deciding) or `TAKEN` (the P
 //!   was taken; the M has not noticed yet). `NONE -> PENDING` only by a
 //!   revoker's CAS (so two revokers, sysmon and a stop-the-world, exclude
@@ -23,8 +24,9 @@
 //!   store `word` odd; compiler fence; load `state`. `NONE`: carry on, the
 //!   P is still ours. Otherwise wait until the revoker decides
 //!   (`wait_decision`), and on `TAKEN` give the P up without touching it.
-//! - **M leaving the runtime** (`leave`): store `word` even. From then on the
-//!   thread touches no runtime state until its next `enter`.
+//! - **M leaving the runtime** (`leave`): store `word` even, with Release.
+//!   From then on the thread touches no runtime state until its next
+//!   `enter`.
 //! - **Revoker** (`begin(seen)`, where `seen` is an even word it observed
 //!   over a whole sysmon tick): CAS `state` `NONE -> PENDING`; issue a
 //!   process-wide memory barrier (`membarrier`, which executes a full fence
@@ -32,6 +34,7 @@
 //!   the M is in the same stretch of its goroutine's own code and cannot
 //!   enter the runtime without seeing `PENDING`, so the revoker may take the
 //!   P (`finish` publishes `TAKEN`). Changed: `abort` (back to `NONE`).
+//!   That load is an Acquire: it reads the M's `leave`.
 //!
 //! # Invariants
 //! 1. The M touches its P only while its word is odd and `state` was `NONE`
@@ -50,9 +53,25 @@
 //! 4. The word is never the same value in two different stretches within a
 //!    sysmon tick (it would take 2^31 runtime calls to wrap), so "same word
 //!    twice" means "never entered the runtime in between".
+//! 5. What the M did to its P before its `leave` happens-before what the
+//!    revoker that takes the P then does to it (the stack cache a
+//!    goroutine's exit just put a stack in, the run queue): `leave` is a
+//!    Release store and the revoker's load in `begin` that reads it an
+//!    Acquire. 3 is about the M's *next* entry and needs the barrier; this
+//!    is about its *last* stretch and needs none. On x86-64 both are the
+//!    plain `mov`s Relaxed would be, so the fast path is unchanged; what
+//!    Release adds there is the compiler's ordering (a Relaxed store lets
+//!    the compiler sink the M's last stores to the P below it, into the
+//!    stretch where the P may be someone else's). Before it was Relaxed,
+//!    the kernel's barrier ordered the M's stores on the CPU, nothing
+//!    ordered them in the compiler (the x86-64 release build's code was
+//!    the same either way: no store had been moved, by luck), and
+//!    ThreadSanitizer, which sees no barrier, reported each stack-cache
+//!    access of the next owner as a data race with the M's last ones
+//!    (tests/blocking.rs).
 //!
-//! The model in `tests` checks 1-3 with loom, where the barrier is modelled
-//! as what it guarantees: a SeqCst fence on both sides.
+//! The models in `tests` check 1-3 and 5 with loom, where the barrier is
+//! modelled as what it guarantees: a SeqCst fence on both sides.
 
 use crate::loom::atomic::{AtomicU32, Ordering};
 
@@ -127,11 +146,19 @@ impl Revoke {
     }
 
     /// Own thread: back to the goroutine's own code (module note).
+    ///
+    /// Release: everything the M did to its P in the stretch that ends here
+    /// happens-before whatever a revoker that takes the P in the next
+    /// stretch does to it (it reads this store with Acquire in `begin`).
+    /// On x86-64 this is the plain `mov` a Relaxed store is; the ordering
+    /// is also the compiler's: without it, a store to the P (its stack
+    /// cache, its run queue) may be moved below the word's store, into
+    /// the stretch where the P may already be someone else's.
     #[inline(always)]
     pub(crate) fn leave(&self) {
         let w = self.word.load(Ordering::Relaxed);
         // `| 1` first: robust if the word is already even (never expected).
-        self.word.store((w | 1).wrapping_add(1), Ordering::Relaxed);
+        self.word.store((w | 1).wrapping_add(1), Ordering::Release);
     }
 
     /// Own thread, after [`Entry::Contended`]: waits for the revoker's
@@ -226,9 +253,10 @@ impl Revoke {
         self.state.load(Ordering::Relaxed)
     }
 
-    /// The revoker's load of `word` after its barrier.
+    /// The revoker's load of `word` after its barrier. Acquire: pairs with
+    /// the Release in `leave` (invariant 5 of the module note).
     fn word_after_barrier(&self) -> u32 {
-        self.word.load(Ordering::Relaxed)
+        self.word.load(Ordering::Acquire)
     }
 }
 
@@ -286,6 +314,72 @@ mod tests {
             };
             assert!(kept != taken, "kept={kept} taken={taken}");
             p.with(|v| assert_eq!(unsafe { *v }, if taken { 10 } else { 1 }));
+        });
+    }
+
+    /// The other direction: what the M did to its P in runtime code (a
+    /// stack put back in the P's cache at a goroutine's exit, a run-queue
+    /// push) happens-before what a revoker that takes the P next does to
+    /// it. The revoker is sysmon as it runs: it reads the word (its probe,
+    /// which needs an even word seen twice; once is enough for the model),
+    /// and only then begins. loom reports the revoker's `with_mut` as a
+    /// data race if `leave` is Relaxed (with `begin`'s load Relaxed too),
+    /// which is what ThreadSanitizer found in tests/blocking.rs: the M's
+    /// last stack-cache writes and the next owner's reads were unordered.
+    /// After the P was taken, the M's next entry finds `TAKEN` and leaves
+    /// the P alone; a third stretch (the goroutine computed on, then
+    /// entered again) may not be revoked with a stale `seen`.
+    #[test]
+    fn revoker_sees_the_ms_last_stretch() {
+        loom::model(|| {
+            let r = Arc::new(Revoke::new()); // word 1: runtime code
+            let p = Arc::new(UnsafeCell::new(0u32));
+            let (r2, p2) = (r.clone(), p.clone());
+            // The stretch the revoker took the P in, if it did.
+            let revoker = thread::spawn(move || {
+                let seen = r2.word(); // sysmon's probe
+                if seen & 1 == 1 || !r2.begin(seen, || {}) {
+                    return None;
+                }
+                p2.with_mut(|v| unsafe { *v += 10 });
+                r2.finish();
+                Some(seen)
+            });
+            // The M's last runtime stretch on its P (1), the goroutine's
+            // own code (2), runtime code again (3), its own code (4).
+            p.with_mut(|v| unsafe { *v += 1 });
+            r.leave();
+            // (As in `revoke_races_entry`, a contended M waits by joining.)
+            let (kept, taken) = match r.enter() {
+                Entry::Nested => unreachable!(),
+                Entry::Entered => {
+                    p.with_mut(|v| unsafe { *v += 1 });
+                    r.leave();
+                    (true, revoker.join().unwrap())
+                }
+                Entry::Contended => {
+                    let taken = revoker.join().unwrap();
+                    let lost = r.wait_decision();
+                    assert_eq!(lost, taken.is_some());
+                    if lost {
+                        r.acknowledge();
+                    } else {
+                        p.with_mut(|v| unsafe { *v += 1 });
+                    }
+                    r.leave();
+                    (!lost, taken)
+                }
+            };
+            // Taken in stretch 2: the M lost it at its entry. Kept in 3:
+            // it can only have been taken in 4, after the M let go.
+            match taken {
+                Some(2) => assert!(!kept),
+                Some(4) => assert!(kept),
+                Some(w) => panic!("taken in stretch {w}"),
+                None => assert!(kept),
+            }
+            let want = 1 + u32::from(kept) + if taken.is_some() { 10 } else { 0 };
+            p.with(|v| assert_eq!(unsafe { *v }, want));
         });
     }
 

@@ -13,7 +13,9 @@
 //!    ([`settle`]). Nested calls see the word already odd and do nothing.
 //!    Cost on the fast path: one thread-local lookup of the M (handed to
 //!    the body as a `Here`, so the body need not look it up again), two
-//!    plain stores, three plain loads, no locked instruction and no fence.
+//!    plain stores (the way out's a Release, which on x86-64 is a plain
+//!    `mov`: `m::revoke`, invariant 5), three plain loads, no locked
+//!    instruction and no fence.
 //! 2. **Asynchronous preemption** (`asyncpreempt`): once preemptible regions
 //!    exist, the goroutine's `in_runtime` count is raised so no signal stops
 //!    it inside runtime code.

@@ -207,7 +207,7 @@ fn hog_waits_for(p: &'static P, m: &'static M, now: i64) -> bool {
     let s = sched();
     if !env::godebug().hogrevoke
         || HOG_THREADS.load(Ordering::Relaxed) >= s.gomaxprocs() as usize
-        || m.curg().is_none_or(|g| g.region_depth() > 0)
+        || m.curg_from_outside().is_none_or(|g| g.region_depth() > 0)
     {
         return false;
     }
@@ -258,7 +258,8 @@ pub(crate) fn take_for_stw(p: &'static P, seen: &mut Option<(usize, u32)>) -> Op
     // A goroutine computing in a preemptible region is stopped by signal
     // (which keeps its stack readable for a dump); only take its P if the
     // thread is blocked in the kernel.
-    if m.curg().is_some_and(|g| g.region_depth() > 0) && m.thread_state().is_none_or(|s| s == b'R')
+    if m.curg_from_outside().is_some_and(|g| g.region_depth() > 0)
+        && m.thread_state().is_none_or(|s| s == b'R')
     {
         return None;
     }
@@ -298,7 +299,7 @@ fn take(p: &'static P, m: &'static M, seen: u32, hog: bool) -> Option<PHandle> {
     } else {
         stats::bump(&stats::SYSMON.blocked_handoffs, 1);
     }
-    let g = m.curg();
+    let g = m.curg_from_outside();
     // The system call is read only for the opt-in views (module note).
     let nr = || procfs::blocked_syscall(m.tid());
     if crate::trace::on() {

@@ -124,7 +124,7 @@ pub(crate) fn render(detailed: bool) -> String {
             None => out.push_str("nil"),
         }
         out.push_str(" curg=");
-        match m.curg() {
+        match m.curg_from_outside() {
             Some(g) => {
                 running.push((g as *const _ as usize, m.id));
                 let _ = write!(out, "{}", g.id());

@@ -206,7 +206,7 @@ pub(crate) fn gcounts() -> GCounts {
     let s = sched();
     let mut c = GCounts::default();
     for m in s.allm.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-        if let Some(g) = m.curg() {
+        if let Some(g) = m.curg_from_outside() {
             match g.status() {
                 Status::Running => c.running += 1,
                 Status::Syscall => c.syscall += 1,

@@ -484,7 +484,7 @@ fn curg_of_p(s: &'static super::Sched, id: u32) -> Option<&'static crate::g::G> 
     let allm = s.allm.lock().unwrap_or_else(|e| e.into_inner());
     allm.iter()
         .find(|m| m.p_id() == Some(id))
-        .and_then(|m| m.curg())
+        .and_then(|m| m.curg_from_outside())
 }
 
 /// Preempts long-running goroutines and takes Ps back from system calls;

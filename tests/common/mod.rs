@@ -102,3 +102,51 @@ pub fn fill_descriptor_table(soft: u64) -> (Vec<std::fs::File>, std::io::Error) 
         }
     }
 }
+
+/// Sends `sig` to process `pid` (this one or a child): with `kill`, or
+/// under ThreadSanitizer to the runtime thread that waits for it, with
+/// `tgkill` (`thread`: its name as `/proc` shows it, cut to 15 bytes:
+/// `goroutine-signa` for `signal::notify`'s signals, `goroutine-sigqu`
+/// for SIGQUIT).
+///
+/// Why: TSan runs the handler of an asynchronous signal at once only on a
+/// thread that is inside a call it intercepts (`poll`, `read`); on any
+/// other thread it queues the signal until that thread next enters one.
+/// The kernel offers a signal sent to the process to the main thread
+/// first, here libtest's, which waits in std's futex wait: a raw system
+/// call, not intercepted, and restarted after the handler (SA_RESTART).
+/// So under TSan a plain `kill` was never handled (tests/graceful_server.rs
+/// hung: its child served on past the watchdog, whose SIGQUIT met the same
+/// fate). The runtime's signal threads wait in `poll` and `read`.
+pub fn send_signal(pid: i32, sig: i32, thread: &str) {
+    if cfg!(goroutine_sanitize = "thread") {
+        let find = || {
+            std::fs::read_dir(format!("/proc/{pid}/task"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .find(|t| {
+                    std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == thread)
+                })
+                .and_then(|t| t.file_name().to_str()?.parse::<i32>().ok())
+        };
+        // A thread just started may not carry its name yet.
+        let mut tid = find();
+        for _ in 0..100 {
+            if tid.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            tid = find();
+        }
+        if let Some(tid) = tid {
+            // SAFETY: a signal to a thread of our own process or child.
+            let r = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, sig) };
+            assert_eq!(r, 0, "tgkill: {}", std::io::Error::last_os_error());
+            return;
+        }
+        eprintln!("no thread {thread:?} in process {pid}: signalling the process");
+    }
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+}
