@@ -286,7 +286,7 @@ mod tests {
         // line tables: once for the whole dump.
         let text = render(&[g(17, vec![0x10, 0x20]), g(18, vec![0x30])], Level::All);
         assert_eq!(
-            text.matches("debug = \"line-tables-only\"").count(),
+            text.matches("debug = \"limited\"").count(),
             1,
             "{text}"
         );
