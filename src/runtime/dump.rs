@@ -285,11 +285,7 @@ mod tests {
         // Addresses that symbolise to nothing, as in a binary without
         // line tables: once for the whole dump.
         let text = render(&[g(17, vec![0x10, 0x20]), g(18, vec![0x30])], Level::All);
-        assert_eq!(
-            text.matches("debug = \"limited\"").count(),
-            1,
-            "{text}"
-        );
+        assert_eq!(text.matches("debug = \"limited\"").count(), 1, "{text}");
         assert!(text.ends_with(format::LINE_TABLES_HINT), "{text}");
         let grouped = format::grouped(&[g(17, vec![0x10])], Level::All);
         assert!(
