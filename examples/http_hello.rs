@@ -52,15 +52,36 @@ impl Default for Limits {
     }
 }
 
+/// How long a connection closed on an error answer keeps reading (and
+/// dropping) what the client still sends, after its write side is shut:
+/// closing a socket with unread bytes sends a reset, which can destroy the
+/// answer before the client reads it. Go's `rstAvoidanceDelay`.
+const LINGER: Duration = Duration::from_millis(500);
+
 /// What [`serve`] needs of a connection besides `Read` and `Write`: Go's
 /// read deadline, which also ends a read already waiting.
 pub trait Conn: Read + Write {
     fn set_read_deadline(&self, deadline: Option<Instant>);
+
+    /// Closes gracefully after an error answer: shut the write side (the
+    /// client sees the answer, then EOF) and drain the read side for at
+    /// most [`LINGER`], so that the close sends no reset. A connection
+    /// without deadlines cannot bound the drain and skips it.
+    fn lingering_close(&mut self) {}
 }
 
 impl Conn for &TcpStream {
     fn set_read_deadline(&self, deadline: Option<Instant>) {
         TcpStream::set_read_deadline(self, deadline);
+    }
+
+    fn lingering_close(&mut self) {
+        if self.shutdown(std::net::Shutdown::Write).is_err() {
+            return;
+        }
+        TcpStream::set_read_deadline(self, Some(Instant::now() + LINGER));
+        let mut sink = [0u8; 512];
+        while matches!(self.read(&mut sink), Ok(n) if n > 0) {}
     }
 }
 
@@ -109,7 +130,7 @@ pub fn serve_with<S: Conn>(mut conn: S, limits: Limits) -> io::Result<()> {
     // its first byte arrived; `None` between requests.
     let mut request_deadline: Option<Instant> = None;
     loop {
-        let mut close = false;
+        let (mut close, mut error_close) = (false, false);
         while !close {
             match parse(&buf[start..end]) {
                 Parsed::Incomplete => break,
@@ -121,19 +142,22 @@ pub fn serve_with<S: Conn>(mut conn: S, limits: Limits) -> io::Result<()> {
                 }
                 Parsed::Bad(status) => {
                     error(&mut out, status);
-                    close = true;
+                    (close, error_close) = (true, true);
                 }
             }
         }
         if !close && start == 0 && end == buf.len() {
             error(&mut out, "413 Content Too Large");
-            close = true;
+            (close, error_close) = (true, true);
         }
         if !out.is_empty() {
             conn.write_all(&out)?;
             out.clear();
         }
         if close {
+            if error_close {
+                conn.lingering_close();
+            }
             return Ok(());
         }
         // Keep the unparsed tail at the front of the buffer.
@@ -162,7 +186,9 @@ pub fn serve_with<S: Conn>(mut conn: S, limits: Limits) -> io::Result<()> {
             {
                 if end > 0 {
                     error(&mut out, "408 Request Timeout");
-                    let _ = conn.write_all(&out);
+                    if conn.write_all(&out).is_ok() {
+                        conn.lingering_close();
+                    }
                 }
                 return Ok(());
             }

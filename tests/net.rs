@@ -716,25 +716,19 @@ fn http_hello_bounds_a_trickled_request() {
         });
         let mut c = TcpStream::connect(addr).unwrap();
         let head = b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: yes\r\n\r\n";
-        // One byte every 50 ms (each read waits that long), until the
-        // server answers: writing after its close would reset the
-        // connection and could lose the answer.
-        c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-        let (mut sent, mut got) = (0, Vec::new());
-        for b in head {
-            c.write_all(&[*b]).unwrap();
+        // One byte every 20 ms for 500 ms, well past the deadline, without
+        // reading. The bytes that arrive after the answer must be drained,
+        // not answered with a reset: a reset fails these writes, and can
+        // destroy the answer or end the read below with ECONNRESET. The
+        // server closes lingering, as Go's `closeWriteAndWait` does.
+        let start = Instant::now();
+        let mut sent = 0;
+        while start.elapsed() < Duration::from_millis(500) {
+            c.write_all(&head[sent..sent + 1]).unwrap();
             sent += 1;
-            let mut chunk = [0u8; 256];
-            match c.read(&mut chunk) {
-                Ok(n) => {
-                    got.extend_from_slice(&chunk[..n]);
-                    break;
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                Err(e) => panic!("{e}"),
-            }
+            goroutine::time::sleep(Duration::from_millis(20));
         }
-        c.set_read_timeout(None).unwrap();
+        let mut got = Vec::new();
         c.read_to_end(&mut got).unwrap();
         let rest = String::from_utf8(got).unwrap();
         assert!(sent < head.len(), "the whole head went through");
