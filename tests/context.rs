@@ -181,19 +181,22 @@ fn tree_depth_5_width_10() {
 }
 
 /// Resident set size in KiB.
-#[cfg_attr(goroutine_sanitize = "address", allow(dead_code))]
+#[cfg_attr(
+    any(goroutine_sanitize = "address", goroutine_sanitize = "thread"),
+    allow(dead_code)
+)]
 fn rss_kib() -> u64 {
     let s = std::fs::read_to_string("/proc/self/statm").unwrap();
     let pages: u64 = s.split_whitespace().nth(1).unwrap().parse().unwrap();
     pages * 4
 }
 
-/// What the heap holds, in KiB: RSS, or under AddressSanitizer the bytes
-/// its allocator has handed out and not had back. ASan keeps freed blocks
-/// in its quarantine before reusing them, so RSS grows under it whether
-/// or not anything leaks.
+/// What the heap holds, in KiB: RSS, or under a sanitizer the bytes its
+/// allocator has handed out and not had back. ASan keeps freed blocks in
+/// its quarantine before reusing them, so RSS grows under it whether or
+/// not anything leaks; TSan's allocator and shadow add their own growth.
 fn live_kib() -> u64 {
-    #[cfg(goroutine_sanitize = "address")]
+    #[cfg(any(goroutine_sanitize = "address", goroutine_sanitize = "thread"))]
     {
         extern "C" {
             fn __sanitizer_get_current_allocated_bytes() -> usize;
@@ -201,7 +204,7 @@ fn live_kib() -> u64 {
         // SAFETY: a query of the sanitizer allocator, no preconditions.
         (unsafe { __sanitizer_get_current_allocated_bytes() } / 1024) as u64
     }
-    #[cfg(not(goroutine_sanitize = "address"))]
+    #[cfg(not(any(goroutine_sanitize = "address", goroutine_sanitize = "thread")))]
     rss_kib()
 }
 

@@ -19,8 +19,11 @@ fn rss_bytes() -> u64 {
 // The only P is held by a goroutine spinning without runtime calls (so
 // cooperative preemption cannot move it, and `hogrevoke=0` keeps sysmon
 // from taking the P away from it), while a plain thread spawns.
+// `blockrevoke=0` too: under ThreadSanitizer the spinning thread waits in
+// TSan's own locks (its loop is an atomic load and a spin hint) while the
+// spawner allocates, and sysmon took its P as a thread blocked in futex.
 isolated_test! {
-    fn million_unstarted_goroutines_under_512_bytes_each() ["GOMAXPROCS" = "1", "GODEBUG" = "hogrevoke=0"] {
+    fn million_unstarted_goroutines_under_512_bytes_each() ["GOMAXPROCS" = "1", "GODEBUG" = "hogrevoke=0,blockrevoke=0"] {
         use std::sync::atomic::AtomicBool;
         const N: usize = 1_000_000;
         let counter = Arc::new(AtomicU64::new(0));

@@ -1915,18 +1915,21 @@ mod tests {
 
         // Past the hard bound with sysmon looking, spills only queue...
         // (`looking`: sysmon looks between the exits, as it does while
-        // they stream in; set by hand here. Without it, all the puts must
-        // land within `RELEASER_STALL_NS` of the first spill past the
-        // bound, which a ThreadSanitizer build, or a loaded machine, does
-        // not keep to.)
+        // they stream in; played by hand here, as a look that stays fresh
+        // for an hour. Without it, all the puts must land within
+        // `RELEASER_STALL_NS` of the first spill past the bound, which a
+        // ThreadSanitizer build, or a loaded machine, does not keep to; a
+        // refresh every few puts did not either, under TSan on a loaded
+        // machine. The first spill past the bound sets the look to now,
+        // hence a refresh before every put.)
         let spill = |count: usize, looking: bool| {
             let more: Vec<Stack> = (0..count)
                 .map(|_| pool.get(DEFAULT_STACK_SIZE).unwrap())
                 .collect();
             let mut c = StackCache::with_pool(pool, DEFAULT_STACK_SIZE);
-            for (i, s) in more.into_iter().enumerate() {
-                if looking && i % BATCH == 0 {
-                    pool.lock().releaser_seen = crate::sys::time::nanotime();
+            for s in more {
+                if looking {
+                    pool.lock().releaser_seen = crate::sys::time::nanotime() + 3_600_000_000_000;
                 }
                 c.put(s);
             }

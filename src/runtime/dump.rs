@@ -227,7 +227,13 @@ fn sigquit_thread(rd: std::os::fd::RawFd) {
             let _ = tx.send(traceback::collect_stopped());
         });
     let gs = match helper {
-        Ok(_) => rx.recv_timeout(traceback::SIGQUIT_STOP_WAIT).ok(),
+        // Detached (its handle dropped): the process exits below without
+        // joining it, and a finished thread that was neither joined nor
+        // detached is a leak to ThreadSanitizer (exit status 66).
+        Ok(h) => {
+            drop(h);
+            rx.recv_timeout(traceback::SIGQUIT_STOP_WAIT).ok()
+        }
         Err(_) => None,
     };
     let mut gs = gs.unwrap_or_else(|| traceback::collect(Pinned::No, false));
