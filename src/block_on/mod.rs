@@ -83,6 +83,16 @@ impl Wake for Call {
 /// assert_eq!(h.join().unwrap(), Ok(7));
 /// ```
 ///
+/// # Cancel safety
+/// `block_on` never cancels its future: it polls it until `Ready` and
+/// drops it after (or while a panic in its poll unwinds). Cancelling is
+/// what the future itself does with its parts: `futures::future::select`
+/// or a `select!` drops the branches that lost, and this crate's futures
+/// document what a drop before `Ready` leaves done
+/// ([`send_async`](crate::Sender::send_async): nothing sent;
+/// [`recv_async`](crate::Receiver::recv_async): nothing lost;
+/// [`JoinHandle`](crate::JoinHandle): nothing lost).
+///
 /// # Which futures
 /// Any future that is woken through its `Waker` works: `futures`' and
 /// `async-channel`'s channels, `goroutine`'s own futures

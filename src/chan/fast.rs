@@ -9,7 +9,8 @@
 //! and two sides polling each other (one P each) do not fight over the lock.
 //!
 //! # Protocol
-//! - Every write of `qcount`, `closed` and `rx_gone`, and of a wait queue's
+//! - Every write of `qcount`, `closed` and `rx_gone` (bits of one
+//!   `flags` byte), and of a wait queue's
 //!   head, happens under the channel lock, with a Release store. Under the
 //!   lock they are read Relaxed (the lock orders them); lock-free they are
 //!   read Acquire.
@@ -44,7 +45,7 @@
 //! - `closed`, `rx_gone` go from false to true once and never back.
 
 use super::wait::WaitQueue;
-use crate::loom::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::loom::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 /// What a fast path decided without the lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,19 +62,57 @@ pub(crate) enum Fast {
 pub(crate) struct Readiness {
     /// Buffered values.
     qcount: AtomicUsize,
-    /// `close` was called, or the last sender was dropped.
-    closed: AtomicBool,
-    /// The last receiver was dropped.
-    rx_gone: AtomicBool,
+    /// [`CLOSED`] and [`RX_GONE`], each set once and never cleared, and
+    /// [`RESERVED`]. One byte, so that a locked send checks all three with
+    /// one load ([`Readiness::flags`]).
+    flags: AtomicU8,
 }
+
+/// `close` was called, or the last sender was dropped.
+const CLOSED: u8 = 1;
+/// The last receiver was dropped.
+const RX_GONE: u8 = 2;
+/// Some ring slots are reserved for send futures (`hchan.rs`,
+/// `RawChan::reserved`): set and cleared under the lock, never read
+/// without it.
+#[cfg_attr(loom, allow(dead_code))] // the models have no send futures
+pub(crate) const RESERVED: u8 = 4;
 
 impl Readiness {
     pub(crate) fn new() -> Readiness {
         Readiness {
             qcount: AtomicUsize::new(0),
-            closed: AtomicBool::new(false),
-            rx_gone: AtomicBool::new(false),
+            flags: AtomicU8::new(0),
         }
+    }
+
+    /// Every flag, for one test of the rare cases (closed, every receiver
+    /// gone, slots reserved); the caller holds the lock.
+    #[inline]
+    pub(crate) fn flags(&self) -> u8 {
+        self.flags.load(Ordering::Relaxed)
+    }
+
+    /// Sets or clears [`RESERVED`]; the caller holds the lock.
+    #[cfg_attr(loom, allow(dead_code))] // the models have no send futures
+    #[inline]
+    pub(crate) fn set_reserved(&self, on: bool) {
+        let f = self.flags.load(Ordering::Relaxed);
+        let f = if on { f | RESERVED } else { f & !RESERVED };
+        // Relaxed: read only under the lock, which orders it.
+        self.flags.store(f, Ordering::Relaxed);
+    }
+
+    /// Whether `flags` (from [`flags`](Self::flags)) says closed.
+    #[inline]
+    pub(crate) fn is_closed(flags: u8) -> bool {
+        flags & CLOSED != 0
+    }
+
+    /// Whether `flags` says every receiver is gone.
+    #[inline]
+    pub(crate) fn is_rx_gone(flags: u8) -> bool {
+        flags & RX_GONE != 0
     }
 
     /// Buffered values; the caller holds the lock.
@@ -92,28 +131,30 @@ impl Readiness {
     /// Whether the channel is closed; the caller holds the lock.
     #[inline]
     pub(crate) fn closed(&self) -> bool {
-        self.closed.load(Ordering::Relaxed)
+        Self::is_closed(self.flags())
     }
 
     /// Closes; the caller holds the lock.
     #[inline]
     pub(crate) fn set_closed(&self) {
+        let f = self.flags.load(Ordering::Relaxed);
         // Release: a fast path that sees the flag sees every count written
         // before it (the second look of try_recv relies on it).
-        self.closed.store(true, Ordering::Release);
+        self.flags.store(f | CLOSED, Ordering::Release);
     }
 
     /// Whether every receiver is gone; the caller holds the lock.
     #[inline]
     pub(crate) fn rx_gone(&self) -> bool {
-        self.rx_gone.load(Ordering::Relaxed)
+        Self::is_rx_gone(self.flags())
     }
 
     /// Records that every receiver is gone; the caller holds the lock.
     #[inline]
     pub(crate) fn set_rx_gone(&self) {
+        let f = self.flags.load(Ordering::Relaxed);
         // Release: as in `set_closed`.
-        self.rx_gone.store(true, Ordering::Release);
+        self.flags.store(f | RX_GONE, Ordering::Release);
     }
 
     /// Buffered values, read without the lock.
@@ -125,7 +166,7 @@ impl Readiness {
     /// Whether the channel is closed, read without the lock.
     #[inline]
     pub(crate) fn load_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+        self.flags.load(Ordering::Acquire) & CLOSED != 0
     }
 
     /// Lock-free: no value to receive (Go's `empty`). `sendq` is the
@@ -159,7 +200,7 @@ impl Readiness {
         }
         // Acquire: pairs with `set_closed`, so the second look below sees
         // every value sent before the close.
-        if !self.closed.load(Ordering::Acquire) {
+        if self.flags.load(Ordering::Acquire) & CLOSED == 0 {
             return Some(Fast::NotReady);
         }
         if self.recv_not_ready(cap, sendq) {
@@ -174,7 +215,7 @@ impl Readiness {
     #[inline]
     pub(crate) fn try_send_fast(&self, cap: usize, recvq: &WaitQueue) -> Option<Fast> {
         // Acquire: the `full` load below is not satisfied ahead of these.
-        if self.closed.load(Ordering::Acquire) || self.rx_gone.load(Ordering::Acquire) {
+        if self.flags.load(Ordering::Acquire) & (CLOSED | RX_GONE) != 0 {
             return None;
         }
         self.send_not_ready(cap, recvq).then_some(Fast::NotReady)

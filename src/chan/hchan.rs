@@ -12,21 +12,29 @@
 //! - **send**: closed, or every receiver gone: fail, the value comes back.
 //!   A receiver waiting (a claimable sudog on `recvq`): write the value into
 //!   its slot, unlock, then complete it, which readies it into the sender's
-//!   P `runnext` (a direct send). Buffer space: append to the ring.
-//!   Otherwise block: a sudog on `sendq` whose slot holds the value, in the
-//!   sender's own frame.
-//! - **recv**: a sender waiting: unbuffered, move the value out of its slot;
-//!   buffered (the ring is then full), take the ring's head and move the
-//!   sender's value to the tail, which keeps FIFO order; complete it after
-//!   unlocking. A buffered value: take it. Closed (and drained): fail.
-//!   Otherwise block with a sudog on `recvq` and an empty slot.
-//! - **close**: set `closed`, claim every waiter of both queues, unlock,
-//!   then complete each with `success = false`: receivers get `RecvError`,
+//!   P `runnext` (a direct send). Buffer room (a slot neither filled nor
+//!   reserved): append to the ring. Otherwise block: a sudog on `sendq`
+//!   whose slot holds the value, in the sender's own frame.
+//! - **recv**: buffered, a buffered value: take the ring's head; the slot
+//!   it frees goes to the first waiting sender: a blocked sender's value
+//!   moves to the tail, which keeps FIFO order, and a send future (which
+//!   holds its value back, `future.rs`) gets the slot reserved and a
+//!   grant; complete it after unlocking. Unbuffered, a sender waiting with
+//!   a value: move it out of its slot, and complete the sender (send
+//!   futures are passed over). Closed (and drained): fail. Otherwise block
+//!   with a sudog on `recvq` and an empty slot; on an unbuffered channel
+//!   a receiver that blocks grants the first send future, which then sends
+//!   to it in its poll (`grant_on_block`).
+//! - **close**: set `closed`, claim every attached waiter of `sendq`,
+//!   revoke the reserved slots (their room goes to the detached senders,
+//!   `fill_from_sendq`), claim every waiter of `recvq`, unlock, then
+//!   complete each with `success = false`: receivers get `RecvError`,
 //!   senders their value back (Go panics there; we return `SendError`).
-//! - **last receiver dropped**: set `rx_gone`, fail every waiting sender as
-//!   close does, and drop the buffered values (outside the lock); then, for
-//!   a `time::after` channel, stop the timer that would send on it (after
-//!   the unlock: a timer's lock is never taken under a channel's).
+//! - **last receiver dropped**: set `rx_gone`, revoke the reserved slots,
+//!   fail every waiting sender as close does, and drop the buffered values
+//!   (outside the lock); then, for a `time::after` channel, stop the timer
+//!   that would send on it (after the unlock: a timer's lock is never taken
+//!   under a channel's).
 //! - **last sender dropped**: close (if not closed yet).
 //! - **a timer's channel** (`timer`: `time::Timer`, `Ticker`, `after`): a
 //!   capacity-1 ring whose one sender is the timer. It sends
@@ -40,9 +48,18 @@
 //!   check; they are still only written under the lock.
 //!
 //! # Invariants
-//! - A claimable sudog on `sendq` implies the ring is full, and on `recvq`
-//!   that it is empty: a sender only waits when the ring is full, a receiver
-//!   only when it is empty, and whoever changes that takes a waiter first.
+//! - Buffered: a claimable sudog on `sendq` implies no room (every slot
+//!   filled or reserved: `qcount + reserved == cap`), and on `recvq` that
+//!   the ring is empty (`qcount == 0`; slots may be reserved): a sender
+//!   only waits when there is no room, a receiver only when there is no
+//!   value, and whoever changes that takes a waiter first. A reservation
+//!   released without its slot filled (its send future gave a receiver its
+//!   value directly, or was dropped) gives its room on
+//!   (`fill_from_sendq`). Unbuffered: a claimable sudog on `recvq` implies
+//!   that `sendq` holds no claimable sender with a value (only send
+//!   futures, each granted by a waiting receiver or waiting for one: a
+//!   receiver that waits grants one, and a granted future dropped unpolled
+//!   grants the next, `grant_lapsed`).
 //!   Stale sudogs (of a select already completed through another channel)
 //!   may sit on either queue until their owner removes them; `dequeue`
 //!   skips them (`wait.rs`).
@@ -61,9 +78,9 @@ use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use super::error::{CloseError, RecvError, SendError, TryRecvError, TrySendError};
-use super::fast::{Fast, Readiness};
+use super::fast::{Fast, Readiness, RESERVED};
 use super::lock::Lock;
-use super::wait::{self, Claimed, ClaimedList, Sudog, WaitQueue, WaitState};
+use super::wait::{self, Claimed, ClaimedList, Popped, Sudog, WaitQueue, WaitState};
 use crate::g::WaitReason;
 use crate::m;
 use crate::p::timerheap::Timer;
@@ -71,6 +88,10 @@ use crate::p::timerheap::Timer;
 /// The untyped part of a channel: its lock and wait queues.
 pub(crate) struct RawChan {
     pub(crate) lock: Lock,
+    /// Buffered channels: the ring slots promised to granted send futures
+    /// (`future.rs`, "Send futures"), not yet filled. Under the lock. Here,
+    /// not in [`State`], because it fits in the padding after `lock`.
+    reserved: UnsafeCell<u32>,
     /// Blocked receivers (their slots are uninitialised `T`s).
     pub(crate) recvq: WaitQueue,
     /// Blocked senders (their slots hold the `T` to send).
@@ -116,6 +137,57 @@ impl RawChan {
         wait::block_here(&state, g, here, reason, || {
             // SAFETY: we hold the lock until this runs, once.
             unsafe { self.lock.unlock() }
+        });
+        // SAFETY: woken (block returned).
+        let (_, success) =
+            unsafe { state.outcome() }.expect("channel wait woken without an outcome");
+        success
+    }
+
+    /// [`block`](Self::block) for a receive that finds send futures queued
+    /// (`future.rs`, "Send futures"): on an unbuffered channel
+    /// (`rendezvous`) it grants the first one as it queues itself, and
+    /// completes the grant once the lock is released. The same body as
+    /// `block`, written out again rather than shared through a generic
+    /// helper: `block`, the common case, then compiles as it did before
+    /// send futures (a shared helper changed its code and cost).
+    ///
+    /// # Safety
+    /// As for `block` with `Queue::Recv`.
+    #[cold]
+    #[inline(never)]
+    pub(crate) unsafe fn block_recv_granting(
+        &self,
+        here: m::Here,
+        slot: *mut (),
+        rendezvous: bool,
+    ) -> bool {
+        let g = here.g();
+        let state = WaitState::new(wait::waiter_for(g), false);
+        let mut stack = MaybeUninit::uninit();
+        let sg = wait::place_sudog(g, &mut stack, Sudog::new(&state, slot, 0));
+        // SAFETY: locked (contract); as in `block`. The grant is completed
+        // after the unlock below.
+        let mut grant = unsafe {
+            self.recvq.enqueue(sg);
+            if rendezvous {
+                self.sendq.dequeue_async_send()
+            } else {
+                None
+            }
+        };
+        wait::block_here(&state, g, here, WaitReason::ChanReceive, || {
+            // Both captures are read before the unlock: once it is released
+            // a peer may complete this wait, and the goroutine run on and
+            // overwrite this frame, while this step (on the scheduler) is
+            // still running. The grant completes after the unlock, as every
+            // completion does: its waker is foreign code.
+            let grant = grant.take();
+            // SAFETY: we hold the lock until this runs, once.
+            unsafe { self.lock.unlock() };
+            if let Some(c) = grant {
+                c.complete(true);
+            }
         });
         // SAFETY: woken (block returned).
         let (_, success) =
@@ -234,6 +306,7 @@ impl<T> Chan<T> {
         Chan {
             raw: RawChan {
                 lock: Lock::new(),
+                reserved: UnsafeCell::new(0),
                 recvq: WaitQueue::new(),
                 sendq: WaitQueue::new(),
             },
@@ -333,7 +406,12 @@ impl<T> Chan<T> {
         // SAFETY: under the lock (contract).
         let st = unsafe { self.st() };
         let ready = &self.ready;
-        if ready.rx_gone() || (ready.closed() && !given_back) {
+        // One load for the rare cases: closed, every receiver gone, slots
+        // reserved.
+        let flags = ready.flags();
+        if flags != 0
+            && (Readiness::is_rx_gone(flags) || (Readiness::is_closed(flags) && !given_back))
+        {
             return SendLocked::Closed(v);
         }
         // SAFETY: under the lock.
@@ -345,12 +423,26 @@ impl<T> Chan<T> {
         }
         let qcount = ready.qcount();
         if qcount < self.cap() {
-            // SAFETY: sendx < cap; under the lock; the slot is outside the
-            // initialised range, so nothing is overwritten.
-            unsafe { self.slot(st.sendx) }.write(v);
-            st.sendx += 1;
-            if st.sendx == self.cap() {
-                st.sendx = 0;
+            // SAFETY: under the lock.
+            if flags & RESERVED != 0 && unsafe { !self.room_unreserved(qcount) } {
+                return SendLocked::Full(v);
+            }
+            if given_back {
+                // To the head: it was received before every value buffered
+                // now, so the receivers get it first (`future.rs`,
+                // `give_back`).
+                st.recvx = if st.recvx == 0 { self.cap() } else { st.recvx } - 1;
+                // SAFETY: recvx < cap; under the lock; there is room, so
+                // the slot before the initialised range is free.
+                unsafe { self.slot(st.recvx) }.write(v);
+            } else {
+                // SAFETY: sendx < cap; under the lock; the slot is outside
+                // the initialised range, so nothing is overwritten.
+                unsafe { self.slot(st.sendx) }.write(v);
+                st.sendx += 1;
+                if st.sendx == self.cap() {
+                    st.sendx = 0;
+                }
             }
             ready.set_qcount(qcount + 1);
             return SendLocked::Done(None);
@@ -358,38 +450,241 @@ impl<T> Chan<T> {
         SendLocked::Full(v)
     }
 
+    /// Whether a ring with `qcount < cap` values has a slot that is not
+    /// reserved for a send future (`RawChan::reserved`).
+    ///
+    /// # Safety
+    /// The caller holds the lock.
+    #[cold]
+    #[inline(never)]
+    unsafe fn room_unreserved(&self, qcount: usize) -> bool {
+        // SAFETY: under the lock (contract).
+        qcount + unsafe { self.reserved() } < self.cap()
+    }
+
+    /// The count of reserved ring slots (`RawChan::reserved`).
+    ///
+    /// # Safety
+    /// The caller holds the lock.
+    #[inline]
+    unsafe fn reserved(&self) -> usize {
+        // SAFETY: under the lock (contract).
+        unsafe { *self.raw.reserved.get() as usize }
+    }
+
+    /// Sets the count of reserved ring slots.
+    ///
+    /// # Safety
+    /// The caller holds the lock.
+    #[inline]
+    unsafe fn set_reserved(&self, n: usize) {
+        let n = u32::try_from(n)
+            .unwrap_or_else(|_| crate::runtime::throw("chan: too many reserved slots"));
+        // SAFETY: under the lock (contract).
+        unsafe { *self.raw.reserved.get() = n };
+        self.ready.set_reserved(n != 0);
+    }
+
+    /// For a receiver about to wait (it found nothing to take): on an
+    /// unbuffered channel, claims the first pending send future, whose
+    /// value moves only in its own poll; completing the claim (after the
+    /// unlock) wakes it to poll again and hand its value to the waiting
+    /// receiver (`future.rs`, "Send futures"). A receive that does not
+    /// wait grants nothing.
+    ///
+    /// # Safety
+    /// The caller holds the lock, then enqueues its receiver before
+    /// releasing it, and completes the claim after.
+    #[inline(always)]
+    pub(crate) unsafe fn grant_on_block(&self) -> Option<Claimed> {
+        if self.raw.sendq.looks_empty() || self.cap() != 0 {
+            return None;
+        }
+        // SAFETY: forwarded.
+        unsafe { self.grant_slow() }
+    }
+
+    /// # Safety
+    /// As for `grant_on_block`.
+    #[cold]
+    unsafe fn grant_slow(&self) -> Option<Claimed> {
+        // SAFETY: locked (contract). Only send futures are left to take:
+        // the receive found no sender with a value, so any still queued is
+        // stale or (a select sending and receiving on this channel) the
+        // caller's own, which the claim skips.
+        unsafe { self.raw.sendq.dequeue_async_send() }
+    }
+
+    /// A granted send future takes its turn (its poll) on a buffered
+    /// channel: its reserved slot is released, for the send it now makes
+    /// to fill (or a receiver to take directly). False if it had none to
+    /// release: unbuffered, or a close or the last receiver's drop revoked
+    /// every reservation (the send then fails).
+    ///
+    /// # Safety
+    /// The caller holds the lock and was granted (buffered: a slot was
+    /// reserved for it); called once per grant.
+    pub(crate) unsafe fn release_reservation(&self) -> bool {
+        if self.cap() == 0 || self.ready.closed() || self.ready.rx_gone() {
+            return false;
+        }
+        // SAFETY: under the lock (contract).
+        unsafe {
+            let r = self.reserved();
+            debug_assert!(r > 0, "a granted send future found no reserved slot");
+            self.set_reserved(r.saturating_sub(1));
+        }
+        true
+    }
+
+    /// Gives the free ring room (buffered: slots neither filled nor
+    /// reserved) to the waiting senders, in order, as a receive that makes
+    /// room does: a blocked sender's value goes to a waiting receiver, or
+    /// else into the ring; a send future gets a reserved slot and a grant.
+    /// Restores "a waiting sender means no room" after a reservation was
+    /// released without filling its slot, or revoked by a close. The claims
+    /// go to `claims`, to complete with success after the unlock.
+    ///
+    /// # Safety
+    /// The caller holds the lock; the last receiver is not gone.
+    pub(crate) unsafe fn fill_from_sendq(&self, claims: &mut ClaimedList) {
+        // SAFETY: under the lock (contract).
+        let st = unsafe { self.st() };
+        loop {
+            // SAFETY: under the lock.
+            let reserved = unsafe { self.reserved() };
+            let qcount = self.ready.qcount();
+            if qcount + reserved >= self.cap() {
+                return;
+            }
+            // SAFETY: under the lock; the claims are completed by the caller.
+            let Some(s) = (unsafe { self.raw.sendq.dequeue() }) else {
+                return;
+            };
+            if s.is_async_send() {
+                // SAFETY: under the lock.
+                unsafe { self.set_reserved(reserved + 1) };
+                s.push_to(claims);
+                continue;
+            }
+            // SAFETY: a claimed blocked sender's slot holds its T, alive
+            // until we complete it (with success: it will not use it again).
+            let v = unsafe { ptr::read(s.elem() as *const T) };
+            // SAFETY: under the lock.
+            match unsafe { self.raw.recvq.dequeue() } {
+                Some(r) => {
+                    // SAFETY: a claimed receiver's slot is an uninitialised
+                    // T, alive until we complete it, written only by us. (A
+                    // receiver waits only on an empty ring: no order to keep.)
+                    unsafe { ptr::write(r.elem() as *mut T, v) };
+                    r.push_to(claims);
+                }
+                None => {
+                    // SAFETY: sendx < cap; under the lock; room (checked
+                    // above) means the slot is outside the initialised range.
+                    unsafe { self.slot(st.sendx) }.write(v);
+                    st.sendx += 1;
+                    if st.sendx == self.cap() {
+                        st.sendx = 0;
+                    }
+                    self.ready.set_qcount(qcount + 1);
+                }
+            }
+            s.push_to(claims);
+        }
+    }
+
+    /// A granted send future will not use its grant (it is dropped before
+    /// the poll that would): pass it on. Buffered: its reserved slot goes
+    /// to the waiting senders ([`fill_from_sendq`](Self::fill_from_sendq)).
+    /// Unbuffered: the receiver that granted it may still wait; if some
+    /// receiver does, the next pending send future is granted in its stead.
+    /// The claims go to `claims`, to complete with success after the unlock.
+    ///
+    /// # Safety
+    /// The caller holds the lock, and its send future was granted and is
+    /// off the queue; called once per grant.
+    pub(crate) unsafe fn grant_lapsed(&self, claims: &mut ClaimedList) {
+        // SAFETY: under the lock (contract).
+        unsafe {
+            if self.cap() == 0 {
+                if self.raw.recvq.has_claimable() {
+                    if let Some(a) = self.raw.sendq.dequeue_async_send() {
+                        a.push_to(claims);
+                    }
+                }
+            } else if self.release_reservation() {
+                self.fill_from_sendq(claims);
+            }
+        }
+    }
+
     /// Receives without blocking (Go's chanrecv up to the point of blocking).
+    ///
+    /// Always inlined: a call here would be one more frame on every
+    /// receive. What send futures need (`future.rs`, "Send futures") is
+    /// out of line, and returns in registers into the common code, so that
+    /// the common paths compile as they did before them.
     ///
     /// # Safety
     /// The caller holds the lock; it must complete a returned `Claimed`.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn recv_locked(&self) -> RecvLocked<T> {
         // SAFETY: under the lock (contract).
         let st = unsafe { self.st() };
         // SAFETY: under the lock.
-        if let Some(c) = unsafe { self.raw.sendq.dequeue() } {
+        let c = match unsafe { self.raw.sendq.dequeue_sender() } {
+            Popped::Sender(c) => Some(c),
+            // SAFETY: under the lock; popped from the head of `sendq`.
+            Popped::AsyncSend(a) => match unsafe { self.recv_past_async_send(Some(a)) } {
+                (Some(sender), _) => Some(sender),
+                // SAFETY: under the lock.
+                (None, grant) => return unsafe { self.recv_buffered(grant) },
+            },
+            Popped::Empty => None,
+        };
+        if let Some(c) = c {
             // SAFETY: a claimed sender's slot holds its T, alive until we
             // complete it; we move it out and complete with success, so the
             // sender will not use it again.
             let sent = unsafe { ptr::read(c.elem() as *const T) };
-            if self.cap() == 0 {
+            let cap = self.cap();
+            if cap == 0 {
                 return RecvLocked::Done(sent, Some(c));
             }
-            // A waiting sender means the ring is full: take its head and put
-            // the sender's value in the freed slot, which is now the tail.
-            debug_assert_eq!(self.ready.qcount(), self.cap());
+            // A waiting sender means no room: every slot filled or reserved.
+            if self.ready.qcount() != cap {
+                // SAFETY: under the lock; as the caller.
+                return RecvLocked::Done(unsafe { self.recv_rotate_reserved(sent) }, Some(c));
+            }
+            // The ring is full: take its head and put the sender's value in
+            // the freed slot, which is now the tail; FIFO order is kept.
             // SAFETY: recvx < cap, an initialised slot (the ring is full).
             let head = unsafe { self.slot(st.recvx) };
             // SAFETY: initialised (see above); we refill it at once.
             let v = unsafe { head.assume_init_read() };
             head.write(sent);
             st.recvx += 1;
-            if st.recvx == self.cap() {
+            if st.recvx == cap {
                 st.recvx = 0;
             }
             st.sendx = st.recvx;
             return RecvLocked::Done(v, Some(c));
         }
+        // SAFETY: under the lock.
+        unsafe { self.recv_buffered(None) }
+    }
+
+    /// The rest of [`recv_locked`](Self::recv_locked), with no sender to
+    /// take a value from: a buffered value, if any, returned with `grant`
+    /// (a send future granted the slot it frees).
+    ///
+    /// # Safety
+    /// As for `recv_locked`; with `grant`, a value is buffered.
+    #[inline(always)]
+    unsafe fn recv_buffered(&self, grant: Option<Claimed>) -> RecvLocked<T> {
+        // SAFETY: under the lock (contract).
+        let st = unsafe { self.st() };
         let qcount = self.ready.qcount();
         if qcount > 0 {
             // SAFETY: recvx < cap and, qcount > 0, initialised; it leaves the
@@ -400,12 +695,85 @@ impl<T> Chan<T> {
                 st.recvx = 0;
             }
             self.ready.set_qcount(qcount - 1);
-            return RecvLocked::Done(v, None);
+            return RecvLocked::Done(v, grant);
         }
         if self.ready.closed() {
             RecvLocked::Closed
         } else {
             RecvLocked::Empty
+        }
+    }
+
+    /// [`recv_locked`](Self::recv_locked) popped a send future's sudog `a`
+    /// from the head of `sendq`: that future holds its value back. Returns
+    /// the sender to take a value from instead, and the grant to hand out.
+    /// Buffered, with a value buffered: no sender; the slot that the
+    /// caller's take frees is reserved for `a`, whose claim (its grant) is
+    /// returned. Otherwise `a` goes back where it was, and: unbuffered, the
+    /// first blocked sender with a value, if any (send futures are granted
+    /// only by receivers that wait, `grant_on_block`); buffered, nothing
+    /// (the ring is empty, every slot reserved for futures ahead in line).
+    ///
+    /// # Safety
+    /// The caller holds the lock and popped `a` from the head of `sendq`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn recv_past_async_send(
+        &self,
+        a: Option<Claimed>,
+    ) -> (Option<Claimed>, Option<Claimed>) {
+        let a = a.expect("a send future's claim");
+        // SAFETY: under the lock (contract); `a` is an unshared claim popped
+        // under it, so putting it back is as if it had stayed.
+        unsafe {
+            if self.cap() != 0 && self.ready.qcount() > 0 {
+                self.set_reserved(self.reserved() + 1);
+                return (None, Some(a));
+            }
+            // Back to the head, where it was: an unshared wait, popped under
+            // this lock hold, so nobody saw it gone.
+            self.raw.sendq.enqueue_front(a.into_sudog());
+            if self.cap() == 0 {
+                return (self.raw.sendq.dequeue_value(), None);
+            }
+        }
+        (None, None)
+    }
+
+    /// [`recv_locked`](Self::recv_locked) with a blocked sender's value
+    /// `sent` in hand and a ring not full: some slots are reserved for
+    /// send futures. With values buffered, takes the head and puts `sent`
+    /// at the tail; with none (every slot reserved), `sent` is the value
+    /// received. Returns the value received.
+    ///
+    /// # Safety
+    /// The caller holds the lock and popped a sender from `sendq` with no
+    /// room left (`qcount + reserved == cap`).
+    #[cold]
+    #[inline(never)]
+    unsafe fn recv_rotate_reserved(&self, sent: T) -> T {
+        // SAFETY: under the lock (contract); the slots read and written are
+        // in and out of the initialised range as said below.
+        unsafe {
+            let st = self.st();
+            let qcount = self.ready.qcount();
+            debug_assert_eq!(qcount + self.reserved(), self.cap());
+            if qcount == 0 {
+                return sent;
+            }
+            // recvx < cap, initialised (qcount > 0); the tail slot is free
+            // (there are reserved, so unfilled, slots).
+            let v = self.slot(st.recvx).assume_init_read();
+            st.recvx += 1;
+            if st.recvx == self.cap() {
+                st.recvx = 0;
+            }
+            self.slot(st.sendx).write(sent);
+            st.sendx += 1;
+            if st.sendx == self.cap() {
+                st.sendx = 0;
+            }
+            v
         }
     }
 
@@ -538,8 +906,17 @@ impl<T> Chan<T> {
         }
         let mut slot = MaybeUninit::<T>::uninit();
         // SAFETY: locked (`recv_now` returned None: empty); `slot` lives in
-        // this frame until `block` returns.
-        if unsafe { self.raw.block(Queue::Recv, here, slot.as_mut_ptr().cast()) } {
+        // this frame until the wait returns. Send futures queued: a
+        // receiver that waits grants one (`grant_on_block`).
+        let ok = unsafe {
+            if self.raw.sendq.looks_empty() {
+                self.raw.block(Queue::Recv, here, slot.as_mut_ptr().cast())
+            } else {
+                self.raw
+                    .block_recv_granting(here, slot.as_mut_ptr().cast(), self.cap() == 0)
+            }
+        };
+        if ok {
             // SAFETY: a successful completion wrote the value into `slot`.
             Ok(unsafe { slot.assume_init() })
         } else {
@@ -621,6 +998,24 @@ impl<T> Chan<T> {
             return Err(CloseError);
         }
         self.ready.set_closed();
+        // Blocked senders fail; detached ones (values given back by async
+        // receives, already sent) stay queued for the receivers.
+        let mut senders = Vec::new();
+        // SAFETY: locked; every claim is completed below.
+        while let Some(c) = unsafe { self.raw.sendq.dequeue_attached() } {
+            senders.push(c);
+        }
+        // Every reserved slot is revoked: its send future will fail. The
+        // room goes to the detached senders, so that a waiting receiver
+        // gets their values rather than the close.
+        let mut handed = ClaimedList::new();
+        // SAFETY: locked; the claims are completed below.
+        unsafe {
+            if self.cap() != 0 && self.reserved() != 0 {
+                self.set_reserved(0);
+                self.fill_from_sendq(&mut handed);
+            }
+        }
         // In an array, not linked through the sudogs: completing them then
         // loads each one's records ahead (`complete_all`).
         let mut claims = Vec::new();
@@ -628,14 +1023,10 @@ impl<T> Chan<T> {
         while let Some(c) = unsafe { self.raw.recvq.dequeue() } {
             claims.push(c);
         }
-        // Blocked senders fail; detached ones (values given back by async
-        // receives, already sent) stay queued for the receivers.
-        // SAFETY: as above.
-        while let Some(c) = unsafe { self.raw.sendq.dequeue_attached() } {
-            claims.push(c);
-        }
+        claims.append(&mut senders);
         // SAFETY: locked.
         unsafe { self.unlock() };
+        handed.complete_all();
         #[cfg(not(loom))]
         super::wait::complete_all(claims, false, crate::m::Here::lookup());
         #[cfg(loom)]
@@ -658,6 +1049,9 @@ impl<T> Chan<T> {
         // SAFETY: locked.
         let st = unsafe { self.st() };
         self.ready.set_rx_gone();
+        // Reserved slots are revoked: their send futures will fail.
+        // SAFETY: locked.
+        unsafe { self.set_reserved(0) };
         let mut list = ClaimedList::new();
         // SAFETY: locked; every claim is completed below.
         while let Some(c) = unsafe { self.raw.sendq.dequeue() } {

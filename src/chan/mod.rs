@@ -111,6 +111,12 @@ impl<T> Sender<T> {
 
     /// Sends `v`, waiting at most `timeout`; on failure the value comes
     /// back in the error.
+    ///
+    /// # Cancel safety
+    /// A timeout is a send that did not happen: `Err(Timeout(v))` gives
+    /// `v` back, and no receiver got it (the wait is a `select!` of the
+    /// send and a timer, and only the arm that fires happens). Retrying
+    /// after a timeout never sends a value twice.
     pub fn send_timeout(
         &self,
         v: T,
@@ -224,6 +230,12 @@ impl<T> Receiver<T> {
     }
 
     /// Receives a value, waiting at most `timeout`.
+    ///
+    /// # Cancel safety
+    /// A timeout took no value: `Err(Timeout)` means nothing was received,
+    /// and a value sent meanwhile waits in the channel for the next
+    /// receive (the wait is a `select!` of the receive and a timer, and
+    /// only the arm that fires happens).
     pub fn recv_timeout(&self, timeout: std::time::Duration) -> Result<T, RecvTimeoutError> {
         crate::runtime::asyncpreempt::in_runtime(move || {
             match self.try_recv() {
@@ -248,6 +260,13 @@ impl<T> Receiver<T> {
 
     /// Receives a value if one is ready: buffered, or (unbuffered) offered
     /// by a blocked sender.
+    ///
+    /// A pending [`send_async`](Sender::send_async) future does not offer
+    /// its value: it sends only in its own poll, to a receiver that waits
+    /// for it (see its "Cancel safety"). So on an unbuffered channel whose
+    /// only senders are pending futures, `try_recv` finds nothing; a
+    /// blocking [`recv`](Self::recv), a `select!` without `default` or a
+    /// [`recv_async`](Self::recv_async) gets their values.
     ///
     /// On an empty channel (open, or closed and drained) it answers without
     /// taking the channel's lock, so polling with it only reads the channel
@@ -463,11 +482,18 @@ impl<T: Send> Receiver<T> {
     /// waiting by returning `Pending` and waking the task's waker instead
     /// of parking.
     ///
-    /// Dropping the future cancels it and leaves no waiter behind. If a
-    /// sender had already handed it a value, the value goes back to the
-    /// channel as a new send would (to a waiting receiver, the buffer, or a
-    /// detached blocked send), so no value is lost, unless the channel was
-    /// closed in between (a closed channel takes no value; it is dropped).
+    /// # Cancel safety
+    /// Dropping the future before it returned `Ready` (a `tokio::select!`
+    /// whose other branch won, a timeout) cancels it, leaves no waiter
+    /// behind, and loses no value. A sender may have handed it a value
+    /// already (Go's direct handoff into the waiting receive): the drop
+    /// then gives the value back to the channel, to a waiting receiver,
+    /// the head of the buffer (ahead of the values sent after it), or, with
+    /// the buffer full, first in line as a blocked send. The next receive
+    /// gets it; after a close too (receivers get it before they see the
+    /// close). Only once every receiver is gone is it dropped, as buffered
+    /// values are. What cancelling may change is who receives the value,
+    /// and where a full buffer was, its order.
     ///
     /// [`recv`]: Receiver::recv
     ///
@@ -485,8 +511,25 @@ impl<T: Send> Receiver<T> {
 /// Async sending; see [`Receiver::recv_async`].
 impl<T: Send> Sender<T> {
     /// Sends `v` as a future: the same operation as [`send`](Sender::send),
-    /// waiting by returning `Pending`. Dropping the future before it
-    /// completes cancels the send (no waiter is left behind) and drops `v`.
+    /// waiting by returning `Pending`.
+    ///
+    /// # Cancel safety
+    /// As tokio's `mpsc::Sender::send`: if the future is dropped before it
+    /// returned `Ready` (a `tokio::select!` whose other branch won, a
+    /// timeout), `v` was not sent. It is dropped with the future, and no
+    /// waiter is left behind; a retry never sends a value twice. (To keep
+    /// a value that cannot be sent now, use [`try_send`](Sender::try_send),
+    /// or [`send_timeout`](Sender::send_timeout), which give it back.)
+    ///
+    /// For that, the value moves into the channel only in the poll that
+    /// returns `Ready(Ok)`. A pending future waits for its turn without
+    /// offering its value: a receive that makes room (buffered: the slot is
+    /// then reserved for it) or that waits for a value (unbuffered) wakes
+    /// it, and its next poll sends. On an unbuffered channel a receiver
+    /// thus waits for that poll, and a receive that does not wait
+    /// ([`try_recv`](Receiver::try_recv), a `select!` with `default`)
+    /// does not see a pending send future. A future dropped after it was
+    /// woken passes its turn to the next waiting sender.
     ///
     /// ```
     /// let (tx, rx) = goroutine::chan::<u32>(0);

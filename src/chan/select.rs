@@ -64,7 +64,7 @@ use std::ptr;
 
 use super::error::{RecvError, SendError};
 use super::hchan::{Chan, RawChan, RecvLocked, SendLocked};
-use super::wait::{self, Claimed, Sudog, WaitQueue, WaitState};
+use super::wait::{self, Claimed, ClaimedList, Sudog, WaitQueue, WaitState};
 use super::{Receiver, Sender};
 use crate::g::WaitReason;
 use crate::m;
@@ -86,6 +86,13 @@ trait CaseImpl {
     unsafe fn poll(&mut self) -> Option<Option<Claimed>>;
     /// The value slot a sudog of this arm points to (pass 2).
     fn elem(&mut self) -> *mut ();
+    /// Pass 2, once this arm's sudog is queued: the pending send future
+    /// that a receive arm on an unbuffered channel grants
+    /// (`Chan::grant_on_block`), to complete after the unlock.
+    ///
+    /// # Safety
+    /// The arm's channel is locked.
+    unsafe fn grant(&self) -> Option<Claimed>;
     /// Records the outcome of this arm's fired sudog (pass 3).
     ///
     /// # Safety
@@ -272,6 +279,14 @@ impl<T> CaseImpl for RecvArm<'_, T> {
     }
 
     /// # Safety
+    /// As [`CaseImpl::grant`].
+    unsafe fn grant(&self) -> Option<Claimed> {
+        // SAFETY: locked (contract); this arm's receiver is queued, and the
+        // caller completes the claim after the unlock.
+        self.chan.and_then(|c| unsafe { c.grant_on_block() })
+    }
+
+    /// # Safety
     /// As [`CaseImpl::finish`].
     unsafe fn finish(&mut self, success: bool) {
         self.result = Some(if success {
@@ -367,6 +382,10 @@ impl<T> CaseImpl for SendArm<'_, T> {
             // A send arm only blocks after a poll that gave the value back.
             None => crate::runtime::throw("select: blocking send arm without a value"),
         }
+    }
+
+    unsafe fn grant(&self) -> Option<Claimed> {
+        None
     }
 
     /// # Safety
@@ -482,6 +501,7 @@ fn selectgo(
     // Pass 2: enqueue on every channel, then park.
     let g = m::current_g();
     let state = WaitState::new(wait::waiter_for(g), true);
+    let mut grants = ClaimedList::new();
     for &i in lockorder {
         let i = i as usize;
         let sg: *const Sudog = sudogs[i].write(Sudog::new(&state, cases[i].0.elem(), i));
@@ -489,9 +509,14 @@ fn selectgo(
         // SAFETY: the channel is locked; the sudog stays in `select`'s frame
         // until pass 3 removed it (module note).
         unsafe { q.enqueue(sg) };
+        // SAFETY: locked; the grant is completed after the unlock.
+        if let Some(grant) = unsafe { cases[i].0.grant() } {
+            grant.push_to(&mut grants);
+        }
     }
     {
         let (c, l): (&[Case<'_>], &[u16]) = (cases, lockorder);
+        let mut grants = Some(grants);
         // The park and its switch inlined into this frame (not generic):
         // `g::context`'s note, "Returns after a switch".
         wait::block_here(
@@ -502,7 +527,7 @@ fn selectgo(
             move || {
                 // SAFETY: we hold the locks until this runs, once; it reads its
                 // captures before the first unlock (module note).
-                unsafe { selunlock(c, l) }
+                unsafe { selunlock_granting(c, l, grants.take()) }
             },
         );
     }
@@ -612,6 +637,22 @@ unsafe fn selunlock(cases: &[Case<'_>], lockorder: &[u16]) {
     }
 }
 
+/// [`selunlock`], then completes the grants of pass 2 (pending send
+/// futures woken for this select's receive arms), which hold nothing of
+/// the select's frame. Out of line, with its inputs as arguments, for the
+/// reason `selunlock` is (module note).
+///
+/// # Safety
+/// As for `selunlock`.
+#[inline(never)]
+unsafe fn selunlock_granting(cases: &[Case<'_>], lockorder: &[u16], grants: Option<ClaimedList>) {
+    // SAFETY: forwarded.
+    unsafe { selunlock(cases, lockorder) };
+    if let Some(grants) = grants {
+        grants.complete_all();
+    }
+}
+
 /// `select! {}`: blocks forever (Go's `select {}`).
 pub fn block_forever() -> ! {
     crate::runtime::asyncpreempt::in_runtime(|| park_forever(WaitReason::SelectNoCases))
@@ -689,6 +730,18 @@ fn thread_rand() -> u64 {
 /// order, before anything else. Among the arms ready at once one is chosen
 /// uniformly at random. `select! {}` blocks forever. A body may `break`,
 /// `continue` or `return`: it is not a closure.
+///
+/// # Cancel safety
+/// Only the arm that fires happens. The others are cancelled with nothing
+/// done: a `send` arm that did not fire sent nothing (its value is dropped
+/// when the `select!` ends), a `recv` arm that did not fire took nothing
+/// (a value sent meanwhile stays in the channel), and `default(timeout)`
+/// firing means no channel arm happened. A peer that would complete an
+/// arm must first claim the whole select, and only one claim wins.
+///
+/// A pending [`send_async`](crate::Sender::send_async) future offers no
+/// value to take (see its "Cancel safety"): a `recv` arm gets it only in
+/// a select that blocks (no `default`), which wakes the future to send.
 ///
 /// ```
 /// use goroutine::{chan, select};

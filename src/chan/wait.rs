@@ -12,6 +12,9 @@
 //!   receiver moves out (a direct send, Go's direct handoff: the value never
 //!   goes through the channel buffer). It carries a copy of the state's
 //!   `shared` flag, so that popping an unshared sudog never loads the state.
+//!   A send future's sudog ([`ASYNC_SEND`]) has no slot: its value moves
+//!   only in its own poll, and a peer completing it *grants* it (wakes it to
+//!   send) instead of taking a value (`future.rs`, "Send futures").
 //!
 //! # Where records live
 //! - The `WaitState` and the value slot: in the waiter's frame.
@@ -133,6 +136,13 @@ impl WaitState {
                 .is_ok()
     }
 
+    /// Whether the wait was claimed (a shared wait's `done`). Relaxed, as
+    /// the claim: the caller holds a lock that orders what it then reads.
+    #[inline]
+    fn is_claimed(&self) -> bool {
+        self.done.load(Ordering::Relaxed) != 0
+    }
+
     /// Replaces who to wake (an async waiter polled with a new waker).
     ///
     /// # Safety
@@ -223,7 +233,12 @@ pub(crate) struct Sudog {
     // Immutable after `new`.
     /// A copy of the state's `shared`: a claimer that pops an unshared
     /// sudog owns it without loading the state, which is in the waiter's
-    /// frame (a cold stack when a close pops thousands in a row).
+    /// frame (a cold stack when a close pops thousands in a row). Also set
+    /// on a send future's sudog ([`ASYNC_SEND`]), whose wait is unshared
+    /// (its state says so, and claims it without a CAS): that sends a
+    /// receive's pop down the path that checks for it
+    /// ([`WaitQueue::dequeue_sender`]), so that popping a blocked
+    /// goroutine's sudog checks nothing more than it did.
     shared: bool,
     state: *const WaitState,
     elem: *mut (),
@@ -236,11 +251,26 @@ pub(crate) struct Sudog {
 /// leaves queued for the receivers, as it leaves buffered values.
 pub(crate) const DETACHED: usize = usize::MAX;
 
+/// The `index` of a pending send future's sudog (`future.rs`, "Send
+/// futures"): a sender that holds no value out for the taking. Its value
+/// moves only inside its own poll, so a peer never takes it: a receiver
+/// that would take it *grants* it instead (completes its wait with
+/// success, which means "poll again: a receiver waits for you" on an
+/// unbuffered channel, "a slot of the buffer is reserved for you" on a
+/// buffered one), and its `elem` is null.
+pub(crate) const ASYNC_SEND: usize = usize::MAX - 1;
+
 impl Sudog {
     /// Whether this is a detached sender's sudog ([`DETACHED`]).
     #[inline]
     pub(crate) fn is_detached(&self) -> bool {
         self.index == DETACHED
+    }
+
+    /// Whether this is a send future's sudog ([`ASYNC_SEND`]).
+    #[inline]
+    pub(crate) fn is_async_send(&self) -> bool {
+        self.index == ASYNC_SEND
     }
 
     /// A sudog for `state`, with the value slot `elem`.
@@ -253,6 +283,16 @@ impl Sudog {
             state,
             elem,
             index,
+        }
+    }
+
+    /// The sudog of a send future's wait `state` (unshared): no value slot
+    /// ([`ASYNC_SEND`]), and `shared` set (see the field).
+    pub(crate) fn new_async_send(state: &WaitState) -> Sudog {
+        debug_assert!(!state.shared, "a send future's wait is unshared");
+        Sudog {
+            shared: true,
+            ..Sudog::new(state, ptr::null_mut(), ASYNC_SEND)
         }
     }
 
@@ -277,7 +317,6 @@ impl Sudog {
     ///
     /// # Safety
     /// The caller holds the lock of the channel whose queue it was put on.
-    #[cfg(not(loom))]
     pub(crate) unsafe fn is_queued(&self) -> bool {
         // SAFETY: `queued` is protected by that lock (contract).
         unsafe { self.queued.get() }
@@ -359,6 +398,28 @@ impl WaitQueue {
         }
     }
 
+    /// Puts `sg` first: a woken send future whose receiver left before its
+    /// poll goes back to the place it was granted from (`future.rs`).
+    ///
+    /// # Safety
+    /// As for [`enqueue`](Self::enqueue).
+    pub(crate) unsafe fn enqueue_front(&self, sg: *const Sudog) {
+        // SAFETY: under the lock (contract); `sg` and the head are live.
+        unsafe {
+            let s = &*sg;
+            let first = self.head();
+            s.prev.set(ptr::null());
+            s.next.set(first);
+            s.queued.set(true);
+            if first.is_null() {
+                self.last.set(sg);
+            } else {
+                (*first).prev.set(sg);
+            }
+            self.set_head(sg);
+        }
+    }
+
     /// Removes and returns the first sudog, unlinked and marked unqueued.
     ///
     /// # Safety
@@ -402,6 +463,122 @@ impl WaitQueue {
             }
             // Stale: its wait was completed through another queue; the
             // waiter knows it is no longer queued.
+        }
+    }
+
+    /// As [`dequeue`](Self::dequeue) for a receive: the first claimable
+    /// sender, told apart from a send future, which has no value to take
+    /// (`Chan::recv_locked`). A blocked goroutine's or thread's sudog
+    /// (unshared) is returned as `dequeue` would, with no further check:
+    /// the send future's check is on the path of shared sudogs, which its
+    /// own takes (`Sudog::shared`).
+    ///
+    /// # Safety
+    /// As for `dequeue`: the caller completes the claim, either kind (or,
+    /// for a send future, may put it back with
+    /// [`enqueue_front`](Self::enqueue_front) under the same lock hold).
+    #[inline(always)]
+    pub(crate) unsafe fn dequeue_sender(&self) -> Popped {
+        loop {
+            // SAFETY: under the lock (contract).
+            let Some(sg) = (unsafe { self.pop() }) else {
+                return Popped::Empty;
+            };
+            // SAFETY: a sudog that was queued is alive, and so is its state,
+            // while we hold the lock (module note).
+            let s = unsafe { sg.as_ref() };
+            if !s.shared {
+                return Popped::Sender(Claimed { sg });
+            }
+            if s.is_async_send() {
+                // An unshared wait: ours once popped.
+                return Popped::AsyncSend(Claimed { sg });
+            }
+            // SAFETY: as above.
+            if unsafe { (*s.state).try_claim() } {
+                return Popped::Sender(Claimed { sg });
+            }
+            // Stale, as in `dequeue`.
+        }
+    }
+
+    /// As [`dequeue`](Self::dequeue) for a receive on an unbuffered
+    /// channel: the first claimable sender with a value to take, passing
+    /// over send futures' sudogs ([`ASYNC_SEND`]), which stay queued in
+    /// order (their value moves only in their own poll; a receiver that
+    /// waits grants one, [`dequeue_async_send`](Self::dequeue_async_send)).
+    /// Walks the queue: for the rare queue with a send future first
+    /// (`Chan::recv_locked` pops with `dequeue` otherwise).
+    ///
+    /// # Safety
+    /// As for `dequeue`.
+    pub(crate) unsafe fn dequeue_value(&self) -> Option<Claimed> {
+        let mut at = self.head();
+        // SAFETY: under the lock (contract); queued sudogs and their states
+        // are live.
+        unsafe {
+            while let Some(sg) = NonNull::new(at as *mut Sudog) {
+                let s = sg.as_ref();
+                at = s.next.get();
+                if s.is_async_send() {
+                    continue;
+                }
+                self.remove(s);
+                if !s.shared || (*s.state).try_claim() {
+                    return Some(Claimed { sg });
+                }
+                // Stale: unlinked, as `dequeue` does.
+            }
+        }
+        None
+    }
+
+    /// Claims the first send future's sudog ([`ASYNC_SEND`]), leaving the
+    /// others in place: the grant of a receiver that waits on an unbuffered
+    /// channel (`hchan.rs`). A send future's wait is unshared, so it is
+    /// the popper's.
+    ///
+    /// # Safety
+    /// As for `dequeue`.
+    pub(crate) unsafe fn dequeue_async_send(&self) -> Option<Claimed> {
+        let mut at = self.head();
+        // SAFETY: under the lock (contract); queued sudogs are live.
+        unsafe {
+            while let Some(sg) = NonNull::new(at as *mut Sudog) {
+                let s = sg.as_ref();
+                at = s.next.get();
+                if s.is_async_send() {
+                    self.remove(s);
+                    return Some(Claimed { sg });
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether a claimable sudog is queued, unlinking the stale ones in
+    /// front of it (as `dequeue` would). Claims nothing: a select's sudog
+    /// seen claimable here may still be claimed through another channel
+    /// before the caller acts, so the answer is a hint for a grant (a
+    /// spurious one costs a poll), never for a transfer.
+    ///
+    /// # Safety
+    /// The caller holds the channel lock.
+    pub(crate) unsafe fn has_claimable(&self) -> bool {
+        loop {
+            let head = self.head();
+            if head.is_null() {
+                return false;
+            }
+            // SAFETY: under the lock (contract); a queued sudog and its
+            // state are live.
+            unsafe {
+                let s = &*head;
+                if !s.shared || !(*s.state).is_claimed() {
+                    return true;
+                }
+                self.pop();
+            }
         }
     }
 
@@ -482,6 +659,23 @@ impl Claimed {
     pub(crate) fn elem(&self) -> *mut () {
         // SAFETY: a claimed sudog stays alive until `complete`.
         unsafe { self.sg.as_ref() }.elem
+    }
+
+    /// Gives up an unshared claim without completing it: the sudog, to put
+    /// back on the queue it was popped from, under the same lock hold
+    /// (nobody saw it gone: an unshared wait belongs to its popper).
+    pub(crate) fn into_sudog(self) -> *const Sudog {
+        // SAFETY: a claimed sudog and its state are alive.
+        debug_assert!(!unsafe { &*self.sg.as_ref().state }.shared);
+        self.sg.as_ptr()
+    }
+
+    /// Whether this is a send future's sudog ([`ASYNC_SEND`]): it has no
+    /// value to take, and completing it with success grants it.
+    #[inline]
+    pub(crate) fn is_async_send(&self) -> bool {
+        // SAFETY: a claimed sudog stays alive until `complete`.
+        unsafe { self.sg.as_ref() }.is_async_send()
     }
 
     /// Records the outcome and wakes the waiter (step 4). `success`: the
@@ -595,14 +789,34 @@ pub(crate) fn complete_all(claims: Vec<Claimed>, success: bool, here: crate::m::
     }
 }
 
+/// What [`WaitQueue::dequeue_sender`] popped.
+pub(crate) enum Popped {
+    /// A sender with a value to take (claimed).
+    Sender(Claimed),
+    /// A send future (claimed: its wait is unshared), which holds its value
+    /// back.
+    AsyncSend(Claimed),
+    /// Nobody claimable.
+    Empty,
+}
+
 /// Claimed sudogs linked through their `next` field.
 pub(crate) struct ClaimedList {
     head: *const Sudog,
 }
 
 impl ClaimedList {
-    pub(crate) fn new() -> ClaimedList {
+    pub(crate) const fn new() -> ClaimedList {
         ClaimedList { head: ptr::null() }
+    }
+
+    /// Completes every claim of the list with success (after the lock is
+    /// released).
+    #[inline]
+    pub(crate) fn complete_all(mut self) {
+        while let Some(c) = self.pop() {
+            c.complete(true);
+        }
     }
 
     pub(crate) fn pop(&mut self) -> Option<Claimed> {
@@ -1023,6 +1237,294 @@ mod loom_tests {
                 assert_eq!(slots[1].with(|p| unsafe { *p }), 11);
             } else {
                 assert_eq!((fired, closed), (0, 1));
+            }
+        });
+    }
+
+    /// An unbuffered channel reduced to what the send futures' protocol
+    /// uses (`future.rs`, "Send futures"): the lock and both queues.
+    struct Ch {
+        lock: Lock,
+        sendq: WaitQueue,
+        recvq: WaitQueue,
+    }
+
+    impl Ch {
+        fn new() -> Arc<Ch> {
+            Arc::new(Ch {
+                lock: Lock::new(),
+                sendq: WaitQueue::new(),
+                recvq: WaitQueue::new(),
+            })
+        }
+    }
+
+    /// A record in the model's main frame, lent to a loom thread: the main
+    /// thread joins every thread before the frame ends.
+    struct Lent<T>(*const T);
+    // SAFETY: the records are synchronised by the protocol under test; the
+    // main frame outlives every thread (joined before it returns).
+    unsafe impl<T> Send for Lent<T> {}
+
+    impl<T> Lent<T> {
+        fn get(&self) -> &T {
+            // SAFETY: alive until the main thread's join (see the type).
+            unsafe { &*self.0 }
+        }
+    }
+
+    /// A pending send future's sudog: no value slot (`ASYNC_SEND`).
+    fn async_send_sudog(state: &WaitState) -> Sudog {
+        Sudog::new_async_send(state)
+    }
+
+    fn receiver_sudog(state: &WaitState, slot: &UnsafeCell<u32>) -> Sudog {
+        Sudog::new(state, slot as *const UnsafeCell<u32> as *mut (), 0)
+    }
+
+    /// A receive that waits, as `Chan::recv` does it: nothing to take (the
+    /// send futures hold their values back), so it queues itself and
+    /// grants the first send future, completing the grant after the unlock.
+    fn receive_and_grant(ch: &Ch, sg: &Sudog) {
+        ch.lock.lock();
+        // SAFETY: we hold the lock; `sg` stays put until it is
+        // completed (an unshared wait is always dequeued by its completer).
+        let grant = unsafe {
+            assert!(ch.sendq.dequeue_value().is_none());
+            ch.recvq.enqueue(sg);
+            ch.sendq.dequeue_async_send()
+        };
+        // SAFETY: we hold it.
+        unsafe { ch.lock.unlock() };
+        if let Some(g) = grant {
+            assert!(g.is_async_send());
+            g.complete(true);
+        }
+    }
+
+    /// A granted send future's poll (`SendFuture::poll_send`): the value
+    /// moves now, to a waiting receiver, or the future queues again, first
+    /// in line (`requeue`: its re-armed record). Returns whether it sent.
+    fn poll_granted(ch: &Ch, v: u32, requeue: &Sudog) -> bool {
+        ch.lock.lock();
+        // SAFETY: we hold the lock.
+        let r = unsafe { ch.recvq.dequeue() };
+        if r.is_none() {
+            // SAFETY: we hold the lock; `requeue` stays put until removed or
+            // completed.
+            unsafe { ch.sendq.enqueue_front(requeue) };
+        }
+        // SAFETY: we hold it.
+        unsafe { ch.lock.unlock() };
+        match r {
+            Some(r) => {
+                // SAFETY: a claimed receiver's slot is a live
+                // `UnsafeCell<u32>`, ours until `complete`.
+                let slot = unsafe { &*(r.elem() as *const UnsafeCell<u32>) };
+                // SAFETY: only the claimer writes the slot.
+                slot.with_mut(|p| unsafe { *p = v });
+                r.complete(true);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A send future dropped while pending (`SendFuture::drop`): a queued
+    /// sudog is removed (nothing sent); a granted one passes its grant on
+    /// to the next send future if a receiver still waits
+    /// (`Chan::grant_lapsed`). Returns whether it had been granted.
+    fn drop_send_future(ch: &Ch, sg: &Sudog, state: &WaitState) -> bool {
+        ch.lock.lock();
+        // SAFETY: we hold the lock; `sg` was queued on `sendq`.
+        let queued = unsafe {
+            let q = sg.is_queued();
+            ch.sendq.remove(sg);
+            q
+        };
+        // SAFETY: we hold it.
+        unsafe { ch.lock.unlock() };
+        if queued {
+            return false;
+        }
+        // Claimed: wait for the claimer's completion (`spin_until_woken`).
+        state.wait_thread();
+        // SAFETY: woken.
+        let (_, granted) = unsafe { state.outcome() }.expect("woken without outcome");
+        if granted {
+            let mut claims = ClaimedList::new();
+            ch.lock.lock();
+            // SAFETY: we hold the lock.
+            unsafe {
+                if ch.recvq.has_claimable() {
+                    if let Some(n) = ch.sendq.dequeue_async_send() {
+                        n.push_to(&mut claims);
+                    }
+                }
+                ch.lock.unlock();
+            }
+            claims.complete_all();
+        }
+        granted
+    }
+
+    /// Two send futures pending on an unbuffered channel; a receiver
+    /// arrives and grants the first, which is dropped (by another thread)
+    /// before it polls again. Whichever way the grant and the cancel race
+    /// (the drop removes the still-queued sudog, or finds it granted), the
+    /// dropped future's value is never delivered, and the receiver is not
+    /// left waiting: the second future is granted (by the receiver, or by
+    /// the drop passing the grant on) and sends on its poll.
+    #[test]
+    fn a_dropped_send_future_sends_nothing_and_passes_its_grant_on() {
+        loom::model(|| {
+            let ch = Ch::new();
+            let (s1, s2) = (
+                WaitState::new(Waiter::Thread, false),
+                WaitState::new(Waiter::Thread, false),
+            );
+            let (a1, a2) = (async_send_sudog(&s1), async_send_sudog(&s2));
+            ch.lock.lock();
+            // SAFETY: we hold the lock; both sudogs outlive the threads.
+            unsafe {
+                ch.sendq.enqueue(&a1);
+                ch.sendq.enqueue(&a2);
+                ch.lock.unlock();
+            }
+            let slot = UnsafeCell::new(0u32);
+            let rstate = WaitState::new(Waiter::Thread, false);
+            let rsg = receiver_sudog(&rstate, &slot);
+            let dropper = {
+                let (ch, a1, s1) = (ch.clone(), Lent(&a1), Lent(&s1));
+                thread::spawn(move || drop_send_future(&ch, a1.get(), s1.get()))
+            };
+            let receiver = {
+                let (ch, rsg, rstate) = (ch.clone(), Lent(&rsg), Lent(&rstate));
+                thread::spawn(move || {
+                    receive_and_grant(&ch, rsg.get());
+                    rstate.get().wait_thread();
+                })
+            };
+            // This thread is the second future's executor: it is granted in
+            // every interleaving, and its poll sends.
+            s2.wait_thread();
+            // SAFETY: woken.
+            assert_eq!(unsafe { s2.outcome() }, Some((ASYNC_SEND, true)));
+            let s2b = WaitState::new(Waiter::Thread, false);
+            let a2b = async_send_sudog(&s2b);
+            assert!(
+                poll_granted(&ch, 2, &a2b),
+                "the granted future found no receiver"
+            );
+            receiver.join().unwrap();
+            let dropped_granted = dropper.join().unwrap();
+            // SAFETY: woken (joined after `wait_thread`).
+            assert_eq!(unsafe { rstate.outcome() }, Some((0, true)));
+            // SAFETY: the claimer's write is ordered before `woken`.
+            assert_eq!(slot.with(|p| unsafe { *p }), 2);
+            // The dropped future was granted only if it was first in line
+            // when the receiver came.
+            // SAFETY: s1 is woken iff it was granted (then joined above).
+            assert_eq!(dropped_granted, s1.is_woken());
+            ch.lock.lock();
+            // SAFETY: we hold the lock.
+            unsafe {
+                assert!(ch.sendq.is_empty() && ch.recvq.is_empty());
+                ch.lock.unlock();
+            }
+        });
+    }
+
+    /// A receiving select on an unbuffered channel (one sudog there, one
+    /// on another channel) grants the pending send future, and a sender on
+    /// the other channel races to complete the select. If the sender wins,
+    /// the granted future's poll finds only the select's stale sudog: it
+    /// sends nothing and waits again, first in line; otherwise it hands its
+    /// value to the select. Exactly one completes the select.
+    #[test]
+    fn a_granted_send_future_whose_receiver_left_waits_again() {
+        loom::model(|| {
+            let ch = Ch::new();
+            let other = Q::new();
+            let astate = WaitState::new(Waiter::Thread, false);
+            let a = async_send_sudog(&astate);
+            ch.lock.lock();
+            // SAFETY: we hold the lock; `a` outlives the threads.
+            unsafe {
+                ch.sendq.enqueue(&a);
+                ch.lock.unlock();
+            }
+            let slots = [UnsafeCell::new(0u32), UnsafeCell::new(0u32)];
+            let sel = WaitState::new(Waiter::Thread, true);
+            let sgs = select_sudogs(&sel, &slots);
+            // Pass 2: queue on both channels under both locks, grant on the
+            // unbuffered one; complete the grant after the unlocks.
+            ch.lock.lock();
+            other.lock.lock();
+            // SAFETY: both locks held; the sudogs stay until `clean_up`.
+            let grant = unsafe {
+                ch.recvq.enqueue(&sgs[0]);
+                other.q.enqueue(&sgs[1]);
+                ch.sendq.dequeue_async_send()
+            };
+            // SAFETY: we hold them.
+            unsafe {
+                other.lock.unlock();
+                ch.lock.unlock();
+            }
+            grant.expect("the pending future is granted").complete(true);
+            let sender = {
+                let other = other.clone();
+                thread::spawn(move || deliver(&other, 5))
+            };
+            let executor = {
+                let (ch, astate) = (ch.clone(), Lent(&astate));
+                thread::spawn(move || {
+                    astate.get().wait_thread();
+                    let again = WaitState::new(Waiter::Thread, false);
+                    let requeued = async_send_sudog(&again);
+                    let sent = poll_granted(&ch, 7, &requeued);
+                    if !sent {
+                        // Still first in line; take it back out to end
+                        // the model (a drop while queued).
+                        ch.lock.lock();
+                        // SAFETY: we hold the lock; it was queued there.
+                        unsafe {
+                            assert!(requeued.is_queued());
+                            ch.sendq.remove(&requeued);
+                            ch.lock.unlock();
+                        }
+                    }
+                    sent
+                })
+            };
+            sel.wait_thread();
+            // Pass 3.
+            for (lock, q, sg) in [
+                (&ch.lock, &ch.recvq, &sgs[0]),
+                (&other.lock, &other.q, &sgs[1]),
+            ] {
+                lock.lock();
+                // SAFETY: lock held; `sg` is ours and was queued on `q`.
+                unsafe {
+                    q.remove(sg);
+                    lock.unlock();
+                }
+            }
+            // SAFETY: woken.
+            let (fired, success) = unsafe { sel.outcome() }.expect("woken without outcome");
+            assert!(success);
+            let delivered = sender.join().unwrap();
+            let sent = executor.join().unwrap();
+            assert_eq!(delivered + u32::from(sent), 1);
+            if sent {
+                assert_eq!(fired, 0);
+                // SAFETY: written before `woken`.
+                assert_eq!(slots[0].with(|p| unsafe { *p }), 7);
+            } else {
+                assert_eq!(fired, 1);
+                // SAFETY: written before `woken`.
+                assert_eq!(slots[1].with(|p| unsafe { *p }), 5);
             }
         });
     }

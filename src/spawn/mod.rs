@@ -414,6 +414,13 @@ unsafe fn wait_complete(header: &crate::g::task::Header) {
 /// goroutines and threads. Polling it again after it returned `Ready`
 /// panics.
 ///
+/// # Cancel safety
+/// Awaiting `&mut handle` and giving up (a `select!` whose other branch
+/// won) loses nothing: the result stays with the goroutine's record until
+/// a poll returns it, so the handle can be awaited or
+/// [`join`](JoinHandle::join)ed again. Dropping the handle itself
+/// detaches the goroutine, as always.
+///
 /// ```
 /// let h = goroutine::go(|| 6 * 7);
 /// assert_eq!(goroutine::block_on(h).unwrap(), 42);
