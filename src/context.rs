@@ -144,7 +144,7 @@ impl Context {
     /// if that is earlier (Go's `WithTimeout`). A timeout too large for an
     /// `Instant` means no deadline of its own.
     pub fn with_timeout(&self, timeout: Duration) -> (Context, Cancel) {
-        match Instant::now().checked_add(timeout) {
+        match crate::runtime::bubble::instant_now().checked_add(timeout) {
             Some(d) => self.with_deadline(d),
             None => self.with_cancel(),
         }
@@ -216,7 +216,7 @@ impl Context {
         // Arm a timer only when our own deadline is the earlier one.
         if let Some(d) = own.filter(|&d| Some(d) == deadline) {
             if node.err.get().is_none() {
-                let left = d.saturating_duration_since(Instant::now());
+                let left = d.saturating_duration_since(crate::runtime::bubble::instant_now());
                 if left.is_zero() {
                     node.cancel(ContextError::DeadlineExceeded);
                 } else {

@@ -152,6 +152,8 @@ mod spawn;
 #[cfg(not(loom))]
 pub mod sync;
 #[cfg(not(loom))]
+pub mod synctest;
+#[cfg(not(loom))]
 mod sys;
 #[cfg(not(loom))]
 pub mod time;

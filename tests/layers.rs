@@ -7,7 +7,7 @@
 //! | 0 | `sys` |
 //! | 1 | `g`, `p`, `m`, `trace`, `traceback` (Go's runtime2 knot: they may name each other) |
 //! | 2 | `runtime`, `netpoll` (the scheduler polls the network, as Go's runtime does) |
-//! | 3 | `chan`, `sync`, `time`, `net`, `spawn`, `block_on`, `local`, `context`, `signal`, `io`, `spans` |
+//! | 3 | `chan`, `sync`, `time`, `net`, `spawn`, `block_on`, `local`, `context`, `signal`, `io`, `spans`, `synctest` |
 //! | 4 | the public API: `lib.rs`'s own items (`crate::yield_now`), and items it re-exports when named through the root by another module (`crate::go` outside `spawn`) |
 //!
 //! `cacheline` and `loom` are leaves every layer may use.
@@ -39,7 +39,7 @@ fn layer(top: &str) -> Option<u8> {
         "g" | "p" | "m" | "trace" | "traceback" => 1,
         "runtime" | "netpoll" => 2,
         "chan" | "sync" | "time" | "net" | "spawn" | "block_on" | "local" | "context"
-        | "signal" | "io" | "spans" => 3,
+        | "signal" | "io" | "spans" | "synctest" => 3,
         "cacheline" | "loom" => return None,
         _ => API,
     })

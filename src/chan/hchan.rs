@@ -1196,6 +1196,8 @@ impl<T> Chan<T> {
 
 impl<T> Drop for Chan<T> {
     fn drop(&mut self) {
+        // A channel made in a synctest bubble leaves the bubble's table.
+        crate::runtime::bubble::untag_chan(self as *const Self as usize);
         let (head, n) = (self.state.get_mut().recvx, self.ready.qcount());
         for k in 0..n {
             let i = (head + k) % self.buf.len();

@@ -218,6 +218,12 @@ impl<'a, T> RecvArm<'a, T> {
     #[inline]
     // entry: the select! expansion's arm bookkeeping; the select itself (`select`) is gated
     pub fn new(rx: Option<&'a Receiver<T>>) -> Self {
+        if let Some(r) = rx {
+            crate::runtime::bubble::check_chan(
+                std::sync::Arc::as_ptr(&r.chan) as usize,
+                "receive on",
+            );
+        }
         RecvArm {
             chan: rx.map(|r| &*r.chan),
             slot: MaybeUninit::uninit(),
@@ -311,6 +317,9 @@ impl<'a, T> SendArm<'a, T> {
     #[inline]
     // entry: the select! expansion's arm bookkeeping; the select itself (`select`) is gated
     pub fn new(tx: Option<&'a Sender<T>>, value: T) -> Self {
+        if let Some(t) = tx {
+            crate::runtime::bubble::check_chan(std::sync::Arc::as_ptr(&t.chan) as usize, "send on");
+        }
         SendArm {
             chan: tx.map(|s| &*s.chan),
             value: Some(value),

@@ -104,10 +104,13 @@ pub(crate) enum WaitReason {
     IoWait,
     /// `block_on` of a pending future.
     BlockOn,
+    /// `synctest::wait`: until every other goroutine of the bubble is
+    /// durably blocked.
+    SynctestWait,
 }
 
 impl WaitReason {
-    const ALL: [WaitReason; 18] = [
+    const ALL: [WaitReason; 19] = [
         WaitReason::None,
         WaitReason::Join,
         WaitReason::ChanReceive,
@@ -126,6 +129,7 @@ impl WaitReason {
         WaitReason::Sleep,
         WaitReason::IoWait,
         WaitReason::BlockOn,
+        WaitReason::SynctestWait,
     ];
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -148,6 +152,7 @@ impl WaitReason {
             WaitReason::Sleep => "sleep",
             WaitReason::IoWait => "IO wait",
             WaitReason::BlockOn => "block_on",
+            WaitReason::SynctestWait => "synctest.Wait",
         }
     }
 }

@@ -138,6 +138,28 @@ struct State {
     queued_on: Option<&'static Timers>,
 }
 
+#[cfg(not(loom))]
+thread_local! {
+    /// The `Instant` a channel timer fired by this thread sends: set while
+    /// a synctest bubble's clock moves (`runtime::bubble`), whose timers
+    /// send the bubble's time; `None` (the real time) otherwise.
+    static FIRE_INSTANT: std::cell::Cell<Option<std::time::Instant>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Sets (or clears) the time this thread's channel timer firings send.
+#[cfg(not(loom))]
+pub(crate) fn set_fire_instant(at: Option<std::time::Instant>) {
+    FIRE_INSTANT.with(|c| c.set(at));
+}
+
+#[cfg(not(loom))]
+fn fire_instant() -> std::time::Instant {
+    FIRE_INSTANT
+        .with(|c| c.get())
+        .unwrap_or_else(std::time::Instant::now)
+}
+
 /// `Timer::idx` when the timer has no entry in a heap.
 const NOT_QUEUED: usize = usize::MAX;
 
@@ -308,7 +330,7 @@ impl Timer {
     fn fire_locked(&self) -> Handoff {
         match &self.func {
             #[cfg(not(loom))]
-            TimerFn::SendTime(tx) => tx.try_send_defer_wake(std::time::Instant::now()).ok(),
+            TimerFn::SendTime(tx) => tx.try_send_defer_wake(fire_instant()).ok(),
             #[cfg(loom)]
             TimerFn::SendCount(n) => {
                 n.fetch_add(1, Ordering::SeqCst);

@@ -177,6 +177,39 @@ fn render_with(gs: &[GInfo], level: Level, blocked: &HashMap<u64, i64>) -> Strin
     out
 }
 
+/// The dump of a deadlocked synctest bubble's goroutines (`bubble`): as
+/// [`render`], each header marked as Go marks a bubble's:
+/// `goroutine 10 [chan receive (durable), synctest bubble 1]:`.
+pub(crate) fn render_bubble(gs: &[GInfo], level: Level, bubble: u64) -> String {
+    let names: HashMap<u64, _> = crate::g::names().into_iter().collect();
+    let mut out = String::new();
+    for g in gs {
+        let status = format::status_str(g.status, g.reason);
+        let durable = g.status == crate::g::Status::Waiting && super::bubble::durable(g.reason);
+        let _ = std::fmt::Write::write_fmt(
+            &mut out,
+            format_args!(
+                "goroutine {} [{}{}, synctest bubble {}]:\n",
+                g.id,
+                status,
+                if durable { " (durable)" } else { "" },
+                bubble
+            ),
+        );
+        if let Some(name) = names.get(&g.id) {
+            out.push_str("\tname: ");
+            out.push_str(name);
+            out.push('\n');
+        }
+        format::write_frames(&mut out, g, level);
+        out.push('\n');
+    }
+    if format::lacks_line_tables(gs) {
+        out.push_str(format::LINE_TABLES_HINT);
+    }
+    out
+}
+
 /// Installs the SIGQUIT handler and starts its thread (runtime start).
 pub(crate) fn install_sigquit() {
     let (rd, wr) = match crate::sys::signal::pipe() {

@@ -39,6 +39,7 @@
 //! - `env.rs`: GOMAXPROCS, GOROUTINE_MAX_THREADS, GODEBUG.
 
 pub(crate) mod asyncpreempt;
+pub(crate) mod bubble;
 pub(crate) mod checkdead;
 pub(crate) mod dump;
 pub(crate) mod entry;

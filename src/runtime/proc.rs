@@ -47,6 +47,8 @@ pub(crate) fn newproc(
     name: Option<Arc<str>>,
     here: m::Here,
 ) -> u64 {
+    // Spawned from a synctest bubble: it joins it before it can run.
+    super::bubble::inherit(here, g);
     if let Some(pp) = pp {
         let id = pp.next_goid();
         if name.is_some() || trace::on() {
@@ -189,6 +191,8 @@ pub(crate) fn gdestroy(pp: &PHandle, g: &'static G, stack: Option<Stack>) {
         trace::go_end(g.id(), pp.id);
     }
     g.set_status(Status::Dead);
+    // A synctest bubble's member leaves it (maybe the bubble is done).
+    super::bubble::exited(g);
     g.set_stack_bounds((0, 0), 0);
     {
         // SAFETY: the G is dead and we (its last M) own it.

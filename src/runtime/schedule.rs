@@ -556,6 +556,8 @@ fn execute(m: &'static M, found: Found) -> bool {
                 // SAFETY: `unlock` points to a closure on the G's stack, which
                 // is intact: the G cannot run until `unlock` made it findable.
                 if unsafe { (*unlock)(g) } {
+                    // A synctest bubble's member: maybe its clock moves.
+                    super::bubble::parked(g);
                     return true;
                 }
                 // Park cancelled: run it again at once, same time slice

@@ -76,8 +76,30 @@ impl Timer {
 
     /// [`start`](Self::start) with the caller's M already looked up (an
     /// entry gate's `Here`): one thread-local lookup fewer.
+    /// In a synctest bubble (the caller's goroutine is a member) the
+    /// timer goes on the bubble's heap, `when` on its virtual clock.
     #[inline]
     pub(crate) fn start_here(self: &Arc<Self>, here: m::Here, when: i64, period: i64) -> bool {
+        self.start_in(super::bubble::current(), here, when, period)
+    }
+
+    /// [`start_here`](Self::start_here) for a timer of bubble `bubble`
+    /// (None: the real-time heaps), looked up by the caller beforehand
+    /// (`time::sleep` starts its timer on the scheduler's stack, where no
+    /// goroutine is current).
+    #[inline]
+    pub(crate) fn start_in(
+        self: &Arc<Self>,
+        bubble: Option<&'static super::bubble::Bubble>,
+        here: m::Here,
+        when: i64,
+        period: i64,
+    ) -> bool {
+        if let Some(b) = bubble {
+            // The bubble's clock moves only in its own check: no poller or
+            // sysmon to wake.
+            return Timer::start_on::<Sched>(self, b.timers(), when, period).0;
+        }
         let (was, earlier) = Timer::start_on::<Sched>(self, &target_p(here).timers, when, period);
         if earlier {
             wake_netpoller(when.max(1));

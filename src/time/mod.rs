@@ -48,10 +48,11 @@ use crate::chan::{chan, Receiver, Sender};
 use crate::g::WaitReason;
 use crate::m;
 use crate::p::chantimers::ChanTimer;
+use crate::runtime::bubble::{self, nanotime};
 use crate::runtime::entry::call_here;
 use crate::runtime::park;
 use crate::runtime::timers::{self, TimerFn};
-use crate::sys::time::{after as deadline_after, nanotime};
+use crate::sys::time::after as deadline_after;
 
 /// Pauses the calling goroutine for at least `d` (Go's `time.Sleep`): the
 /// goroutine parks and its P runs others. Called outside the runtime, it
@@ -75,12 +76,14 @@ fn sleep_for(d: Duration) {
             std::thread::sleep(d);
             return;
         };
+        // A synctest bubble's member sleeps on the bubble's clock.
+        let bubble = bubble::current();
         let when = deadline_after(nanotime(), d);
         let t = timers::Timer::new(TimerFn::Ready(g));
         // The park inlined into this frame (not generic): `g::context`'s
         // note, "Returns after a switch".
         park::park_inline(m::Here::lookup(), WaitReason::Sleep, &mut |_g| {
-            t.start(when, 0);
+            t.start_in(bubble, m::Here::lookup(), when, 0);
             true
         });
     })
@@ -89,7 +92,25 @@ fn sleep_for(d: Duration) {
 /// Pauses until `deadline` (returns at once if it has passed).
 #[inline(always)]
 pub fn sleep_until(deadline: Instant) {
-    sleep(deadline.saturating_duration_since(Instant::now()))
+    sleep(deadline.saturating_duration_since(bubble::instant_now()))
+}
+
+/// The current wall-clock time. In a synctest bubble (`crate::synctest`)
+/// it is the bubble's fake clock, which starts at 2000-01-01 00:00:00 UTC
+/// and moves only when every goroutine of the bubble is durably blocked;
+/// elsewhere, `SystemTime::now()`.
+pub fn now() -> std::time::SystemTime {
+    match bubble::current() {
+        Some(b) => b.system_time(),
+        None => std::time::SystemTime::now(),
+    }
+}
+
+/// The current `Instant`: in a synctest bubble, the bubble's (differences
+/// of two are virtual durations; the values timer channels deliver there
+/// are on the same scale); elsewhere, `Instant::now()`.
+pub fn instant() -> Instant {
+    bubble::instant_now()
 }
 
 /// A channel that receives the current time once `d` has passed (Go's
@@ -128,6 +149,7 @@ where
         Timer {
             kit: ManuallyDrop::new(ChanTimer::from_parts(t, rx)),
             _keep: Some(tx),
+            bubble: bubble::current_id(),
         }
     })
 }
@@ -159,6 +181,9 @@ pub struct Timer {
     kit: ManuallyDrop<ChanTimer>,
     /// after_func's timers keep their never-used sender here.
     _keep: Option<Sender<Instant>>,
+    /// The synctest bubble it was made in (its stop and reset panic
+    /// elsewhere: `crate::synctest`'s note, "Misuse").
+    bubble: Option<u64>,
 }
 
 impl Timer {
@@ -171,6 +196,7 @@ impl Timer {
             Timer {
                 kit: ManuallyDrop::new(kit),
                 _keep: None,
+                bubble: bubble::current_id(),
             }
         })
     }
@@ -188,7 +214,12 @@ impl Timer {
     /// withdrawn). True if the call kept a value from being received: the
     /// timer was pending, or it had fired and its value was not taken yet;
     /// false if the value was received already or the timer was stopped.
+    ///
+    /// # Panics
+    /// In a synctest bubble other than the one it was made in (or outside
+    /// it).
     pub fn stop(&self) -> bool {
+        bubble::check_timer(self.bubble);
         crate::runtime::asyncpreempt::in_runtime(move || self.kit.timer().stop())
     }
 
@@ -197,7 +228,11 @@ impl Timer {
     /// and not received is withdrawn, so no draining is needed first.
     /// Returns what [`stop`](Self::stop) would have: true if the old
     /// firing was pending or its value not yet received.
+    ///
+    /// # Panics
+    /// As [`stop`](Self::stop).
     pub fn reset(&self, d: Duration) -> bool {
+        bubble::check_timer(self.bubble);
         call_here(move |here| {
             self.kit
                 .timer()
@@ -237,6 +272,8 @@ impl fmt::Debug for Timer {
 pub struct Ticker {
     /// As `Timer::kit`.
     kit: ManuallyDrop<ChanTimer>,
+    /// As `Timer::bubble`.
+    bubble: Option<u64>,
 }
 
 impl Ticker {
@@ -252,6 +289,7 @@ impl Ticker {
                 .start_here(here, deadline_after(nanotime(), d), period_ns(d));
             Ticker {
                 kit: ManuallyDrop::new(kit),
+                bubble: bubble::current_id(),
             }
         })
     }
@@ -265,7 +303,12 @@ impl Ticker {
     /// Stops the ticker: once this returns, no tick can be received, not
     /// even one sent before and not taken yet (it is withdrawn), until a
     /// [`reset`](Self::reset). The channel stays open.
+    ///
+    /// # Panics
+    /// In a synctest bubble other than the one it was made in (or outside
+    /// it).
     pub fn stop(&self) {
+        bubble::check_timer(self.bubble);
         crate::runtime::asyncpreempt::in_runtime(move || {
             self.kit.timer().stop();
         })
@@ -279,6 +322,7 @@ impl Ticker {
     /// If `d` is zero.
     pub fn reset(&self, d: Duration) {
         assert!(!d.is_zero(), "non-positive interval for Ticker::reset");
+        bubble::check_timer(self.bubble);
         call_here(move |here| {
             self.kit
                 .timer()

@@ -379,9 +379,41 @@ pub(crate) fn collect(pinned: Pinned, with_frames: bool) -> Vec<GInfo> {
     let mut out: Vec<GInfo> = Vec::new();
     let mut walker = Walker::default();
     G::for_each(|g| {
+        if let Some(info) = collect_one(g, me, pinned, with_frames, &mut walker) {
+            out.push(info);
+        }
+    });
+    let me = me.map(|g| g.id());
+    out.sort_by_key(|e| (Some(e.id) != me, e.id));
+    out
+}
+
+/// Collects goroutines `gs` only, with their frames, in id order: the
+/// members of a deadlocked synctest bubble (`runtime::bubble`), which the
+/// caller guarantees are parked and stay so while this runs (pinned).
+pub(crate) fn collect_these(gs: &[&'static G]) -> Vec<GInfo> {
+    let me = crate::m::current_g_checked();
+    let mut walker = Walker::default();
+    let mut out: Vec<GInfo> = gs
+        .iter()
+        .filter_map(|g| collect_one(g, me, Pinned::Yes, true, &mut walker))
+        .collect();
+    out.sort_by_key(|e| e.id);
+    out
+}
+
+/// One goroutine's record for [`collect`]; None if it is free or dead.
+fn collect_one(
+    g: &'static G,
+    me: Option<&'static G>,
+    pinned: Pinned,
+    with_frames: bool,
+    walker: &mut Walker,
+) -> Option<GInfo> {
+    {
         let status = g.status();
         if matches!(status, Status::Idle | Status::Dead) {
-            return;
+            return None;
         }
         let is_me = me.is_some_and(|m| std::ptr::eq(m, g));
         let range = g.stack_range();
@@ -411,7 +443,7 @@ pub(crate) fn collect(pinned: Pinned, with_frames: bool) -> Vec<GInfo> {
                         spawn = h.spawn;
                         if with_frames {
                             // SAFETY: as above.
-                            unsafe { parked_frames(&mut walker, h, hi) }
+                            unsafe { parked_frames(walker, h, hi) }
                         } else {
                             Err(NoStack::NotStopped)
                         }
@@ -424,7 +456,7 @@ pub(crate) fn collect(pinned: Pinned, with_frames: bool) -> Vec<GInfo> {
             Status::Waiting if pinned == Pinned::Yes => unsafe { g.inner() }.lockedm.is_some(),
             _ => false,
         };
-        out.push(GInfo {
+        Some(GInfo {
             id: g.id(),
             status,
             reason: g.wait_reason(),
@@ -432,11 +464,8 @@ pub(crate) fn collect(pinned: Pinned, with_frames: bool) -> Vec<GInfo> {
             locked,
             pcs,
             spawn,
-        });
-    });
-    let me = me.map(|g| g.id());
-    out.sort_by_key(|e| (Some(e.id) != me, e.id));
-    out
+        })
+    }
 }
 
 /// The unwinder of one collection, made on first use (it locks the module

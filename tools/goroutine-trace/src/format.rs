@@ -332,7 +332,7 @@ pub fn stop_reason_name(reason: u64) -> &'static str {
 }
 
 /// Wait reasons of GoBlock (the `WaitReason` discriminants of the runtime).
-pub const WAIT_REASONS: [&str; 18] = [
+pub const WAIT_REASONS: [&str; 19] = [
     "none",
     "join",
     "chan receive",
@@ -351,6 +351,7 @@ pub const WAIT_REASONS: [&str; 18] = [
     "sleep",
     "IO wait",
     "block_on",
+    "synctest.Wait",
 ];
 
 /// The name of a wait reason; reasons appended after this tool was written

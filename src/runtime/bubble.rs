@@ -1,0 +1,512 @@
+//! synctest bubbles (Go 1.25's `testing/synctest`): groups of goroutines
+//! with a fake clock of their own, which moves only when every goroutine
+//! of the group is durably blocked. The public face is `crate::synctest`;
+//! this is the runtime's half: membership, the clock, the bubble's timer
+//! heap, and the check that advances the clock or reports a deadlock.
+//!
+//! # Membership
+//! A goroutine belongs to at most one bubble, for its whole life. The root
+//! joins itself ([`join_current`]) before running the test's body; a
+//! goroutine spawned by a member, or by a bubble timer's function
+//! (`time::after_func`) while the bubble's clock moves, joins the spawner's
+//! bubble in `newproc`, before it is published on a run queue ([`inherit`]),
+//! so no check can miss it. It leaves when it ends (`gdestroy`:
+//! [`exited`]). Membership is a side table keyed by the G record's address
+//! ([`MEMBERS`]), not a field of `G` (the record keeps its three cache
+//! lines); the hot paths (spawn, park, exit) look at it only while some
+//! bubble exists ([`ACTIVE`]): one relaxed load and a predictable branch
+//! otherwise.
+//!
+//! # The check (Go's `maybeWakeLocked`)
+//! Each time a member parks (after its `unlock` step made the park
+//! final, on the scheduler's stack) and each time one exits, [`check`]
+//! runs, serialized by the bubble's `advance` lock:
+//! - no member left: the bubble is done; the caller of `synctest::test`
+//!   is told;
+//! - some member is running, runnable, in a system call, or parked in a
+//!   wait that is not durable: nothing to do (that member's next park or
+//!   exit checks again);
+//! - every member durably blocked, and one of them in `synctest::wait`:
+//!   that one is readied, the clock stays;
+//! - else, a bubble timer pending: the clock jumps to the earliest one and
+//!   every timer due then fires; a readied member ends the loop, else
+//!   (a tick nobody receives) the clock jumps again;
+//! - else: deadlock. The caller of `synctest::test` is told, with the dump
+//!   of the members; they stay parked for ever (their records leak, as in
+//!   Go).
+//!
+//! Invariant that makes "every member durably blocked" stable while the
+//! check reads it: a durable wait can end only through a member (all of
+//! them parked) or a bubble timer (fired only here, under `advance`).
+//! Using a bubble's channels or timers from outside the bubble is misuse;
+//! the public types panic where they can tell (`time::Timer` from outside
+//! its bubble, channels made in a bubble: `crate::synctest`'s note).
+//! Statuses are read under the `state` lock, which every member's check
+//! takes after its own park's status store, so of two members parking at
+//! once the second to lock sees the first parked.
+//!
+//! # Durable waits
+//! `crate::synctest`'s module note has the table, with the reasons; here
+//! it is [`durable`].
+//!
+//! # The clock
+//! Virtual time is kept on `sys::time::nanotime`'s scale: a bubble's clock
+//! starts at the real `nanotime` of its creation and only moves forward.
+//! Its wall clock (`time::now`) is 2000-01-01 00:00:00 UTC plus the
+//! virtual time elapsed, and its `Instant`s are the real `Instant` of its
+//! creation plus the same: differences of either are virtual durations.
+//!
+//! # Lock order
+//! A bubble's `advance` lock is taken with no other lock held (on the
+//! scheduler's stack, after a park or exit); under it, the `state` lock
+//! (short, with nothing under it but the membership table, a leaf), and
+//! the bubble's timers fire (their locks, their channels' locks, the
+//! scheduler's ready path) with `state` released.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::chan::Sender;
+use crate::g::{Status, WaitReason, G};
+use crate::m;
+use crate::p::timerheap::Timers;
+
+/// Live bubbles; while 0, the hooks do nothing.
+static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+/// Bubble ids (Go numbers them from 1).
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// Which bubble each member belongs to, by G address (module note).
+static MEMBERS: Mutex<Option<HashMap<usize, &'static Bubble>>> = Mutex::new(None);
+
+/// Channels made in a bubble: how many, and their bubble by address (the
+/// `Chan` inside its `Arc`), so that an operation from outside the bubble
+/// panics (`crate::synctest`'s note, "Misuse"). Untagged when the channel
+/// is freed. While none is tagged, the check is one relaxed load.
+static CHANS_TAGGED: AtomicUsize = AtomicUsize::new(0);
+static CHANS: Mutex<Option<HashMap<usize, u64>>> = Mutex::new(None);
+
+thread_local! {
+    /// The bubble whose timers this thread fires right now: goroutines
+    /// that timer functions spawn join it.
+    static FIRING: std::cell::Cell<Option<&'static Bubble>> = const { std::cell::Cell::new(None) };
+}
+
+/// How a bubble ended, sent to the caller of `synctest::test`.
+pub(crate) enum Outcome {
+    /// Every member exited.
+    Done,
+    /// Every member is durably blocked and no timer is pending: the text
+    /// is the report (headline and the members' dump).
+    Deadlock(String),
+}
+
+/// One bubble. Leaked: a few hundred bytes a test, and `&'static` is what
+/// the timer heap and the membership table need.
+pub(crate) struct Bubble {
+    id: u64,
+    /// Virtual `nanotime` (module note, "The clock").
+    now: AtomicI64,
+    /// `now` when the bubble was made, and the real `Instant` then.
+    start_ns: i64,
+    start_instant: Instant,
+    timers: Timers,
+    advance: Mutex<()>,
+    state: Mutex<State>,
+}
+
+struct State {
+    members: Vec<&'static G>,
+    /// The member in `synctest::wait`, if any.
+    waiter: Option<&'static G>,
+    /// Where the outcome goes; taken when sent.
+    done: Option<Sender<Outcome>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether any bubble exists (the hooks' one branch).
+#[inline(always)]
+pub(crate) fn active() -> bool {
+    ACTIVE.load(Ordering::Relaxed) != 0
+}
+
+/// Whether a goroutine parked for `r` is durably blocked: it can be woken
+/// only by another member or a bubble timer (`crate::synctest`'s table).
+pub(crate) fn durable(r: WaitReason) -> bool {
+    match r {
+        WaitReason::ChanReceive
+        | WaitReason::ChanSend
+        | WaitReason::Select
+        | WaitReason::SelectNoCases
+        | WaitReason::ChanReceiveNilChan
+        | WaitReason::ChanSendNilChan
+        | WaitReason::SyncCondWait
+        | WaitReason::SyncWaitGroupWait
+        | WaitReason::Sleep
+        | WaitReason::Join
+        | WaitReason::SynctestWait => true,
+        WaitReason::None
+        | WaitReason::SyncMutexLock
+        | WaitReason::SyncRWMutexRLock
+        | WaitReason::SyncRWMutexLock
+        | WaitReason::SyncOnceDo
+        | WaitReason::Semacquire
+        | WaitReason::IoWait
+        | WaitReason::BlockOn => false,
+    }
+}
+
+impl Bubble {
+    /// A new bubble whose outcome goes to `done`.
+    pub(crate) fn new(done: Sender<Outcome>) -> &'static Bubble {
+        let now = crate::sys::time::nanotime();
+        ACTIVE.fetch_add(1, Ordering::Relaxed);
+        Box::leak(Box::new(Bubble {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            now: AtomicI64::new(now),
+            start_ns: now,
+            start_instant: Instant::now(),
+            timers: Timers::new(),
+            advance: Mutex::new(()),
+            state: Mutex::new(State {
+                members: Vec::new(),
+                waiter: None,
+                done: Some(done),
+            }),
+        }))
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The virtual `nanotime`.
+    pub(crate) fn nanotime(&self) -> i64 {
+        self.now.load(Ordering::Acquire)
+    }
+
+    /// Virtual time elapsed since the bubble began.
+    pub(crate) fn elapsed(&self) -> Duration {
+        Duration::from_nanos((self.nanotime() - self.start_ns).max(0) as u64)
+    }
+
+    /// The bubble's `Instant` now (module note, "The clock").
+    pub(crate) fn instant(&self) -> Instant {
+        self.start_instant + self.elapsed()
+    }
+
+    /// The bubble's wall clock: 2000-01-01 00:00:00 UTC plus the elapsed
+    /// virtual time.
+    pub(crate) fn system_time(&self) -> SystemTime {
+        const Y2K: u64 = 946_684_800;
+        SystemTime::UNIX_EPOCH + Duration::from_secs(Y2K) + self.elapsed()
+    }
+
+    /// The bubble's timer heap.
+    pub(crate) fn timers(&'static self) -> &'static Timers {
+        &self.timers
+    }
+
+    /// Makes `g` a member (before it can run or park).
+    fn add(&'static self, g: &'static G) {
+        lock(&self.state).members.push(g);
+        lock(&MEMBERS)
+            .get_or_insert_with(HashMap::new)
+            .insert(g as *const G as usize, self);
+    }
+}
+
+/// The bubble of goroutine `g`, if any.
+#[inline]
+pub(crate) fn of(g: &'static G) -> Option<&'static Bubble> {
+    if !active() {
+        return None;
+    }
+    lookup(g)
+}
+
+#[cold]
+fn lookup(g: &'static G) -> Option<&'static Bubble> {
+    lock(&MEMBERS)
+        .as_ref()
+        .and_then(|m| m.get(&(g as *const G as usize)).copied())
+}
+
+/// The bubble of the calling goroutine, or the one whose timers this
+/// thread fires; None outside bubbles.
+#[inline]
+pub(crate) fn current() -> Option<&'static Bubble> {
+    if !active() {
+        return None;
+    }
+    current_slow()
+}
+
+#[cold]
+fn current_slow() -> Option<&'static Bubble> {
+    match m::current_g_checked() {
+        Some(g) => lookup(g),
+        None => FIRING.with(|f| f.get()),
+    }
+}
+
+/// `nanotime`, or the calling goroutine's bubble's virtual one.
+#[inline]
+pub(crate) fn nanotime() -> i64 {
+    match current() {
+        Some(b) => b.nanotime(),
+        None => crate::sys::time::nanotime(),
+    }
+}
+
+/// `Instant::now`, or the bubble's.
+#[inline]
+pub(crate) fn instant_now() -> Instant {
+    match current() {
+        Some(b) => b.instant(),
+        None => Instant::now(),
+    }
+}
+
+/// The running goroutine joins `b` (the root of `synctest::test`).
+pub(crate) fn join_current(b: &'static Bubble) {
+    let g = m::current_g().expect("a bubble's root is a goroutine");
+    b.add(g);
+}
+
+/// `newproc`'s hook: a goroutine spawned from a bubble (by a member, or by
+/// a bubble timer's function) joins it. `g` is not published yet.
+#[inline(always)]
+pub(crate) fn inherit(here: m::Here, g: &'static G) {
+    if active() {
+        inherit_slow(here, g)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn inherit_slow(here: m::Here, g: &'static G) {
+    let parent = match here.g() {
+        Some(p) => lookup(p),
+        None => FIRING.with(|f| f.get()),
+    };
+    if let Some(b) = parent {
+        b.add(g);
+    }
+}
+
+/// The scheduler's hook after a park became final (on g0, no lock held).
+#[inline(always)]
+pub(crate) fn parked(g: &'static G) {
+    if active() {
+        parked_slow(g)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn parked_slow(g: &'static G) {
+    if let Some(b) = lookup(g) {
+        check(b);
+    }
+}
+
+/// `gdestroy`'s hook: a member left (on g0, no lock held).
+#[inline(always)]
+pub(crate) fn exited(g: &'static G) {
+    if active() {
+        exited_slow(g)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn exited_slow(g: &'static G) {
+    let key = g as *const G as usize;
+    let Some(b) = lock(&MEMBERS).as_mut().and_then(|m| m.remove(&key)) else {
+        return;
+    };
+    {
+        let mut st = lock(&b.state);
+        if let Some(i) = st.members.iter().position(|m| std::ptr::eq(*m, g)) {
+            st.members.swap_remove(i);
+        }
+    }
+    check(b);
+}
+
+/// Registers the calling member as `synctest::wait`'s waiter; the caller
+/// then parks with `WaitReason::SynctestWait`. Errs outside a bubble, or if
+/// another member is waiting already (Go's "wait already in progress").
+pub(crate) fn set_waiter(g: &'static G) -> Result<&'static Bubble, &'static str> {
+    let Some(b) = of(g) else {
+        return Err("synctest::wait called outside a synctest bubble");
+    };
+    let mut st = lock(&b.state);
+    if st.waiter.is_some() {
+        return Err("synctest::wait: wait already in progress");
+    }
+    st.waiter = Some(g);
+    Ok(b)
+}
+
+/// How many clock jumps one check makes while no member wakes (timers
+/// that fire for nobody: a ticker whose receiver waits elsewhere) before it
+/// calls the bubble stuck.
+const MAX_IDLE_JUMPS: usize = 1 << 20;
+
+/// The check of the module note.
+fn check(b: &'static Bubble) {
+    let _adv = lock(&b.advance);
+    for _ in 0..MAX_IDLE_JUMPS {
+        let mut st = lock(&b.state);
+        if st.done.is_none() {
+            return;
+        }
+        if st.members.is_empty() {
+            let tx = st.done.take();
+            drop(st);
+            finish(b, tx, Outcome::Done);
+            return;
+        }
+        let all_blocked = st
+            .members
+            .iter()
+            .all(|g| g.status() == Status::Waiting && durable(g.wait_reason()));
+        if !all_blocked {
+            return;
+        }
+        if let Some(w) = st.waiter.take() {
+            drop(st);
+            super::park::ready(w);
+            return;
+        }
+        let next = b.timers.next();
+        if next == 0 {
+            let text = deadlock_report(b, &st.members, "all goroutines in bubble are blocked");
+            let tx = st.done.take();
+            drop(st);
+            finish(b, tx, Outcome::Deadlock(text));
+            return;
+        }
+        drop(st);
+        if next > b.now.load(Ordering::Relaxed) {
+            b.now.store(next, Ordering::Release);
+        }
+        let instant = b.instant();
+        FIRING.with(|f| f.set(Some(b)));
+        crate::p::timerheap::set_fire_instant(Some(instant));
+        b.timers.run_due::<super::timers::Sched>(next);
+        crate::p::timerheap::set_fire_instant(None);
+        FIRING.with(|f| f.set(None));
+    }
+    let st = lock(&b.state);
+    let text = deadlock_report(
+        b,
+        &st.members,
+        "bubble's timers keep firing and wake no goroutine",
+    );
+    drop(st);
+    let tx = lock(&b.state).done.take();
+    finish(b, tx, Outcome::Deadlock(text));
+}
+
+/// Sends the outcome (once) and retires the bubble from the hooks' count.
+fn finish(_b: &'static Bubble, tx: Option<Sender<Outcome>>, outcome: Outcome) {
+    let Some(tx) = tx else { return };
+    ACTIVE.fetch_sub(1, Ordering::Relaxed);
+    // A buffered channel of one with one value ever sent: it cannot be
+    // full. The receiver is woken after the send, with no lock held.
+    if let Ok(h) = tx.try_send_defer_wake(outcome) {
+        h.wake();
+    }
+}
+
+/// The report of a deadlocked bubble: a headline, then each member as the
+/// process-wide report shows it, its header marked `(durable)` and with
+/// the bubble's number.
+fn deadlock_report(b: &Bubble, members: &[&'static G], what: &str) -> String {
+    use crate::traceback::Level;
+    let level = crate::traceback::level(Level::All).max(Level::All);
+    // Every member is parked and can be woken only by another member or a
+    // bubble timer (module note), and the `state` lock is held: their
+    // stacks are pinned.
+    let gs = crate::traceback::collect_these(members);
+    let mut out = format!("deadlock: {what}\n\n");
+    out.push_str(&super::dump::render_bubble(&gs, level, b.id));
+    out
+}
+
+/// A channel was made at `addr`: if the caller is in a bubble, the channel
+/// belongs to it.
+#[inline]
+pub(crate) fn tag_chan(addr: usize) {
+    if let Some(b) = current() {
+        lock(&CHANS)
+            .get_or_insert_with(HashMap::new)
+            .insert(addr, b.id);
+        CHANS_TAGGED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The channel at `addr` is freed.
+#[inline]
+pub(crate) fn untag_chan(addr: usize) {
+    if CHANS_TAGGED.load(Ordering::Relaxed) != 0 {
+        untag_slow(addr)
+    }
+}
+
+#[cold]
+fn untag_slow(addr: usize) {
+    if lock(&CHANS)
+        .as_mut()
+        .and_then(|m| m.remove(&addr))
+        .is_some()
+    {
+        CHANS_TAGGED.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Panics (Go's message: `op` is `send on`, `receive on`, `close of`) if
+/// the channel at `addr` belongs to a bubble the caller is not in.
+#[inline]
+pub(crate) fn check_chan(addr: usize, op: &str) {
+    if CHANS_TAGGED.load(Ordering::Relaxed) != 0 {
+        check_chan_slow(addr, op)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn check_chan_slow(addr: usize, op: &str) {
+    let Some(owner) = lock(&CHANS).as_ref().and_then(|m| m.get(&addr).copied()) else {
+        return;
+    };
+    if current().map(|b| b.id) != Some(owner) {
+        panic!("{op} synctest channel from outside bubble");
+    }
+}
+
+/// Panics if a timer of bubble `owner` (None: of no bubble) is stopped or
+/// reset from elsewhere (Go's "synctest timer accessed from outside
+/// bubble").
+#[inline]
+pub(crate) fn check_timer(owner: Option<u64>) {
+    if owner.is_some() || active() {
+        let here = current().map(|b| b.id);
+        if here != owner {
+            panic!("synctest timer accessed from outside bubble");
+        }
+    }
+}
+
+/// The calling goroutine's bubble's number, if any.
+#[inline]
+pub(crate) fn current_id() -> Option<u64> {
+    current().map(|b| b.id)
+}

@@ -1,0 +1,561 @@
+//! synctest bubbles: virtual time, durable blocking, `wait`, deadlocks.
+//! Ports of Go's `internal/synctest` and `testing/synctest` tests carry
+//! Go's names (`Go's TestX`).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use goroutine::{chan, go, select, synctest, time};
+
+/// 2000-01-01 00:00:00 UTC.
+fn y2k() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(946_684_800)
+}
+
+fn since_y2k() -> Duration {
+    time::now().duration_since(y2k()).unwrap()
+}
+
+fn panic_text(e: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = e.downcast_ref::<String>() {
+        s.clone()
+    } else if let Some(s) = e.downcast_ref::<&str>() {
+        s.to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// Go's TestNow: the clock starts at 2000-01-01 UTC and moves by exactly
+/// what the goroutines sleep.
+#[test]
+fn test_now() {
+    synctest::test(|| {
+        assert_eq!(time::now(), y2k());
+        time::sleep(Duration::from_secs(1));
+        assert_eq!(since_y2k(), Duration::from_secs(1));
+        let h = go(|| {
+            time::sleep(Duration::from_secs(1));
+            since_y2k()
+        });
+        assert_eq!(h.join().unwrap(), Duration::from_secs(2));
+    });
+}
+
+/// Go's TestRunEmpty: an empty bubble returns.
+#[test]
+fn test_run_empty() {
+    synctest::test(|| {});
+    assert_eq!(synctest::test(|| 7), 7);
+}
+
+/// Go's TestSimpleWait: `wait` with no other goroutine returns at once.
+#[test]
+fn test_simple_wait() {
+    synctest::test(|| {
+        synctest::wait();
+        assert_eq!(time::now(), y2k(), "wait does not move the clock");
+    });
+}
+
+/// Go's TestGoroutineWait: `wait` returns once the spawned goroutine is
+/// durably blocked, after it did what it could.
+#[test]
+fn test_goroutine_wait() {
+    synctest::test(|| {
+        let (tx, rx) = chan::<i32>(0);
+        let done = Arc::new(AtomicUsize::new(0));
+        let d = done.clone();
+        go(move || {
+            d.store(1, Ordering::SeqCst);
+            rx.recv().unwrap();
+            d.store(2, Ordering::SeqCst);
+        });
+        synctest::wait();
+        assert_eq!(done.load(Ordering::SeqCst), 1);
+        tx.send(0).unwrap();
+        synctest::wait();
+        assert_eq!(done.load(Ordering::SeqCst), 2);
+    });
+}
+
+/// Go's TestWait: `wait` sees each of many goroutines blocked, in turn.
+#[test]
+fn test_wait() {
+    synctest::test(|| {
+        let (tx, rx) = chan::<usize>(0);
+        let seen = Arc::new(AtomicUsize::new(0));
+        for _ in 0..8 {
+            let rx = rx.clone();
+            let seen = seen.clone();
+            go(move || {
+                while let Ok(v) = rx.recv() {
+                    seen.fetch_add(v, Ordering::SeqCst);
+                }
+            });
+        }
+        for i in 1..=20 {
+            tx.send(i).unwrap();
+            synctest::wait();
+            assert_eq!(seen.load(Ordering::SeqCst), i * (i + 1) / 2);
+        }
+        tx.close().unwrap();
+    });
+}
+
+/// Go's TestTimerReadBeforeDeadline: a timer's channel read before it
+/// fires blocks until the clock reaches it, which then reads its time.
+#[test]
+fn test_timer_read_before_deadline() {
+    synctest::test(|| {
+        let start = time::instant();
+        let t = time::Timer::new(Duration::from_secs(5));
+        let at = t.c().recv().unwrap();
+        assert_eq!(at - start, Duration::from_secs(5));
+        assert_eq!(time::instant() - start, Duration::from_secs(5));
+    });
+}
+
+/// Go's TestTimerReadAfterDeadline: a timer that fired during a sleep
+/// holds its value, with its own time.
+#[test]
+fn test_timer_read_after_deadline() {
+    synctest::test(|| {
+        let start = time::instant();
+        let t = time::Timer::new(Duration::from_secs(1));
+        time::sleep(Duration::from_secs(3));
+        assert_eq!(t.c().recv().unwrap() - start, Duration::from_secs(1));
+        assert_eq!(since_y2k(), Duration::from_secs(3));
+    });
+}
+
+/// Go's TestTimerReset: a reset moves the firing on the virtual clock.
+#[test]
+fn test_timer_reset() {
+    synctest::test(|| {
+        let start = time::instant();
+        let t = time::Timer::new(Duration::from_secs(1));
+        assert!(t.reset(Duration::from_secs(4)));
+        assert_eq!(t.c().recv().unwrap() - start, Duration::from_secs(4));
+        t.reset(Duration::from_secs(2));
+        assert_eq!(t.c().recv().unwrap() - start, Duration::from_secs(6));
+        t.reset(Duration::from_secs(3));
+        time::sleep(Duration::from_secs(1));
+        assert!(t.stop());
+        time::sleep(Duration::from_secs(10));
+        assert!(t.c().try_recv().is_err());
+    });
+}
+
+/// Go's TestTimeAfter: `after` and `after_func` on the virtual clock.
+#[test]
+fn test_time_after() {
+    synctest::test(|| {
+        let start = time::instant();
+        let at = time::after(Duration::from_secs(2)).recv().unwrap();
+        assert_eq!(at - start, Duration::from_secs(2));
+        let (tx, rx) = chan::<Duration>(1);
+        let _t = time::after_func(Duration::from_secs(3), move || {
+            tx.try_send(since_y2k()).unwrap();
+        });
+        assert_eq!(rx.recv().unwrap(), Duration::from_secs(5));
+    });
+}
+
+/// Go's TestTimerRunsImmediately / TestTimerRanInPast: a zero timer fires
+/// at once, without the clock moving.
+#[test]
+fn test_timer_runs_immediately() {
+    synctest::test(|| {
+        let start = time::instant();
+        let t = time::Timer::new(Duration::ZERO);
+        assert_eq!(t.c().recv().unwrap(), start);
+        assert_eq!(time::instant(), start);
+    });
+}
+
+/// Go's TestTimerNondeterminism and TestSleepNondeterminism: timers due at
+/// the same virtual instant all fire then, whichever order they run in.
+#[test]
+fn test_timer_nondeterminism() {
+    synctest::test(|| {
+        let (tx, rx) = chan::<Duration>(0);
+        for d in [3u64, 1, 2, 1, 3] {
+            let tx = tx.clone();
+            go(move || {
+                time::sleep(Duration::from_secs(d));
+                tx.send(since_y2k()).unwrap();
+            });
+        }
+        drop(tx);
+        let mut got: Vec<u64> = rx.iter().map(|d| d.as_secs()).collect();
+        got.sort();
+        assert_eq!(got, [1, 1, 2, 3, 3]);
+    });
+}
+
+/// Timeouts: `recv_timeout`, `send_timeout` and `select!`'s timeout arm
+/// wait exactly their virtual duration.
+#[test]
+fn timeouts_read_the_bubble_clock() {
+    synctest::test(|| {
+        let (tx, rx) = chan::<i32>(0);
+        assert!(rx.recv_timeout(Duration::from_secs(10)).is_err());
+        assert_eq!(since_y2k(), Duration::from_secs(10));
+        assert!(tx.send_timeout(1, Duration::from_secs(5)).is_err());
+        assert_eq!(since_y2k(), Duration::from_secs(15));
+        let got = select! {
+            recv(rx) -> _ => "message",
+            default(Duration::from_secs(60)) => "timeout",
+        };
+        assert_eq!(got, "timeout");
+        assert_eq!(since_y2k(), Duration::from_secs(75));
+    });
+}
+
+/// Context deadlines expire on the bubble's clock.
+#[test]
+fn context_deadline_reads_the_bubble_clock() {
+    synctest::test(|| {
+        let (ctx, _cancel) =
+            goroutine::context::Context::background().with_timeout(Duration::from_secs(30));
+        ctx.done().recv().ok();
+        assert_eq!(since_y2k(), Duration::from_secs(30));
+        assert!(ctx.err().is_some());
+    });
+}
+
+/// A ticker advancing one virtual hour takes well under a second of real
+/// time, and every tick comes at its virtual time.
+#[test]
+fn ticker_one_virtual_hour_in_under_a_second() {
+    let real = Instant::now();
+    synctest::test(|| {
+        let start = time::instant();
+        let t = time::Ticker::new(Duration::from_secs(1));
+        for i in 1..=3600u64 {
+            let at = t.c().recv().unwrap();
+            assert_eq!(at - start, Duration::from_secs(i));
+        }
+        assert_eq!(since_y2k(), Duration::from_secs(3600));
+    });
+    let took = real.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "one virtual hour took {took:?}"
+    );
+}
+
+/// Go's TestDeadlockRoot: the root blocked for ever on a bubble channel
+/// fails the test at once, with the dump of the bubble's goroutines.
+#[test]
+fn test_deadlock_root() {
+    let real = Instant::now();
+    let e = catch_unwind(|| {
+        synctest::test(|| {
+            let (_tx, rx) = chan::<i32>(0);
+            rx.recv().unwrap();
+        })
+    })
+    .unwrap_err();
+    let took = real.elapsed();
+    let text = panic_text(e);
+    assert!(
+        text.contains("deadlock: all goroutines in bubble are blocked"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[chan receive (durable), synctest bubble "),
+        "{text}"
+    );
+    assert!(text.contains("test_deadlock_root"), "frames: {text}");
+    assert!(took < Duration::from_secs(1), "deadlock took {took:?}");
+}
+
+/// Go's TestDeadlockChild: the root returned, a child is blocked for ever.
+#[test]
+fn test_deadlock_child() {
+    let e = catch_unwind(|| {
+        synctest::test(|| {
+            go(|| {
+                let (_tx, rx) = chan::<i32>(0);
+                rx.recv().unwrap();
+            });
+        })
+    })
+    .unwrap_err();
+    let text = panic_text(e);
+    assert!(text.contains("deadlock"), "{text}");
+    assert!(text.contains("chan receive (durable)"), "{text}");
+}
+
+/// Go's TestDeadlockTicker: with a ticker running, blocked goroutines are
+/// not a deadlock: the clock moves until the ticker's receiver ends it.
+#[test]
+fn test_deadlock_ticker() {
+    synctest::test(|| {
+        let t = time::Ticker::new(Duration::from_secs(1));
+        for _ in 0..3 {
+            t.c().recv().unwrap();
+        }
+    });
+}
+
+/// Several goroutines deadlocked together: grouped under the bubble's
+/// number, each marked durable by its wait.
+#[test]
+fn deadlock_dump_lists_every_member() {
+    let e = catch_unwind(|| {
+        synctest::test(|| {
+            let wg = goroutine::sync::WaitGroup::new();
+            wg.add(1);
+            let (tx, _rx) = chan::<i32>(0);
+            go(move || {
+                tx.send(1).unwrap();
+            });
+            wg.wait();
+        })
+    })
+    .unwrap_err();
+    let text = panic_text(e);
+    assert!(
+        text.contains("[sync.WaitGroup.Wait (durable), synctest bubble"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[chan send (durable), synctest bubble"),
+        "{text}"
+    );
+}
+
+/// Go's TestMutex: a mutex wait is not durable. The root waits for a
+/// mutex held outside the bubble while a member sleeps one virtual second:
+/// the clock must not move until the root has the lock (a durable wait
+/// would let the sleeper's timer fire first).
+#[test]
+fn test_mutex() {
+    let m = Arc::new(goroutine::sync::Mutex::new(0));
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let m_out = m.clone();
+    let holder = std::thread::spawn(move || {
+        let g = m_out.lock();
+        locked_tx.send(()).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        drop(g);
+    });
+    locked_rx.recv().unwrap();
+    synctest::test(move || {
+        let sleeper = go(|| {
+            time::sleep(Duration::from_secs(1));
+            since_y2k()
+        });
+        *m.lock() += 1;
+        assert_eq!(
+            since_y2k(),
+            Duration::ZERO,
+            "the clock moved past a mutex wait"
+        );
+        assert_eq!(sleeper.join().unwrap(), Duration::from_secs(1));
+    });
+    holder.join().unwrap();
+}
+
+/// A goroutine in a real `std::thread::sleep` is not blocked in the
+/// runtime: the bubble's clock waits for it.
+#[test]
+fn real_sleep_is_not_durable() {
+    synctest::test(|| {
+        let (tx, rx) = chan::<Duration>(1);
+        go(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            tx.send(since_y2k()).unwrap();
+        });
+        // Without the wait for the sleeper, this timeout would fire first.
+        let got = rx.recv_timeout(Duration::from_secs(1));
+        assert_eq!(got.unwrap(), Duration::ZERO);
+    });
+}
+
+/// Go's TestCond: a `Condvar` wait is durable.
+#[test]
+fn test_cond() {
+    synctest::test(|| {
+        let pair = Arc::new((
+            goroutine::sync::Mutex::new(false),
+            goroutine::sync::Condvar::new(),
+        ));
+        let p2 = pair.clone();
+        go(move || {
+            time::sleep(Duration::from_secs(2));
+            *p2.0.lock() = true;
+            p2.1.notify_all();
+        });
+        let mut ready = pair.0.lock();
+        while !*ready {
+            ready = pair.1.wait(ready);
+        }
+        assert_eq!(since_y2k(), Duration::from_secs(2));
+    });
+}
+
+/// Go's TestWaitGroup: `WaitGroup::wait` is durable.
+#[test]
+fn test_wait_group() {
+    synctest::test(|| {
+        let wg = goroutine::sync::WaitGroup::new();
+        for i in 1..=3u64 {
+            wg.add(1);
+            let wg = wg.clone();
+            go(move || {
+                time::sleep(Duration::from_secs(i));
+                wg.done();
+            });
+        }
+        wg.wait();
+        assert_eq!(since_y2k(), Duration::from_secs(3));
+    });
+}
+
+/// Go's TestHappensBefore: what a goroutine did before blocking is seen
+/// after `wait`.
+#[test]
+fn test_happens_before() {
+    synctest::test(|| {
+        let v = Arc::new(Mutex::new(Vec::new()));
+        for i in 0..10 {
+            let v = v.clone();
+            go(move || v.lock().unwrap().push(i));
+        }
+        synctest::wait();
+        assert_eq!(v.lock().unwrap().len(), 10);
+    });
+}
+
+/// Go's TestWaitOutsideBubble (panics) and nested `test` (panics).
+#[test]
+fn wait_and_test_misuse_panic() {
+    let e = catch_unwind(synctest::wait).unwrap_err();
+    assert!(panic_text(e).contains("outside a synctest bubble"));
+    let e = catch_unwind(|| synctest::test(|| synctest::test(|| {}))).unwrap_err();
+    assert!(panic_text(e).contains("within a synctest bubble"));
+}
+
+/// The root's panic reaches the caller of `test`.
+#[test]
+fn root_panic_propagates() {
+    let e = catch_unwind(AssertUnwindSafe(|| {
+        synctest::test(|| panic!("boom in bubble"))
+    }))
+    .unwrap_err();
+    assert_eq!(panic_text(e), "boom in bubble");
+}
+
+/// Goroutines of a bubble inherit it; goroutines outside keep the real
+/// clock.
+#[test]
+fn membership_is_inherited() {
+    let outside = go(|| time::now()).join().unwrap();
+    assert!(outside > y2k() + Duration::from_secs(365 * 86_400));
+    synctest::test(|| {
+        let id = synctest::bubble_id().unwrap();
+        let h = go(move || go(synctest::bubble_id).join().unwrap());
+        assert_eq!(h.join().unwrap(), Some(id));
+    });
+    assert_eq!(synctest::bubble_id(), None);
+}
+
+/// The same test gives the same virtual times whatever the scheduling
+/// (GOMAXPROCS, the randomized build): a pipeline of sleepers.
+#[test]
+fn virtual_times_are_deterministic() {
+    let run = || {
+        synctest::test(|| {
+            let (tx, rx) = chan::<(usize, Duration)>(0);
+            for i in 0..6usize {
+                let tx = tx.clone();
+                go(move || {
+                    for k in 0..5u64 {
+                        time::sleep(Duration::from_millis(100 * (i as u64 + 1) + k));
+                        tx.send((i, since_y2k())).unwrap();
+                    }
+                });
+            }
+            drop(tx);
+            let mut v: Vec<_> = rx.iter().collect();
+            v.sort();
+            v
+        })
+    };
+    let first = run();
+    assert_eq!(first.len(), 30);
+    for _ in 0..5 {
+        assert_eq!(run(), first);
+    }
+}
+
+/// Go's TestChannelFromOutsideBubble: a bubble's channel used from outside
+/// panics with Go's message instead of hanging.
+#[test]
+fn test_channel_from_outside_bubble() {
+    let (tx, rx) = synctest::test(|| chan::<i32>(1));
+    let e = catch_unwind(AssertUnwindSafe(|| tx.send(1))).unwrap_err();
+    assert_eq!(
+        panic_text(e),
+        "send on synctest channel from outside bubble"
+    );
+    let e = catch_unwind(AssertUnwindSafe(|| rx.try_recv())).unwrap_err();
+    assert_eq!(
+        panic_text(e),
+        "receive on synctest channel from outside bubble"
+    );
+    let e = catch_unwind(AssertUnwindSafe(|| {
+        select! {
+            recv(rx) -> _ => {},
+            default => {},
+        }
+    }))
+    .unwrap_err();
+    assert_eq!(
+        panic_text(e),
+        "receive on synctest channel from outside bubble"
+    );
+    let e = catch_unwind(AssertUnwindSafe(|| tx.close())).unwrap_err();
+    assert_eq!(
+        panic_text(e),
+        "close of synctest channel from outside bubble"
+    );
+    // And from another bubble.
+    let e = catch_unwind(AssertUnwindSafe(move || synctest::test(move || rx.recv()))).unwrap_err();
+    assert_eq!(
+        panic_text(e),
+        "receive on synctest channel from outside bubble"
+    );
+}
+
+/// Go's TestTimerFromOutsideBubble: a bubble's timer stopped or reset from
+/// outside panics; dropping it is fine.
+#[test]
+fn test_timer_from_outside_bubble() {
+    let t = synctest::test(|| time::Timer::new(Duration::from_secs(1)));
+    let e = catch_unwind(AssertUnwindSafe(|| t.reset(Duration::from_secs(1)))).unwrap_err();
+    assert_eq!(panic_text(e), "synctest timer accessed from outside bubble");
+    let e = catch_unwind(AssertUnwindSafe(|| t.stop())).unwrap_err();
+    assert_eq!(panic_text(e), "synctest timer accessed from outside bubble");
+    drop(t);
+    // A timer made outside, used inside.
+    let t = Arc::new(time::Timer::new(Duration::from_secs(3600)));
+    let t2 = t.clone();
+    let e = catch_unwind(AssertUnwindSafe(move || synctest::test(move || t2.stop()))).unwrap_err();
+    assert_eq!(panic_text(e), "synctest timer accessed from outside bubble");
+    assert!(t.stop());
+}
+
+/// Channels made outside the bubble work inside it as usual.
+#[test]
+fn outside_channel_inside_bubble() {
+    let (tx, rx) = chan::<i32>(1);
+    tx.send(5).unwrap();
+    assert_eq!(synctest::test(move || rx.recv().unwrap()), 5);
+}
