@@ -25,12 +25,22 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Options {
     max_procs: Option<usize>,
+    synctest: bool,
 }
 
 // entry: a builder of plain values; no runtime state
 impl Options {
     pub const fn new() -> Options {
-        Options { max_procs: None }
+        Options {
+            max_procs: None,
+            synctest: false,
+        }
+    }
+
+    /// Run a test's body as the root of a synctest bubble (`synctest`).
+    pub const fn synctest(mut self) -> Options {
+        self.synctest = true;
+        self
     }
 
     /// GOMAXPROCS for the body (`max_procs = n`).
@@ -80,12 +90,17 @@ static PROCS: RwLock<()> = RwLock::new(());
 pub fn test<R, F>(opts: Options, f: F) -> R::Outer
 where
     R: TestReturn,
-    F: FnOnce() -> R + Send,
+    // 'static: the macro passes a function item. A synctest bubble's
+    // goroutines may outlive the call (a deadlocked bubble's stay parked).
+    F: FnOnce() -> R + Send + 'static,
 {
     let _order = match opts.max_procs {
         Some(n) => Order::Alone(SetProcs::new(n)),
         None => Order::Shared(PROCS.read().unwrap_or_else(|e| e.into_inner())),
     };
+    if opts.synctest {
+        return R::outer(crate::synctest::test(move || f().into_sendable()));
+    }
     R::outer(crate::run(move || f().into_sendable()))
 }
 
@@ -129,7 +144,7 @@ impl Drop for SetProcs {
 )]
 pub trait TestReturn {
     /// What crosses from the goroutine to the test's thread.
-    type Sendable: Send;
+    type Sendable: Send + 'static;
     /// What the test function returns to the harness.
     type Outer;
     /// On the goroutine.

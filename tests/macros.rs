@@ -99,7 +99,7 @@ isolated_test! {
         let r = std::panic::catch_unwind(|| {
             goroutine::__private::test::<(), _>(
                 goroutine::__private::Options::new().max_procs(want),
-                || {
+                move || {
                     assert_eq!(goroutine::max_procs(), want);
                     panic!("test body panicked");
                 },
@@ -269,6 +269,41 @@ fn run_from_a_spawned_goroutine_borrowing_its_locals() {
         (sum, v.len())
     });
     assert_eq!(goroutine::run(|| h.join().unwrap()), (6, 3));
+}
+
+// ------------------------------------------------------------ synctest
+
+/// `synctest`: the body runs in a bubble, on its fake clock.
+#[goroutine::test(synctest)]
+fn synctest_option_runs_in_a_bubble() {
+    let start = goroutine::time::now();
+    assert_eq!(
+        start,
+        std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(946_684_800)
+    );
+    goroutine::time::sleep(std::time::Duration::from_secs(86_400));
+    assert_eq!(
+        goroutine::time::now().duration_since(start).unwrap(),
+        std::time::Duration::from_secs(86_400)
+    );
+    assert!(goroutine::synctest::bubble_id().is_some());
+}
+
+/// With `max_procs` too, and a result.
+#[goroutine::test(synctest, max_procs = 2)]
+fn synctest_option_with_max_procs() -> Result<(), String> {
+    assert_eq!(goroutine::max_procs(), 2);
+    let t = goroutine::time::after(std::time::Duration::from_secs(60));
+    t.recv().map_err(|e| format!("{e:?}"))?;
+    Ok(())
+}
+
+/// A deadlock in a `synctest` test fails it at once.
+#[goroutine::test(synctest)]
+#[should_panic(expected = "deadlock: all goroutines in bubble are blocked")]
+fn synctest_option_deadlock_fails_the_test() {
+    let (_tx, rx) = goroutine::chan::<()>(0);
+    rx.recv().unwrap();
 }
 
 // ------------------------------------------------------------ compile errors

@@ -83,6 +83,10 @@ pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
 ///   process has one runtime, shared by all its tests; while such a test
 ///   runs, no other `#[goroutine::test]` of the process runs, and the
 ///   previous GOMAXPROCS is restored after it.
+/// - `synctest`: the body runs as the root goroutine of a synctest bubble
+///   (`goroutine::synctest::test`): a fake clock that moves only when every
+///   goroutine of the test is durably blocked, and a deadlock among them
+///   fails the test at once with their dump.
 #[proc_macro_attribute]
 pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
     expand(Kind::Test, args.into(), item.into()).into()
@@ -106,7 +110,8 @@ impl Kind {
     /// them.
     fn options(self) -> &'static str {
         match self {
-            Kind::Main | Kind::Test => "`max_procs = N`",
+            Kind::Main => "`max_procs = N`",
+            Kind::Test => "`max_procs = N`, `synctest`",
         }
     }
 }
@@ -117,6 +122,8 @@ impl Kind {
 struct Options {
     /// GOMAXPROCS for the body.
     max_procs: Option<usize>,
+    /// Run the body as the root of a synctest bubble (tests only).
+    synctest: bool,
 }
 
 /// The most Ps the runtime has (`set_max_procs` caps at it).
@@ -155,6 +162,15 @@ fn parse_options(kind: Kind, args: TokenStream2) -> syn::Result<Options> {
                     "`max_procs` takes an integer literal: `max_procs = 4`",
                 )),
             }
+        } else if meta.path.is_ident("synctest") && kind == Kind::Test {
+            if opts.synctest {
+                return Err(meta.error("`synctest` is given twice"));
+            }
+            if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
+                return Err(meta.error("`synctest` takes no value: `#[goroutine::test(synctest)]`"));
+            }
+            opts.synctest = true;
+            Ok(())
         } else {
             let name = meta.path.to_token_stream().to_string().replace(' ', "");
             Err(meta.error(format!(
@@ -324,6 +340,9 @@ fn options_tokens(opts: &Options) -> TokenStream2 {
     let mut t = quote!(::goroutine::__private::Options::new());
     if let Some(n) = opts.max_procs {
         t.extend(quote!(.max_procs(#n)));
+    }
+    if opts.synctest {
+        t.extend(quote!(.synctest()));
     }
     t
 }
