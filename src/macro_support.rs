@@ -101,7 +101,8 @@ where
     if opts.synctest {
         return R::outer(crate::synctest::test(move || f().into_sendable()));
     }
-    R::outer(crate::run(move || f().into_sendable()))
+    // A real-time group: a deadlock among the test's goroutines fails it.
+    R::outer(crate::synctest::run_in_group(move || f().into_sendable()))
 }
 
 #[allow(dead_code)] // held for its destructor

@@ -95,7 +95,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    if bubble::current().is_some() {
+    if bubble::current_virtual().is_some() {
         panic!("synctest::test called from within a synctest bubble");
     }
     let (tx, rx) = chan::<Outcome>(1);
@@ -104,7 +104,7 @@ where
         bubble::join_current(b);
         f()
     });
-    let outcome = rx.recv().expect("a bubble always sends its outcome");
+    let outcome = wait_outcome(&rx);
     match outcome {
         Outcome::Done => match h.join() {
             Ok(v) => v,
@@ -149,5 +149,67 @@ pub fn wait() {
 /// The bubble the calling goroutine belongs to, by number (Go numbers
 /// them in dumps: `synctest bubble 1`), or None outside bubbles.
 pub fn bubble_id() -> Option<u64> {
-    bubble::current().map(|b| b.id())
+    bubble::current_id()
+}
+
+/// Waits for a bubble's outcome. A goroutine waits with a timeout, again
+/// and again: a pending timer keeps a `#[goroutine::test]`'s real-time
+/// group, which the caller may belong to, from looking deadlocked while
+/// the bubble runs.
+fn wait_outcome(rx: &crate::chan::Receiver<Outcome>) -> Outcome {
+    if m::current_g_checked().is_none() {
+        return rx.recv().expect("a bubble always sends its outcome");
+    }
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok(o) => return o,
+            Err(crate::chan::RecvTimeoutError::Timeout) => {}
+            Err(crate::chan::RecvTimeoutError::Closed) => {
+                unreachable!("a bubble always sends its outcome")
+            }
+        }
+    }
+}
+
+/// How often the test's thread looks at a real-time group.
+const POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// `#[goroutine::test]` without `synctest`: runs `f` as a goroutine, as
+/// [`crate::run`] does, as the root of a real-time group (no fake clock).
+/// If every goroutine of the group stays durably blocked (the module
+/// note's table) with none of their timers pending for about a second of
+/// polls ([`POLL`] times `bubble::CONFIRM_POLLS`), the test fails with
+/// their dump instead of hanging. Called from a goroutine, it runs `f`
+/// there, as `run` does.
+pub(crate) fn run_in_group<F, T>(f: F) -> T
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    if m::current_g_checked().is_some() {
+        return f();
+    }
+    let b = Bubble::new_real();
+    // Closed when the root's closure ends, returned or unwound.
+    let (done_tx, done_rx) = chan::<()>(0);
+    let h = crate::spawn::go(move || {
+        let _done = done_tx;
+        bubble::join_current(b);
+        f()
+    });
+    let mut seen = None;
+    loop {
+        match done_rx.recv_timeout(POLL) {
+            Err(crate::chan::RecvTimeoutError::Timeout) => {
+                if let Some(text) = bubble::real_group_deadlock(b, &mut seen) {
+                    panic!("{text}");
+                }
+            }
+            _ => break,
+        }
+    }
+    match h.join() {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
 }

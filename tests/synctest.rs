@@ -559,3 +559,73 @@ fn outside_channel_inside_bubble() {
     tx.send(5).unwrap();
     assert_eq!(synctest::test(move || rx.recv().unwrap()), 5);
 }
+
+// ------------------------------------- #[goroutine::test]: real-time groups
+
+fn deadlocked_test_body() {
+    let (_tx, rx) = chan::<()>(0);
+    let h = go(move || rx.recv().unwrap());
+    h.join().unwrap();
+}
+
+/// A deadlock among a `#[goroutine::test]`'s goroutines (no bubble) fails
+/// the test, with their frames, instead of hanging the test binary.
+#[test]
+fn goroutine_test_deadlock_fails_with_the_dump() {
+    let real = Instant::now();
+    let e = catch_unwind(|| {
+        goroutine::__private::test::<(), _>(
+            goroutine::__private::Options::new(),
+            deadlocked_test_body,
+        )
+    })
+    .unwrap_err();
+    let took = real.elapsed();
+    let text = panic_text(e);
+    assert!(
+        text.contains("deadlock: all goroutines of the test are asleep"),
+        "{text}"
+    );
+    assert!(text.contains(" [join (durable)]:"), "{text}");
+    assert!(text.contains(" [chan receive (durable)]:"), "{text}");
+    assert!(text.contains("deadlocked_test_body"), "frames: {text}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+/// The same through the attribute.
+#[goroutine::test]
+#[should_panic(expected = "all goroutines of the test are asleep")]
+fn goroutine_test_deadlock_fails_the_test() {
+    deadlocked_test_body()
+}
+
+/// Not a deadlock: a goroutine of the test sleeps (real time) before it
+/// sends, and a plain thread wakes another one soon.
+#[goroutine::test]
+fn goroutine_test_waiting_on_timers_and_threads_is_not_a_deadlock() {
+    let (tx, rx) = chan::<i32>(0);
+    go(move || {
+        time::sleep(Duration::from_millis(1500));
+        tx.send(1).unwrap();
+    });
+    assert_eq!(rx.recv().unwrap(), 1);
+    let (tx, rx) = chan::<i32>(0);
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        tx.send(2).unwrap();
+    });
+    assert_eq!(rx.recv().unwrap(), 2);
+    t.join().unwrap();
+}
+
+/// `synctest::test` inside a `#[goroutine::test]`: the bubble runs on its
+/// own clock, and the waiting test is not taken for deadlocked.
+#[goroutine::test]
+fn synctest_inside_goroutine_test() {
+    let got = synctest::test(|| {
+        std::thread::sleep(Duration::from_millis(1500));
+        time::sleep(Duration::from_secs(10));
+        since_y2k()
+    });
+    assert_eq!(got, Duration::from_secs(10));
+}

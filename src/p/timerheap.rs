@@ -309,6 +309,13 @@ impl Timer {
         }
     }
 
+    /// Whether a firing is pending (the timer has a heap entry, or a
+    /// runner just popped its live one).
+    #[cfg(not(loom))]
+    pub(crate) fn is_pending(&self) -> bool {
+        lock(&self.state).queued_on.is_some()
+    }
+
     /// Whether this is a channel timer (its function sends the time) with
     /// no pending firing and no heap entry: with the `&mut` that proves
     /// nobody else holds it, it can be handed out as new

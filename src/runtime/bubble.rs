@@ -71,7 +71,8 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::chan::Sender;
 use crate::g::{Status, WaitReason, G};
 use crate::m;
-use crate::p::timerheap::Timers;
+use crate::p::timerheap::{Timer, Timers};
+use std::sync::{Arc, Weak};
 
 /// Live bubbles; while 0, the hooks do nothing.
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
@@ -106,6 +107,14 @@ pub(crate) enum Outcome {
 /// the timer heap and the membership table need.
 pub(crate) struct Bubble {
     id: u64,
+    /// A synctest bubble (fake clock); false: a test's real-time group
+    /// (module note, "Real-time groups").
+    virt: bool,
+    /// Bumped at every check (a member parked, exited): a real-time
+    /// group's deadlock must hold across two polls with no change.
+    epoch: AtomicU64,
+    /// A real-time group's timers, to tell whether one is pending.
+    real_timers: Mutex<Vec<Weak<Timer>>>,
     /// Virtual `nanotime` (module note, "The clock").
     now: AtomicI64,
     /// `now` when the bubble was made, and the real `Instant` then.
@@ -122,6 +131,9 @@ struct State {
     waiter: Option<&'static G>,
     /// Where the outcome goes; taken when sent.
     done: Option<Sender<Outcome>>,
+    /// Counted in [`ACTIVE`] (until its outcome is sent, or a real-time
+    /// group's last member ends).
+    live: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -163,10 +175,26 @@ pub(crate) fn durable(r: WaitReason) -> bool {
 impl Bubble {
     /// A new bubble whose outcome goes to `done`.
     pub(crate) fn new(done: Sender<Outcome>) -> &'static Bubble {
+        Bubble::make(true, Some(done))
+    }
+
+    /// A test's real-time group (module note, "Real-time groups").
+    pub(crate) fn new_real() -> &'static Bubble {
+        Bubble::make(false, None)
+    }
+
+    fn make(virt: bool, done: Option<Sender<Outcome>>) -> &'static Bubble {
         let now = crate::sys::time::nanotime();
         ACTIVE.fetch_add(1, Ordering::Relaxed);
         Box::leak(Box::new(Bubble {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: if virt {
+                NEXT_ID.fetch_add(1, Ordering::Relaxed)
+            } else {
+                0
+            },
+            virt,
+            epoch: AtomicU64::new(0),
+            real_timers: Mutex::new(Vec::new()),
             now: AtomicI64::new(now),
             start_ns: now,
             start_instant: Instant::now(),
@@ -175,13 +203,31 @@ impl Bubble {
             state: Mutex::new(State {
                 members: Vec::new(),
                 waiter: None,
-                done: Some(done),
+                done,
+                live: true,
             }),
         }))
     }
 
-    pub(crate) fn id(&self) -> u64 {
-        self.id
+    /// A synctest bubble (true) or a test's real-time group.
+    pub(crate) fn is_virtual(&self) -> bool {
+        self.virt
+    }
+
+    /// A real-time group's member started timer `t`.
+    pub(crate) fn note_real_timer(&self, t: &Arc<Timer>) {
+        let mut v = lock(&self.real_timers);
+        if v.len() >= 64 {
+            v.retain(|w| w.upgrade().is_some_and(|t| t.is_pending()));
+        }
+        v.push(Arc::downgrade(t));
+    }
+
+    /// Whether a real-time group's timer is pending (pruning the others).
+    fn real_timer_pending(&self) -> bool {
+        let mut v = lock(&self.real_timers);
+        v.retain(|w| w.upgrade().is_some_and(|t| t.is_pending()));
+        !v.is_empty()
     }
 
     /// The virtual `nanotime`.
@@ -254,10 +300,16 @@ fn current_slow() -> Option<&'static Bubble> {
     }
 }
 
+/// The calling goroutine's synctest bubble (not a real-time group).
+#[inline]
+pub(crate) fn current_virtual() -> Option<&'static Bubble> {
+    current().filter(|b| b.virt)
+}
+
 /// `nanotime`, or the calling goroutine's bubble's virtual one.
 #[inline]
 pub(crate) fn nanotime() -> i64 {
-    match current() {
+    match current_virtual() {
         Some(b) => b.nanotime(),
         None => crate::sys::time::nanotime(),
     }
@@ -266,15 +318,23 @@ pub(crate) fn nanotime() -> i64 {
 /// `Instant::now`, or the bubble's.
 #[inline]
 pub(crate) fn instant_now() -> Instant {
-    match current() {
+    match current_virtual() {
         Some(b) => b.instant(),
         None => Instant::now(),
     }
 }
 
-/// The running goroutine joins `b` (the root of `synctest::test`).
+/// The running goroutine joins `b` (the root of `synctest::test`, or of a
+/// test's real-time group). A root spawned from a real-time group's member
+/// (`synctest::test` inside a `#[goroutine::test]`) leaves that group.
 pub(crate) fn join_current(b: &'static Bubble) {
     let g = m::current_g().expect("a bubble's root is a goroutine");
+    if let Some(old) = lookup(g) {
+        let mut st = lock(&old.state);
+        if let Some(i) = st.members.iter().position(|m| std::ptr::eq(*m, g)) {
+            st.members.swap_remove(i);
+        }
+    }
     b.add(g);
 }
 
@@ -343,7 +403,7 @@ fn exited_slow(g: &'static G) {
 /// then parks with `WaitReason::SynctestWait`. Errs outside a bubble, or if
 /// another member is waiting already (Go's "wait already in progress").
 pub(crate) fn set_waiter(g: &'static G) -> Result<&'static Bubble, &'static str> {
-    let Some(b) = of(g) else {
+    let Some(b) = of(g).filter(|b| b.virt) else {
         return Err("synctest::wait called outside a synctest bubble");
     };
     let mut st = lock(&b.state);
@@ -362,6 +422,17 @@ const MAX_IDLE_JUMPS: usize = 1 << 20;
 /// The check of the module note.
 fn check(b: &'static Bubble) {
     let _adv = lock(&b.advance);
+    b.epoch.fetch_add(1, Ordering::Relaxed);
+    if !b.virt {
+        // A real-time group: only its end is noted here; its deadlock is
+        // the waiting test's poll ([`real_group_deadlock`]).
+        let mut st = lock(&b.state);
+        if st.members.is_empty() && st.live {
+            st.live = false;
+            ACTIVE.fetch_sub(1, Ordering::Relaxed);
+        }
+        return;
+    }
     for _ in 0..MAX_IDLE_JUMPS {
         let mut st = lock(&b.state);
         if st.done.is_none() {
@@ -416,9 +487,15 @@ fn check(b: &'static Bubble) {
 }
 
 /// Sends the outcome (once) and retires the bubble from the hooks' count.
-fn finish(_b: &'static Bubble, tx: Option<Sender<Outcome>>, outcome: Outcome) {
+fn finish(b: &'static Bubble, tx: Option<Sender<Outcome>>, outcome: Outcome) {
     let Some(tx) = tx else { return };
-    ACTIVE.fetch_sub(1, Ordering::Relaxed);
+    {
+        let mut st = lock(&b.state);
+        if st.live {
+            st.live = false;
+            ACTIVE.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
     // A buffered channel of one with one value ever sent: it cannot be
     // full. The receiver is woken after the send, with no lock held.
     if let Ok(h) = tx.try_send_defer_wake(outcome) {
@@ -437,15 +514,59 @@ fn deadlock_report(b: &Bubble, members: &[&'static G], what: &str) -> String {
     // stacks are pinned.
     let gs = crate::traceback::collect_these(members);
     let mut out = format!("deadlock: {what}\n\n");
-    out.push_str(&super::dump::render_bubble(&gs, level, b.id));
+    out.push_str(&super::dump::render_bubble(
+        &gs,
+        level,
+        b.virt.then_some(b.id),
+    ));
     out
+}
+
+/// How many polls in a row must find a real-time group deadlocked, with
+/// nothing changed, before it is reported.
+pub(crate) const CONFIRM_POLLS: u32 = 4;
+
+/// A real-time group's deadlock poll: the report if every member is
+/// durably blocked and none of its timers is pending, with nothing changed
+/// over [`CONFIRM_POLLS`] polls in a row (`seen`: the epoch seen and how
+/// many polls saw it, updated here). None otherwise.
+pub(crate) fn real_group_deadlock(
+    b: &'static Bubble,
+    seen: &mut Option<(u64, u32)>,
+) -> Option<String> {
+    let _adv = lock(&b.advance);
+    let st = lock(&b.state);
+    let epoch = b.epoch.load(Ordering::Relaxed);
+    let dead = !st.members.is_empty()
+        && st
+            .members
+            .iter()
+            .all(|g| g.status() == Status::Waiting && durable(g.wait_reason()))
+        && !b.real_timer_pending();
+    if !dead {
+        *seen = None;
+        return None;
+    }
+    let n = match *seen {
+        Some((e, n)) if e == epoch => n + 1,
+        _ => 1,
+    };
+    *seen = Some((epoch, n));
+    if n < CONFIRM_POLLS {
+        return None;
+    }
+    Some(deadlock_report(
+        b,
+        &st.members,
+        "all goroutines of the test are asleep",
+    ))
 }
 
 /// A channel was made at `addr`: if the caller is in a bubble, the channel
 /// belongs to it.
 #[inline]
 pub(crate) fn tag_chan(addr: usize) {
-    if let Some(b) = current() {
+    if let Some(b) = current_virtual() {
         lock(&CHANS)
             .get_or_insert_with(HashMap::new)
             .insert(addr, b.id);
@@ -487,7 +608,7 @@ fn check_chan_slow(addr: usize, op: &str) {
     let Some(owner) = lock(&CHANS).as_ref().and_then(|m| m.get(&addr).copied()) else {
         return;
     };
-    if current().map(|b| b.id) != Some(owner) {
+    if current_virtual().map(|b| b.id) != Some(owner) {
         panic!("{op} synctest channel from outside bubble");
     }
 }
@@ -498,7 +619,7 @@ fn check_chan_slow(addr: usize, op: &str) {
 #[inline]
 pub(crate) fn check_timer(owner: Option<u64>) {
     if owner.is_some() || active() {
-        let here = current().map(|b| b.id);
+        let here = current_virtual().map(|b| b.id);
         if here != owner {
             panic!("synctest timer accessed from outside bubble");
         }
@@ -508,5 +629,5 @@ pub(crate) fn check_timer(owner: Option<u64>) {
 /// The calling goroutine's bubble's number, if any.
 #[inline]
 pub(crate) fn current_id() -> Option<u64> {
-    current().map(|b| b.id)
+    current_virtual().map(|b| b.id)
 }

@@ -180,7 +180,9 @@ fn render_with(gs: &[GInfo], level: Level, blocked: &HashMap<u64, i64>) -> Strin
 /// The dump of a deadlocked synctest bubble's goroutines (`bubble`): as
 /// [`render`], each header marked as Go marks a bubble's:
 /// `goroutine 10 [chan receive (durable), synctest bubble 1]:`.
-pub(crate) fn render_bubble(gs: &[GInfo], level: Level, bubble: u64) -> String {
+/// Without a bubble number (a test's real-time group), headers as the
+/// process-wide deadlock report's, marked `(durable)` only.
+pub(crate) fn render_bubble(gs: &[GInfo], level: Level, bubble: Option<u64>) -> String {
     let names: HashMap<u64, _> = crate::g::names().into_iter().collect();
     let mut out = String::new();
     for g in gs {
@@ -189,13 +191,16 @@ pub(crate) fn render_bubble(gs: &[GInfo], level: Level, bubble: u64) -> String {
         let _ = std::fmt::Write::write_fmt(
             &mut out,
             format_args!(
-                "goroutine {} [{}{}, synctest bubble {}]:\n",
+                "goroutine {} [{}{}",
                 g.id,
                 status,
                 if durable { " (durable)" } else { "" },
-                bubble
             ),
         );
+        if let Some(id) = bubble {
+            let _ = std::fmt::Write::write_fmt(&mut out, format_args!(", synctest bubble {id}"));
+        }
+        out.push_str("]:\n");
         if let Some(name) = names.get(&g.id) {
             out.push_str("\tname: ");
             out.push_str(name);

@@ -96,9 +96,14 @@ impl Timer {
         period: i64,
     ) -> bool {
         if let Some(b) = bubble {
-            // The bubble's clock moves only in its own check: no poller or
-            // sysmon to wake.
-            return Timer::start_on::<Sched>(self, b.timers(), when, period).0;
+            if b.is_virtual() {
+                // The bubble's clock moves only in its own check: no poller
+                // or sysmon to wake.
+                return Timer::start_on::<Sched>(self, b.timers(), when, period).0;
+            }
+            // A test's real-time group: the timer runs as any, and keeps
+            // the group from being called deadlocked while pending.
+            b.note_real_timer(self);
         }
         let (was, earlier) = Timer::start_on::<Sched>(self, &target_p(here).timers, when, period);
         if earlier {

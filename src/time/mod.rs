@@ -100,7 +100,7 @@ pub fn sleep_until(deadline: Instant) {
 /// and moves only when every goroutine of the bubble is durably blocked;
 /// elsewhere, `SystemTime::now()`.
 pub fn now() -> std::time::SystemTime {
-    match bubble::current() {
+    match bubble::current_virtual() {
         Some(b) => b.system_time(),
         None => std::time::SystemTime::now(),
     }
