@@ -66,13 +66,23 @@
 //!   made in a bubble and stopped or reset outside it (or the reverse)
 //!   panics: `synctest timer accessed from outside bubble`. Dropping one
 //!   anywhere is allowed (it stops it).
-//! - Channels made in a bubble and used from outside it are not detected
-//!   yet: do not let them leak (a goroutine outside the bubble sending on
-//!   one could wake a member the bubble counted as durably blocked).
+//! - A channel made in a bubble panics when used from outside it (or from
+//!   another bubble), with Go's messages: `send on synctest channel from
+//!   outside bubble`, `receive on ...`, `close of ...` (blocking, `try_`,
+//!   timed operations and `select!` arms; the async futures
+//!   `recv_async`/`send_async` are not checked).
 //! - Bubble goroutines that wait on channels made *outside* the bubble are
 //!   counted as durably blocked too (Go does not count those): a test
 //!   that feeds a bubble from outside may see its clock move, or a
 //!   deadlock reported, while the outside sender is still coming.
+//!
+//! # `#[goroutine::test]` without `synctest`
+//! Such a test's goroutines form a real-time group: the same membership
+//! and durable-wait rules with the real clock, so that a deadlock among
+//! them fails the test (`deadlock: all goroutines of the test are asleep`,
+//! with their frames) instead of hanging the test binary. As plain
+//! threads may still wake them, the test's thread confirms it over about a
+//! second of polls before it reports.
 
 use crate::chan::chan;
 use crate::g::WaitReason;

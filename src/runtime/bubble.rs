@@ -56,6 +56,19 @@
 //! virtual time elapsed, and its `Instant`s are the real `Instant` of its
 //! creation plus the same: differences of either are virtual durations.
 //!
+//! # Real-time groups
+//! A `#[goroutine::test]` without `synctest` runs its body as the root of
+//! a *real-time group* (`Bubble::new_real`): the same membership, but no
+//! clock of its own (its goroutines read the real one, their timers go on
+//! the Ps' heaps, noted weakly in the group so it can tell whether one is
+//! pending), no channel tagging, no `wait`. Its check only retires it
+//! when its last member ends. Its deadlock is found by the test's thread,
+//! which polls [`real_group_deadlock`]: every member durably blocked, no
+//! timer of theirs pending, and no park or exit among them (the `epoch`)
+//! over [`CONFIRM_POLLS`] polls in a row. Plain threads outside the
+//! runtime may still wake a member (nothing forbids it here), which the
+//! confirmation window covers for the short waits tests make.
+//!
 //! # Lock order
 //! A bubble's `advance` lock is taken with no other lock held (on the
 //! scheduler's stack, after a park or exit); under it, the `state` lock
