@@ -176,10 +176,10 @@ fn test_timer_runs_immediately() {
     });
 }
 
-/// Go's TestTimerNondeterminism and TestSleepNondeterminism: timers due at
-/// the same virtual instant all fire then, whichever order they run in.
+/// Timers due at the same virtual instant all fire then, whichever order
+/// their goroutines run in.
 #[test]
-fn test_timer_nondeterminism() {
+fn same_instant_sleepers() {
     synctest::test(|| {
         let (tx, rx) = chan::<Duration>(0);
         for d in [3u64, 1, 2, 1, 3] {
@@ -287,20 +287,61 @@ fn test_deadlock_child() {
     })
     .unwrap_err();
     let text = panic_text(e);
-    assert!(text.contains("deadlock"), "{text}");
+    assert!(
+        text.contains("deadlock: main bubble goroutine has exited but blocked goroutines remain"),
+        "{text}"
+    );
     assert!(text.contains("chan receive (durable)"), "{text}");
 }
 
-/// Go's TestDeadlockTicker: with a ticker running, blocked goroutines are
-/// not a deadlock: the clock moves until the ticker's receiver ends it.
+/// With a ticker running and the root reading it, the clock moves until
+/// the root has its ticks.
 #[test]
-fn test_deadlock_ticker() {
+fn ticker_read_by_the_root() {
     synctest::test(|| {
         let t = time::Ticker::new(Duration::from_secs(1));
         for _ in 0..3 {
             t.c().recv().unwrap();
         }
+        assert_eq!(since_y2k(), Duration::from_secs(3));
     });
+}
+
+/// Go's TestDeadlockTicker: once the root has exited, the clock stops: a
+/// goroutine waiting for a tick is deadlocked, and the tick never comes.
+#[test]
+fn test_deadlock_ticker() {
+    let ticked = Arc::new(AtomicUsize::new(0));
+    let t2 = ticked.clone();
+    let e = catch_unwind(AssertUnwindSafe(move || {
+        synctest::test(move || {
+            go(move || {
+                let t = time::Ticker::new(Duration::from_secs(1));
+                t.c().recv().unwrap();
+                t2.fetch_add(1, Ordering::SeqCst);
+            });
+        })
+    }))
+    .unwrap_err();
+    assert!(panic_text(e)
+        .contains("deadlock: main bubble goroutine has exited but blocked goroutines remain"));
+    assert_eq!(ticked.load(Ordering::SeqCst), 0, "ticker unexpectedly ran");
+}
+
+/// Go's TestTimerAfterBubbleExit: a bubble's timer pending when its last
+/// goroutine ends never runs.
+#[test]
+fn test_timer_after_bubble_exit() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    synctest::test(move || {
+        let t = time::after_func(Duration::from_secs(1), move || {
+            r.store(1, Ordering::SeqCst);
+        });
+        std::mem::forget(t);
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "timer ran after bubble exit");
 }
 
 /// Several goroutines deadlocked together: grouped under the bubble's
@@ -400,9 +441,9 @@ fn test_cond() {
     });
 }
 
-/// Go's TestWaitGroup: `WaitGroup::wait` is durable.
+/// Go's TestWaitGroupInBubble: `WaitGroup::wait` is durable.
 #[test]
-fn test_wait_group() {
+fn test_wait_group_in_bubble() {
     synctest::test(|| {
         let wg = goroutine::sync::WaitGroup::new();
         for i in 1..=3u64 {
@@ -495,10 +536,10 @@ fn virtual_times_are_deterministic() {
     }
 }
 
-/// Go's TestChannelFromOutsideBubble: a bubble's channel used from outside
-/// panics with Go's message instead of hanging.
+/// Go's TestChannelMovedOutOfBubble: a bubble's channel used from outside
+/// (or from another bubble) panics with Go's message instead of hanging.
 #[test]
-fn test_channel_from_outside_bubble() {
+fn test_channel_moved_out_of_bubble() {
     let (tx, rx) = synctest::test(|| chan::<i32>(1));
     let e = catch_unwind(AssertUnwindSafe(|| tx.send(1))).unwrap_err();
     assert_eq!(
@@ -534,22 +575,83 @@ fn test_channel_from_outside_bubble() {
     );
 }
 
-/// Go's TestTimerFromOutsideBubble: a bubble's timer stopped or reset from
-/// outside panics; dropping it is fine.
+/// Go's TestTimerFromInsideBubble: a bubble's timer stopped, reset or
+/// read from outside panics with Go's messages; dropping it is fine.
 #[test]
-fn test_timer_from_outside_bubble() {
+fn test_timer_from_inside_bubble() {
     let t = synctest::test(|| time::Timer::new(Duration::from_secs(1)));
     let e = catch_unwind(AssertUnwindSafe(|| t.reset(Duration::from_secs(1)))).unwrap_err();
-    assert_eq!(panic_text(e), "synctest timer accessed from outside bubble");
+    assert_eq!(panic_text(e), "reset of synctest timer from outside bubble");
     let e = catch_unwind(AssertUnwindSafe(|| t.stop())).unwrap_err();
-    assert_eq!(panic_text(e), "synctest timer accessed from outside bubble");
+    assert_eq!(panic_text(e), "stop of synctest timer from outside bubble");
+    let e = catch_unwind(AssertUnwindSafe(|| t.c().recv())).unwrap_err();
+    assert_eq!(
+        panic_text(e),
+        "receive on synctest channel from outside bubble"
+    );
     drop(t);
-    // A timer made outside, used inside.
-    let t = Arc::new(time::Timer::new(Duration::from_secs(3600)));
+}
+
+/// Go's TestTimerFromOutsideBubble: a timer made outside is read inside;
+/// that wait is not durable, so the bubble waits for the real timer.
+#[test]
+fn test_timer_from_outside_bubble() {
+    let t = Arc::new(time::Timer::new(Duration::from_millis(10)));
     let t2 = t.clone();
-    let e = catch_unwind(AssertUnwindSafe(move || synctest::test(move || t2.stop()))).unwrap_err();
-    assert_eq!(panic_text(e), "synctest timer accessed from outside bubble");
-    assert!(t.stop());
+    synctest::test(move || {
+        t2.c().recv().unwrap();
+    });
+    assert!(!t.stop(), "the bubble returned before the timer fired");
+}
+
+/// Go's TestChannelFromOutsideBubble: operations on channels made outside
+/// the bubble are not durable; an outside goroutine completes them.
+#[test]
+fn test_channel_from_outside_bubble() {
+    type Inside = fn(&goroutine::Sender<i32>, &goroutine::Receiver<i32>);
+    type Outside = fn(goroutine::Sender<i32>, goroutine::Receiver<i32>);
+    let cases: [(&str, Outside, Inside); 5] = [
+        (
+            "read closed",
+            |tx, _rx| tx.close().unwrap(),
+            |_tx, rx| assert!(rx.recv().is_err()),
+        ),
+        (
+            "read value",
+            |tx, _rx| tx.send(0).unwrap(),
+            |_tx, rx| assert_eq!(rx.recv(), Ok(0)),
+        ),
+        (
+            "write value",
+            |_tx, rx| assert_eq!(rx.recv(), Ok(0)),
+            |tx, _rx| tx.send(0).unwrap(),
+        ),
+        (
+            "select outside only",
+            |tx, _rx| tx.close().unwrap(),
+            |_tx, rx| {
+                select! { recv(rx) -> _ => {} }
+            },
+        ),
+        (
+            "select mixed",
+            |tx, _rx| tx.close().unwrap(),
+            |_tx, rx| {
+                let (_tx2, rx2) = chan::<i32>(0);
+                select! { recv(rx) -> _ => {}, recv(rx2) -> _ => {} }
+            },
+        ),
+    ];
+    for (desc, outside, inside) in cases {
+        let (tx, rx) = chan::<i32>(0);
+        let (tx_in, rx_in) = (tx.clone(), rx.clone());
+        let outer = go(move || {
+            std::thread::sleep(Duration::from_millis(1));
+            outside(tx, rx)
+        });
+        synctest::test(move || inside(&tx_in, &rx_in));
+        outer.join().unwrap_or_else(|_| panic!("{desc}"));
+    }
 }
 
 /// Channels made outside the bubble work inside it as usual.
@@ -628,4 +730,29 @@ fn synctest_inside_goroutine_test() {
         since_y2k()
     });
     assert_eq!(got, Duration::from_secs(10));
+}
+
+/// Go's TestWait (the chain form): each goroutine spawns the next before
+/// it hands the count on; `wait` returns after the last.
+#[test]
+fn test_wait_chain() {
+    fn f(rx: goroutine::Receiver<i32>, tx: goroutine::Sender<i32>, done: Arc<AtomicUsize>) {
+        let count = rx.recv().unwrap();
+        if count == 0 {
+            done.store(1, Ordering::SeqCst);
+        } else {
+            let (r, t, d) = (rx.clone(), tx.clone(), done.clone());
+            go(move || f(r, t, d));
+            tx.send(count - 1).unwrap();
+        }
+    }
+    synctest::test(|| {
+        let (tx, rx) = chan::<i32>(0);
+        let done = Arc::new(AtomicUsize::new(0));
+        let (r, t, d) = (rx.clone(), tx.clone(), done.clone());
+        go(move || f(r, t, d));
+        tx.send(100).unwrap();
+        synctest::wait();
+        assert_eq!(done.load(Ordering::SeqCst), 1);
+    });
 }

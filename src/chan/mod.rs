@@ -86,6 +86,7 @@ pub fn chan<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
 /// timer channels; `hchan.rs`, the `timer` field).
 pub(crate) fn timer_chan<T>() -> (Sender<T>, Receiver<T>) {
     let c = Arc::new(Chan::new_for_timer());
+    crate::runtime::bubble::tag_chan(Arc::as_ptr(&c) as usize);
     (Sender { chan: c.clone() }, Receiver { chan: c })
 }
 
@@ -105,10 +106,12 @@ impl<T> Sender<T> {
     /// back, if the channel is closed (also while blocked) or every receiver
     /// is gone.
     pub fn send(&self, v: T) -> Result<(), SendError<T>> {
-        crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "send on");
+        crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "send on", true);
         crate::runtime::entry::call_here(move |here| {
             let here = crate::runtime::preempt::check_here(here);
-            self.chan.send(v, here)
+            let r = self.chan.send(v, here);
+            crate::runtime::bubble::chan_op_done();
+            r
         })
     }
 
@@ -125,7 +128,7 @@ impl<T> Sender<T> {
         v: T,
         timeout: std::time::Duration,
     ) -> Result<(), SendTimeoutError<T>> {
-        crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "send on");
+        crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "send on", false);
         crate::runtime::asyncpreempt::in_runtime(move || {
             let v = match self.try_send(v) {
                 Ok(()) => return Ok(()),
@@ -157,7 +160,7 @@ impl<T> Sender<T> {
     /// answers without taking the channel's lock, so polling with it only
     /// reads the channel and does not slow down the other side.
     pub fn try_send(&self, v: T) -> Result<(), TrySendError<T>> {
-        crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "send on");
+        crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "send on", false);
         crate::runtime::asyncpreempt::in_runtime(move || self.chan.try_send(v))
     }
 
@@ -165,7 +168,7 @@ impl<T> Sender<T> {
     /// get their value back, receivers drain the buffer and then get
     /// [`RecvError`]. Closing a closed channel is an error (Go panics).
     pub fn close(&self) -> Result<(), CloseError> {
-        crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "close of");
+        crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "close of", false);
         crate::runtime::asyncpreempt::in_runtime(move || self.chan.close())
     }
 
@@ -229,10 +232,12 @@ impl<T> Receiver<T> {
     /// thread) until one is available. Fails once the channel is closed and
     /// its buffer drained.
     pub fn recv(&self) -> Result<T, RecvError> {
-        crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "receive on");
+        crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "receive on", true);
         crate::runtime::entry::call_here(move |here| {
             let here = crate::runtime::preempt::check_here(here);
-            self.chan.recv(here)
+            let r = self.chan.recv(here);
+            crate::runtime::bubble::chan_op_done();
+            r
         })
     }
 
@@ -244,7 +249,7 @@ impl<T> Receiver<T> {
     /// receive (the wait is a `select!` of the receive and a timer, and
     /// only the arm that fires happens).
     pub fn recv_timeout(&self, timeout: std::time::Duration) -> Result<T, RecvTimeoutError> {
-        crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "receive on");
+        crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "receive on", false);
         crate::runtime::asyncpreempt::in_runtime(move || {
             match self.try_recv() {
                 Ok(v) => return Ok(v),
@@ -280,7 +285,7 @@ impl<T> Receiver<T> {
     /// taking the channel's lock, so polling with it only reads the channel
     /// and does not slow down the sender.
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "receive on");
+        crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "receive on", false);
         crate::runtime::asyncpreempt::in_runtime(move || self.chan.try_recv())
     }
 

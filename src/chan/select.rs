@@ -222,6 +222,7 @@ impl<'a, T> RecvArm<'a, T> {
             crate::runtime::bubble::check_chan(
                 std::sync::Arc::as_ptr(&r.chan) as usize,
                 "receive on",
+                true,
             );
         }
         RecvArm {
@@ -318,7 +319,11 @@ impl<'a, T> SendArm<'a, T> {
     // entry: the select! expansion's arm bookkeeping; the select itself (`select`) is gated
     pub fn new(tx: Option<&'a Sender<T>>, value: T) -> Self {
         if let Some(t) = tx {
-            crate::runtime::bubble::check_chan(std::sync::Arc::as_ptr(&t.chan) as usize, "send on");
+            crate::runtime::bubble::check_chan(
+                std::sync::Arc::as_ptr(&t.chan) as usize,
+                "send on",
+                true,
+            );
         }
         SendArm {
             chan: tx.map(|s| &*s.chan),
@@ -423,13 +428,15 @@ pub fn select<const N: usize>(mut cases: [Case<'_>; N], block: bool) -> Option<u
         let mut pollorder = [0u16; N];
         let mut lockorder = [0u16; N];
         let mut sudogs = [const { MaybeUninit::<Sudog>::uninit() }; N];
-        selectgo(
+        let r = selectgo(
             &mut cases,
             &mut pollorder,
             &mut lockorder,
             &mut sudogs,
             block,
-        )
+        );
+        crate::runtime::bubble::chan_op_done();
+        r
     })
 }
 

@@ -147,6 +147,13 @@ struct State {
     /// Counted in [`ACTIVE`] (until its outcome is sent, or a real-time
     /// group's last member ends).
     live: bool,
+    /// The root goroutine's id: once it has exited, the clock stops (Go's
+    /// rule: a bubble whose root is gone and whose other goroutines are
+    /// durably blocked is deadlocked, pending timers or not).
+    root: u64,
+    /// Members in a channel operation on a channel made outside the
+    /// bubble (by G address): not durably blocked while it lasts.
+    foreign: Vec<usize>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -218,6 +225,8 @@ impl Bubble {
                 waiter: None,
                 done,
                 live: true,
+                root: 0,
+                foreign: Vec::new(),
             }),
         }))
     }
@@ -348,6 +357,9 @@ pub(crate) fn join_current(b: &'static Bubble) {
             st.members.swap_remove(i);
         }
     }
+    if b.virt {
+        lock(&b.state).root = g.id();
+    }
     b.add(g);
 }
 
@@ -457,16 +469,28 @@ fn check(b: &'static Bubble) {
             finish(b, tx, Outcome::Done);
             return;
         }
-        let all_blocked = st
-            .members
-            .iter()
-            .all(|g| g.status() == Status::Waiting && durable(g.wait_reason()));
+        let all_blocked = st.members.iter().all(|g| {
+            g.status() == Status::Waiting
+                && durable(g.wait_reason())
+                && !st.foreign.contains(&(*g as *const G as usize))
+        });
         if !all_blocked {
             return;
         }
         if let Some(w) = st.waiter.take() {
             drop(st);
             super::park::ready(w);
+            return;
+        }
+        if !st.members.iter().any(|g| g.id() == st.root) {
+            let text = deadlock_report(
+                b,
+                &st.members,
+                "main bubble goroutine has exited but blocked goroutines remain",
+            );
+            let tx = st.done.take();
+            drop(st);
+            finish(b, tx, Outcome::Deadlock(text));
             return;
         }
         let next = b.timers.next();
@@ -607,34 +631,77 @@ fn untag_slow(addr: usize) {
 }
 
 /// Panics (Go's message: `op` is `send on`, `receive on`, `close of`) if
-/// the channel at `addr` belongs to a bubble the caller is not in.
+/// the channel at `addr` belongs to a bubble the caller is not in. A
+/// bubble's member about to block (`may_block`) on a channel made outside
+/// it is marked as not durably blocked until [`chan_op_done`].
 #[inline]
-pub(crate) fn check_chan(addr: usize, op: &str) {
-    if CHANS_TAGGED.load(Ordering::Relaxed) != 0 {
-        check_chan_slow(addr, op)
+pub(crate) fn check_chan(addr: usize, op: &str, may_block: bool) {
+    if CHANS_TAGGED.load(Ordering::Relaxed) != 0 || active() {
+        check_chan_slow(addr, op, may_block)
     }
 }
 
 #[cold]
 #[inline(never)]
-fn check_chan_slow(addr: usize, op: &str) {
-    let Some(owner) = lock(&CHANS).as_ref().and_then(|m| m.get(&addr).copied()) else {
-        return;
-    };
-    if current_virtual().map(|b| b.id) != Some(owner) {
-        panic!("{op} synctest channel from outside bubble");
+fn check_chan_slow(addr: usize, op: &str, may_block: bool) {
+    let owner = lock(&CHANS).as_ref().and_then(|m| m.get(&addr).copied());
+    let here = current_virtual();
+    match (owner, here) {
+        (Some(o), h) if h.map(|b| b.id) != Some(o) => {
+            panic!("{op} synctest channel from outside bubble")
+        }
+        (None, Some(b)) if may_block => {
+            if let Some(g) = m::current_g_checked() {
+                let key = g as *const G as usize;
+                let mut st = lock(&b.state);
+                if !st.foreign.contains(&key) {
+                    st.foreign.push(key);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
-/// Panics if a timer of bubble `owner` (None: of no bubble) is stopped or
-/// reset from elsewhere (Go's "synctest timer accessed from outside
-/// bubble").
+/// A channel operation (or `select!`) of the calling goroutine ended: it
+/// no longer waits on a channel made outside its bubble.
 #[inline]
-pub(crate) fn check_timer(owner: Option<u64>) {
-    if owner.is_some() || active() {
-        let here = current_virtual().map(|b| b.id);
-        if here != owner {
-            panic!("synctest timer accessed from outside bubble");
+pub(crate) fn chan_op_done() {
+    if active() {
+        chan_op_done_slow()
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn chan_op_done_slow() {
+    let Some(g) = m::current_g_checked() else {
+        return;
+    };
+    if let Some(b) = lookup(g).filter(|b| b.virt) {
+        let key = g as *const G as usize;
+        let mut st = lock(&b.state);
+        if let Some(i) = st.foreign.iter().position(|k| *k == key) {
+            st.foreign.swap_remove(i);
+        }
+    }
+}
+
+/// Whether the channel at `addr` was made in a bubble (a timer kit made
+/// there is not given to a P's cache).
+pub(crate) fn chan_is_tagged(addr: usize) -> bool {
+    CHANS_TAGGED.load(Ordering::Relaxed) != 0
+        && lock(&CHANS).as_ref().is_some_and(|m| m.contains_key(&addr))
+}
+
+/// Panics if a timer of bubble `owner` is stopped or reset (`op`: `stop
+/// of`, `reset of`) from outside it (Go's messages). A timer made outside
+/// every bubble may be used anywhere.
+#[inline]
+pub(crate) fn check_timer(owner: Option<u64>, op: &str) {
+    if let Some(o) = owner {
+        if current_virtual().map(|b| b.id) != Some(o) {
+            panic!("{op} synctest timer from outside bubble");
         }
     }
 }

@@ -219,7 +219,7 @@ impl Timer {
     /// In a synctest bubble other than the one it was made in (or outside
     /// it).
     pub fn stop(&self) -> bool {
-        bubble::check_timer(self.bubble);
+        bubble::check_timer(self.bubble, "stop of");
         crate::runtime::asyncpreempt::in_runtime(move || self.kit.timer().stop())
     }
 
@@ -232,7 +232,7 @@ impl Timer {
     /// # Panics
     /// As [`stop`](Self::stop).
     pub fn reset(&self, d: Duration) -> bool {
-        bubble::check_timer(self.bubble);
+        bubble::check_timer(self.bubble, "reset of");
         call_here(move |here| {
             self.kit
                 .timer()
@@ -308,7 +308,7 @@ impl Ticker {
     /// In a synctest bubble other than the one it was made in (or outside
     /// it).
     pub fn stop(&self) {
-        bubble::check_timer(self.bubble);
+        bubble::check_timer(self.bubble, "stop of");
         crate::runtime::asyncpreempt::in_runtime(move || {
             self.kit.timer().stop();
         })
@@ -322,7 +322,7 @@ impl Ticker {
     /// If `d` is zero.
     pub fn reset(&self, d: Duration) {
         assert!(!d.is_zero(), "non-positive interval for Ticker::reset");
-        bubble::check_timer(self.bubble);
+        bubble::check_timer(self.bubble, "reset of");
         call_here(move |here| {
             self.kit
                 .timer()
@@ -343,6 +343,11 @@ impl Drop for Ticker {
 /// new one.
 #[inline]
 fn take_kit(here: m::Here) -> ChanTimer {
+    if bubble::current_virtual().is_some() {
+        // A synctest bubble's timer: its channel is made here, so that it
+        // belongs to the bubble (`crate::synctest`'s note).
+        return ChanTimer::new();
+    }
     here.p_local(|l| l.chan_timers.take())
         .flatten()
         .unwrap_or_else(ChanTimer::new)
@@ -358,6 +363,11 @@ fn stop_and_recycle(kit: ChanTimer) {
         // the kit out of the cache).
         if std::sync::Arc::strong_count(kit.timer()) != 1 {
             kit.timer().stop_keep_value();
+        }
+        // A bubble's channel stays its own: not for the P's cache.
+        if bubble::chan_is_tagged(std::sync::Arc::as_ptr(&kit.rx().chan) as usize) {
+            drop(kit);
+            return;
         }
         // Without a P the closure (and the kit in it) is dropped unrun.
         let rest = here.p_local(move |l| l.chan_timers.keep(kit));
