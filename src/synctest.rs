@@ -109,7 +109,13 @@ where
         panic!("synctest::test called from within a synctest bubble");
     }
     let (tx, rx) = chan::<Outcome>(1);
-    let b = Bubble::new(tx);
+    let b = Bubble::new(Box::new(move |outcome| {
+        // A channel of one, sent to once: never full. The receiver is
+        // woken after the send, with no lock held.
+        if let Ok(h) = tx.try_send_defer_wake(outcome) {
+            h.wake();
+        }
+    }));
     let h = crate::spawn::go(move || {
         bubble::join_current(b);
         f()

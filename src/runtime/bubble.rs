@@ -81,7 +81,6 @@ use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::chan::Sender;
 use crate::g::{Status, WaitReason, G};
 use crate::m;
 use crate::p::timerheap::{Timer, Timers};
@@ -106,6 +105,12 @@ thread_local! {
     /// that timer functions spawn join it.
     static FIRING: std::cell::Cell<Option<&'static Bubble>> = const { std::cell::Cell::new(None) };
 }
+
+/// Where a bubble's outcome goes: `synctest::test`'s, called once, on the
+/// scheduler's stack with no lock held, so it must not block (it sends on
+/// a channel with room). A function rather than a channel here: the
+/// runtime does not name the layer above it.
+pub(crate) type Done = Box<dyn FnOnce(Outcome) + Send>;
 
 /// How a bubble ended, sent to the caller of `synctest::test`.
 pub(crate) enum Outcome {
@@ -143,7 +148,7 @@ struct State {
     /// The member in `synctest::wait`, if any.
     waiter: Option<&'static G>,
     /// Where the outcome goes; taken when sent.
-    done: Option<Sender<Outcome>>,
+    done: Option<Done>,
     /// Counted in [`ACTIVE`] (until its outcome is sent, or a real-time
     /// group's last member ends).
     live: bool,
@@ -194,7 +199,7 @@ pub(crate) fn durable(r: WaitReason) -> bool {
 
 impl Bubble {
     /// A new bubble whose outcome goes to `done`.
-    pub(crate) fn new(done: Sender<Outcome>) -> &'static Bubble {
+    pub(crate) fn new(done: Done) -> &'static Bubble {
         Bubble::make(true, Some(done))
     }
 
@@ -203,7 +208,7 @@ impl Bubble {
         Bubble::make(false, None)
     }
 
-    fn make(virt: bool, done: Option<Sender<Outcome>>) -> &'static Bubble {
+    fn make(virt: bool, done: Option<Done>) -> &'static Bubble {
         let now = crate::sys::time::nanotime();
         ACTIVE.fetch_add(1, Ordering::Relaxed);
         Box::leak(Box::new(Bubble {
@@ -524,7 +529,7 @@ fn check(b: &'static Bubble) {
 }
 
 /// Sends the outcome (once) and retires the bubble from the hooks' count.
-fn finish(b: &'static Bubble, tx: Option<Sender<Outcome>>, outcome: Outcome) {
+fn finish(b: &'static Bubble, tx: Option<Done>, outcome: Outcome) {
     let Some(tx) = tx else { return };
     {
         let mut st = lock(&b.state);
@@ -533,11 +538,7 @@ fn finish(b: &'static Bubble, tx: Option<Sender<Outcome>>, outcome: Outcome) {
             ACTIVE.fetch_sub(1, Ordering::Relaxed);
         }
     }
-    // A buffered channel of one with one value ever sent: it cannot be
-    // full. The receiver is woken after the send, with no lock held.
-    if let Ok(h) = tx.try_send_defer_wake(outcome) {
-        h.wake();
-    }
+    tx(outcome);
 }
 
 /// The report of a deadlocked bubble: a headline, then each member as the
