@@ -214,14 +214,9 @@ where
         f()
     });
     let mut seen = None;
-    loop {
-        match done_rx.recv_timeout(POLL) {
-            Err(crate::chan::RecvTimeoutError::Timeout) => {
-                if let Some(text) = bubble::real_group_deadlock(b, &mut seen) {
-                    panic!("{text}");
-                }
-            }
-            _ => break,
+    while let Err(crate::chan::RecvTimeoutError::Timeout) = done_rx.recv_timeout(POLL) {
+        if let Some(text) = bubble::real_group_deadlock(b, &mut seen) {
+            panic!("{text}");
         }
     }
     match h.join() {

@@ -497,7 +497,7 @@ fn root_panic_propagates() {
 /// clock.
 #[test]
 fn membership_is_inherited() {
-    let outside = go(|| time::now()).join().unwrap();
+    let outside = go(time::now).join().unwrap();
     assert!(outside > y2k() + Duration::from_secs(365 * 86_400));
     synctest::test(|| {
         let id = synctest::bubble_id().unwrap();
