@@ -165,7 +165,7 @@ pub fn wait() {
 /// The bubble the calling goroutine belongs to, by number (Go numbers
 /// them in dumps: `synctest bubble 1`), or None outside bubbles.
 pub fn bubble_id() -> Option<u64> {
-    bubble::current_id()
+    crate::runtime::asyncpreempt::in_runtime(bubble::current_id)
 }
 
 /// Waits for a bubble's outcome. A goroutine waits with a timeout, again

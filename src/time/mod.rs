@@ -100,17 +100,17 @@ pub fn sleep_until(deadline: Instant) {
 /// and moves only when every goroutine of the bubble is durably blocked;
 /// elsewhere, `SystemTime::now()`.
 pub fn now() -> std::time::SystemTime {
-    match bubble::current_virtual() {
+    crate::runtime::asyncpreempt::in_runtime(|| match bubble::current_virtual() {
         Some(b) => b.system_time(),
         None => std::time::SystemTime::now(),
-    }
+    })
 }
 
 /// The current `Instant`: in a synctest bubble, the bubble's (differences
 /// of two are virtual durations; the values timer channels deliver there
 /// are on the same scale); elsewhere, `Instant::now()`.
 pub fn instant() -> Instant {
-    bubble::instant_now()
+    crate::runtime::asyncpreempt::in_runtime(bubble::instant_now)
 }
 
 /// A channel that receives the current time once `d` has passed (Go's
