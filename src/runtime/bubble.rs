@@ -88,6 +88,9 @@ use std::sync::{Arc, Weak};
 
 /// Live bubbles; while 0, the hooks do nothing.
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+/// Live synctest bubbles (the fake-clock ones, not real-time groups);
+/// while 0, channel operations and clock reads skip the bubble tables.
+static VIRTUAL: AtomicUsize = AtomicUsize::new(0);
 /// Bubble ids (Go numbers them from 1).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// Which bubble each member belongs to, by G address (module note).
@@ -211,6 +214,9 @@ impl Bubble {
     fn make(virt: bool, done: Option<Done>) -> &'static Bubble {
         let now = crate::sys::time::nanotime();
         ACTIVE.fetch_add(1, Ordering::Relaxed);
+        if virt {
+            VIRTUAL.fetch_add(1, Ordering::Relaxed);
+        }
         Box::leak(Box::new(Bubble {
             id: if virt {
                 NEXT_ID.fetch_add(1, Ordering::Relaxed)
@@ -330,6 +336,9 @@ fn current_slow() -> Option<&'static Bubble> {
 /// The calling goroutine's synctest bubble (not a real-time group).
 #[inline]
 pub(crate) fn current_virtual() -> Option<&'static Bubble> {
+    if VIRTUAL.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
     current().filter(|b| b.virt)
 }
 
@@ -536,6 +545,7 @@ fn finish(b: &'static Bubble, tx: Option<Done>, outcome: Outcome) {
         if st.live {
             st.live = false;
             ACTIVE.fetch_sub(1, Ordering::Relaxed);
+            VIRTUAL.fetch_sub(1, Ordering::Relaxed);
         }
     }
     tx(outcome);
@@ -637,7 +647,7 @@ fn untag_slow(addr: usize) {
 /// it is marked as not durably blocked until [`chan_op_done`].
 #[inline]
 pub(crate) fn check_chan(addr: usize, op: &str, may_block: bool) {
-    if CHANS_TAGGED.load(Ordering::Relaxed) != 0 || active() {
+    if CHANS_TAGGED.load(Ordering::Relaxed) != 0 || VIRTUAL.load(Ordering::Relaxed) != 0 {
         check_chan_slow(addr, op, may_block)
     }
 }
@@ -668,7 +678,7 @@ fn check_chan_slow(addr: usize, op: &str, may_block: bool) {
 /// no longer waits on a channel made outside its bubble.
 #[inline]
 pub(crate) fn chan_op_done() {
-    if active() {
+    if VIRTUAL.load(Ordering::Relaxed) != 0 {
         chan_op_done_slow()
     }
 }
