@@ -72,7 +72,7 @@
 
 use std::ptr::{self, NonNull};
 
-use super::cell::Slot;
+use super::slot::Slot;
 use crate::loom::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 
 #[cfg(not(loom))]
@@ -880,7 +880,7 @@ pub(crate) fn waiter_for(g: Option<&'static crate::g::G>) -> Waiter {
 /// Always inlined, with the park and its switch: the callers are the
 /// non-generic waits of this crate (`RawChan::block`, `selectgo`), whose
 /// frame is then the only one a woken goroutine returns out of
-/// (`g::context`'s note, "Returns after a switch").
+/// (`g::switch`'s note, "Returns after a switch").
 #[cfg(not(loom))]
 #[inline(always)]
 pub(crate) fn block_here(

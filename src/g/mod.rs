@@ -33,8 +33,8 @@
 //! registered by id in `NAMES` for readers on other threads.
 
 pub(crate) mod arena;
-pub(crate) mod context;
 pub(crate) mod stack;
+pub(crate) mod switch;
 pub(crate) mod task;
 pub(crate) mod taskcache;
 
@@ -43,7 +43,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use self::context::GCoroutine;
+use self::switch::GCoroutine;
 use self::task::TaskRef;
 
 /// Goroutine status (Go's numbering, so traces and dumps read the same).

@@ -7,7 +7,7 @@
 //! default, always a multiple of the page size) with one guard page directly
 //! below it. It grows down from `base` (the top, highest address) towards
 //! `bottom`; running into the guard raises `SIGSEGV`, which
-//! `sys::signal` reports as `goroutine N has overflowed its stack`.
+//! `sys::overflow` reports as `goroutine N has overflowed its stack`.
 //!
 //! ```text
 //!  one stack (a "slot", stride = page + usable):
@@ -1451,7 +1451,7 @@ fn populate(pages: &[(usize, usize)], advice: libc::c_int) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sys::signal::tests::{child_scenario, run_child};
+    use crate::sys::overflow::tests::{child_scenario, run_child};
 
     fn page() -> usize {
         mem::page_size()
@@ -2225,7 +2225,7 @@ mod tests {
                 };
                 // SAFETY: disabling this thread's alternate stack.
                 assert_eq!(unsafe { libc::sigaltstack(&off, ptr::null_mut()) }, 0);
-                crate::sys::signal::install_altstack_for_current_thread().unwrap();
+                crate::sys::overflow::install_altstack_for_current_thread().unwrap();
             })
             .join()
             .unwrap();

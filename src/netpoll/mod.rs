@@ -461,7 +461,7 @@ impl PollFd {
             t.start(crate::sys::time::to_nanotime(d), 0);
             t
         });
-        // The park inlined into this frame (not generic): `g::context`'s
+        // The park inlined into this frame (not generic): `g::switch`'s
         // note, "Returns after a switch".
         park::park_inline(m::Here::lookup(), WaitReason::IoWait, &mut |g| {
             // Counted before the commit publishes the G: whoever swaps it

@@ -23,7 +23,7 @@
 //! every primitive also works from plain threads outside the runtime.
 
 use super::{globrunq, idle, localrunq};
-use crate::g::context::Action;
+use crate::g::switch::Action;
 use crate::g::{WaitReason, G};
 use crate::m;
 use crate::trace;
@@ -80,7 +80,7 @@ pub(crate) fn park(reason: WaitReason, unlock: &mut dyn FnMut(&'static G) -> boo
 /// `time::sleep`, the netpoller's `wait`, the sync primitives'
 /// `WaitCell::block`). Not for generic code: instantiated in another
 /// crate, the coroutine's suspend inside it would be a frame of its own
-/// again (`g::context`'s note, "Returns after a switch").
+/// again (`g::switch`'s note, "Returns after a switch").
 #[inline(always)]
 pub(crate) fn park_inline(
     here: m::Here,

@@ -31,7 +31,7 @@
 use std::sync::atomic::Ordering;
 
 use super::{globrunq, idle, localrunq, lockosthread, proc, sched, stats, steal, syscall, timers};
-use crate::g::context::{self, Action, Switch};
+use crate::g::switch::{self, Action, Switch};
 use crate::g::{Status, WaitReason, G};
 use crate::m::{self, M};
 use crate::netpoll;
@@ -63,7 +63,7 @@ pub(crate) fn schedule(m: &'static M) {
         };
         // The one call site of `execute`, inlined: the switch back from a
         // goroutine then lands in this loop's frame, with no `ret` out of a
-        // frame entered before the switch (`g::context`'s note, "Returns
+        // frame entered before the switch (`g::switch`'s note, "Returns
         // after a switch").
         if !execute(m, found) {
             return;
@@ -80,7 +80,7 @@ fn first_run(
     m: &'static M,
     pp: &crate::p::PHandle,
     g: &'static G,
-    co: &mut Option<context::GCoroutine>,
+    co: &mut Option<switch::GCoroutine>,
     inherit: bool,
 ) -> bool {
     if !inherit {
@@ -92,7 +92,7 @@ fn first_run(
     match unsafe { pp.local() }.stacks.get(size) {
         Ok(stack) => {
             g.set_stack_bounds(stack.guard_range(), stack.usable_size());
-            *co = Some(context::new(stack, g, proc::g_body));
+            *co = Some(switch::new(stack, g, proc::g_body));
             true
         }
         Err(e) => {
@@ -455,7 +455,7 @@ pub(crate) fn inject(mut list: Vec<&'static G>) {
 /// Runs the G `find_runnable` found on this M until it switches out, then
 /// carries out its action. Returns false if the M must exit (its locked
 /// goroutine exited).
-/// Always inlined into `schedule`'s loop, its one caller (`g::context`'s
+/// Always inlined into `schedule`'s loop, its one caller (`g::switch`'s
 /// note, "Returns after a switch").
 #[inline(always)]
 fn execute(m: &'static M, found: Found) -> bool {
@@ -516,7 +516,7 @@ fn execute(m: &'static M, found: Found) -> bool {
         }
         // Where `local!` finds this goroutine's values (`M::locals`).
         m.set_locals(g.locals_slot().map_or(std::ptr::null_mut(), |p| p.as_ptr()));
-        let switch = context::resume(co);
+        let switch = switch::resume(co);
         m.set_locals(std::ptr::null_mut());
         m.set_curg(None);
         if let Switch::Action(Action::ExitSyscall) = switch {

@@ -65,9 +65,9 @@ pub(crate) struct SysmonCounters {
     pub(crate) retakes: AtomicU64,
     pub(crate) preempt_requests: AtomicU64,
     /// Ps taken from Ms blocked in the kernel outside the runtime, by
-    /// sysmon or a stop-the-world (`revoke.rs`).
+    /// sysmon or a stop-the-world (`retake.rs`).
     pub(crate) blocked_handoffs: AtomicU64,
-    /// Ps taken from threads computing without runtime calls (`revoke.rs`,
+    /// Ps taken from threads computing without runtime calls (`retake.rs`,
     /// rule 5).
     pub(crate) hog_handoffs: AtomicU64,
 }
@@ -267,7 +267,7 @@ pub(crate) fn stats() -> Stats {
     st.preempt_requests = SYSMON.preempt_requests.load(Ordering::Relaxed);
     st.blocked_handoffs = SYSMON.blocked_handoffs.load(Ordering::Relaxed);
     st.hog_handoffs = SYSMON.hog_handoffs.load(Ordering::Relaxed);
-    st.blocked_threads = super::revoke::blocked_threads();
+    st.blocked_threads = super::retake::blocked_threads();
     st.netpoll_ready = NETPOLL_READY.load(Ordering::Relaxed);
     st.global_runq = s.runqsize.load(Ordering::Relaxed) as usize;
     st.idle_procs = s.spin.npidle() as usize;

@@ -47,9 +47,9 @@
 
 use std::sync::atomic::Ordering;
 
-use super::asyncpreempt::in_runtime;
+use super::entry;
 use super::{globrunq, idle, localrunq, sched, stats, throw};
-use crate::g::context::Action;
+use crate::g::switch::Action;
 use crate::g::Status;
 use crate::m::{self, M};
 use crate::p::{PHandle, PStatus};
@@ -60,7 +60,7 @@ use crate::trace;
 pub(crate) fn syscall<R>(block: bool, f: impl FnOnce() -> R) -> R {
     // Guarded in two parts: `f` is the caller's code, and runs with the G in
     // `Syscall` status, where no signal preempts it anyway.
-    let entered = in_runtime(|| match m::current() {
+    let entered = entry::call(|| match m::current() {
         // SAFETY: m is the calling thread's own M. Without a P (a nested
         // call) there is nothing to hand off.
         Some(m) if m.curg().is_some() && unsafe { m.p() }.is_some() => {
@@ -75,7 +75,7 @@ pub(crate) fn syscall<R>(block: bool, f: impl FnOnce() -> R) -> R {
     struct Exit;
     impl Drop for Exit {
         fn drop(&mut self) {
-            in_runtime(exitsyscall);
+            entry::call(exitsyscall);
         }
     }
     let guard = Exit;
@@ -219,7 +219,7 @@ pub(crate) fn exitsyscall() {
 }
 
 /// The M's goroutine was blocked in the kernel outside the runtime and its
-/// P was taken (`runtime::revoke`); it is now entering the runtime without
+/// P was taken (`runtime::retake`); it is now entering the runtime without
 /// one (`entry::settle`). As `exitsyscall`: an idle P (the old one was
 /// handed off, so any), else the slow path, where the scheduler queues the
 /// G globally and parks the M. Returns holding a P.

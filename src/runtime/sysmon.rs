@@ -25,7 +25,7 @@
 //!   case it waits 10 ms;
 //!   a P in `Running` state whose M is blocked in the kernel outside the
 //!   runtime (a plain `std` or C call) is taken from it the same way
-//!   (`revoke.rs`).
+//!   (`retake.rs`).
 //!
 //! Sleep: 20 us per cycle; after 50 cycles with nothing to do the sleep
 //! doubles each cycle up to 10 ms. When every P is idle (or the world is
@@ -74,8 +74,8 @@ struct PView {
     schedwhen: i64,
     syscalltick: u32,
     syscallwhen: i64,
-    /// The blocked-thread probe of this P's M (`revoke.rs`).
-    probe: super::revoke::Probe,
+    /// The blocked-thread probe of this P's M (`retake.rs`).
+    probe: super::retake::Probe,
 }
 
 /// Starts the sysmon thread (once, at runtime start).
@@ -518,7 +518,7 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
                     }
                 }
                 // Release, though no load pairs with it: every reader
-                // (preempt.rs, `execute`) loads Relaxed, as the flag is a
+                // (coop_preempt.rs, `execute`) loads Relaxed, as the flag is a
                 // request that carries no data.
                 p.preempt.store(true, Ordering::Release);
                 sysretake = true;
@@ -528,9 +528,9 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
             }
         }
         if status == PStatus::Running {
-            // An M blocked in the kernel outside the runtime (`revoke.rs`).
+            // An M blocked in the kernel outside the runtime (`retake.rs`).
             if let Some(look) = pd.probe.look(p, now) {
-                if super::revoke::retake(p, look) {
+                if super::retake::retake(p, look) {
                     taken += 1;
                 }
             }

@@ -3,7 +3,7 @@
 //!
 //! Everything here is a thin, checked wrapper around one system call; policy
 //! (what to reserve, where guards go, when to give pages back) lives in
-//! `g::stack` and `sys::signal`.
+//! `g::stack` and `sys::overflow`.
 
 use std::io;
 use std::ptr::{self, NonNull};

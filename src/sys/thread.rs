@@ -1,5 +1,5 @@
 //! Looking at another thread of this process: its CPU clock, for sysmon's
-//! blocked-thread probe (`runtime::revoke`; its scheduler state and system
+//! blocked-thread probe (`runtime::retake`; its scheduler state and system
 //! call come from `/proc`, in `procfs.rs`), and the process-wide barrier of
 //! the revocation handshake (`m::revoke`).
 
