@@ -159,6 +159,8 @@ pub mod time;
 pub mod trace;
 #[cfg(not(loom))]
 mod traceback;
+#[cfg(not(loom))]
+mod tracer;
 
 // Under loom only the protocols with models are compiled.
 #[cfg(loom)]

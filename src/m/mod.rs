@@ -478,8 +478,8 @@ impl M {
     pub(crate) unsafe fn acquirep(&'static self, pp: PHandle) {
         pp.set_status(PStatus::Running);
         self.p_id.store(pp.id, Ordering::Relaxed);
-        if crate::trace::on() {
-            crate::trace::proc_start(pp.id);
+        if crate::tracer::on() {
+            crate::tracer::proc_start(pp.id);
         }
         pp.set_m(Some(self));
         // SAFETY: own-thread access (caller's contract).
@@ -497,8 +497,8 @@ impl M {
         let pp = unsafe { (*self.p.get()).take() };
         let pp = pp.expect("releasep: M holds no P");
         self.p_id.store(NO_P, Ordering::Relaxed);
-        if crate::trace::on() {
-            crate::trace::proc_stop(pp.id);
+        if crate::tracer::on() {
+            crate::tracer::proc_stop(pp.id);
         }
         pp.set_m(None);
         pp

@@ -277,8 +277,8 @@ fn poll_for(delay_ns: i64, until: i64) -> Vec<&'static G> {
         // sysmon and an M can take turns): a real read-modify-write, once
         // per non-empty poll.
         crate::runtime::stats::NETPOLL_READY.fetch_add(out.len() as u64, Ordering::Relaxed);
-        if crate::trace::on() {
-            crate::trace::netpoll_ready(out.len() as u64);
+        if crate::tracer::on() {
+            crate::tracer::netpoll_ready(out.len() as u64);
         }
     }
     out

@@ -54,7 +54,7 @@ use crate::traceback::{self, format, GInfo, Level, Pinned};
 pub(crate) fn dump(w: &mut dyn Write) -> io::Result<()> {
     let level = traceback::level(Level::All).max(Level::All);
     let text = super::entry::call(|| {
-        let mut gs = traceback::collect_stopped();
+        let mut gs = collect_stopped();
         let blocked = other_threads(&mut gs, None);
         render_with(&gs, level, &blocked)
     });
@@ -126,7 +126,7 @@ fn other_threads(
 /// Writes pprof's `debug=1` form (`crate::dump_grouped`) to `w`.
 pub(crate) fn dump_grouped(w: &mut dyn Write) -> io::Result<()> {
     let level = traceback::level(Level::All).max(Level::All);
-    let text = super::entry::call(|| format::grouped(&traceback::collect_stopped(), level));
+    let text = super::entry::call(|| format::grouped(&collect_stopped(), level));
     w.write_all(text.as_bytes())?;
     w.flush()
 }
@@ -135,7 +135,7 @@ pub(crate) fn dump_grouped(w: &mut dyn Write) -> io::Result<()> {
 pub(crate) fn dump_json(w: &mut dyn Write) -> io::Result<()> {
     let level = traceback::level(Level::All).max(Level::All);
     let text = super::entry::call(|| {
-        let mut gs = traceback::collect_stopped();
+        let mut gs = collect_stopped();
         let blocked = other_threads(&mut gs, None);
         let names: HashMap<u64, _> = crate::g::names().into_iter().collect();
         let now = crate::runtime::stats::ms_since_start(crate::sys::time::nanotime());
@@ -223,7 +223,7 @@ fn sigquit_thread(rd: std::os::fd::RawFd) {
     let helper = std::thread::Builder::new()
         .name("goroutine-sigquit-stw".into())
         .spawn(move || {
-            let _ = tx.send(traceback::collect_stopped());
+            let _ = tx.send(collect_stopped());
         });
     let gs = match helper {
         // Detached (its handle dropped): the process exits below without
@@ -247,6 +247,22 @@ fn sigquit_thread(rd: std::os::fd::RawFd) {
     let _ = err.flush();
     drop(err);
     crate::sys::exit_after_report()
+}
+
+/// Collects with every parked goroutine's frames: stops the world (`traceback`'s
+/// module note) unless the runtime never started. Like every stop-the-world here
+/// (and Go's before asynchronous preemption), it waits for each running
+/// goroutine to reach a runtime call or to be stopped by a signal inside a
+/// preemptible region.
+pub(crate) fn collect_stopped() -> Vec<GInfo> {
+    if super::start_time() == 0 {
+        return traceback::collect(Pinned::Yes, true);
+    }
+    // A runtime call: no asynchronous preemption while the world is
+    // stopped and the scheduler's locks are held.
+    super::entry::call(|| {
+        super::procresize::with_world_stopped(|| traceback::collect(Pinned::Yes, true))
+    })
 }
 
 #[cfg(test)]

@@ -214,8 +214,8 @@ pub(crate) fn stoplockedm(m: &'static M) {
         syscall::handoffp(pp);
     }
     super::stats::bump(&m.parks, 1);
-    if crate::trace::on() {
-        crate::trace::m_park();
+    if crate::tracer::on() {
+        crate::tracer::m_park();
     }
     super::checkdead::IDLE_LOCKED_MS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     super::checkdead::m_parked();
@@ -224,8 +224,8 @@ pub(crate) fn stoplockedm(m: &'static M) {
     m.park.clear();
     super::stats::bump(&m.wakes, 1);
     super::stats::refresh_coarse_now();
-    if crate::trace::on() {
-        crate::trace::m_wake();
+    if crate::tracer::on() {
+        crate::tracer::m_wake();
     }
     // SAFETY: own thread, after the wakeup that published nextp.
     unsafe {

@@ -226,9 +226,9 @@ fn start_with(procs: Option<usize>) -> bool {
         crate::sys::overflow::install_overflow_handler(crate::m::overflow_lookup);
         dump::install_sigquit();
         env::godebug();
-        crate::trace::start_from_env(
+        crate::tracer::start_from_env(
             n as u32,
-            crate::trace::Hooks {
+            crate::tracer::Hooks {
                 thread_started: checkdead::internal_thread_started,
                 thread_exited: checkdead::internal_thread_exited,
                 wake_sysmon: sysmon::wake_if_waiting,

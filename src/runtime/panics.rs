@@ -384,7 +384,7 @@ fn abort_report(
     if level >= Level::All {
         // As Go does with GOTRACEBACK=all: every other goroutine too.
         let text = crate::runtime::entry::call(|| {
-            let others: Vec<GInfo> = traceback::collect_stopped()
+            let others: Vec<GInfo> = super::dump::collect_stopped()
                 .into_iter()
                 .filter(|g| g.id != id)
                 .collect();

@@ -37,7 +37,7 @@ use crate::m::{self, M};
 use crate::netpoll;
 use crate::p::{PHandle, PStatus};
 use crate::sys::time::nanotime;
-use crate::trace;
+use crate::tracer;
 
 /// The M loop. Entered by every M thread with a P; returns only when a
 /// goroutine exited while locked to this thread (the thread then ends).
@@ -184,7 +184,7 @@ struct Found {
     inherit: bool,
     /// Found on this P's run queue with no wait since the last slice ended
     /// on this M: its GoStart may share that end's timestamp
-    /// (`trace::go_start_quick`).
+    /// (`tracer::go_start_quick`).
     quick: bool,
 }
 
@@ -285,8 +285,8 @@ fn find_runnable(m: &'static M) -> Found {
             let mut list = netpoll::netpoll(0);
             if !list.is_empty() {
                 let g = list.remove(0);
-                if trace::on() {
-                    trace::go_unblock(g.id(), 0, pp.id);
+                if tracer::on() {
+                    tracer::go_unblock(g.id(), 0, pp.id);
                 }
                 inject(list);
                 return Found::new(g);
@@ -370,10 +370,10 @@ fn find_runnable(m: &'static M) -> Found {
                     unsafe { m.acquirep(pp) };
                     if !list.is_empty() {
                         let g = list.remove(0);
-                        if trace::on() {
+                        if tracer::on() {
                             // SAFETY: own thread, holding the P just acquired.
-                            let p = unsafe { m.p() }.map_or(trace::GLOBAL, |pp| pp.id);
-                            trace::go_unblock(g.id(), 0, p);
+                            let p = unsafe { m.p() }.map_or(tracer::GLOBAL, |pp| pp.id);
+                            tracer::go_unblock(g.id(), 0, p);
                         }
                         inject(list);
                         if was_spinning {
@@ -424,13 +424,13 @@ pub(crate) fn inject(mut list: Vec<&'static G>) {
         None => list.len(),
     };
     let rest = list.split_off(n);
-    if trace::on() {
+    if tracer::on() {
         for g in &list {
-            trace::go_unblock(g.id(), 0, trace::GLOBAL);
+            tracer::go_unblock(g.id(), 0, tracer::GLOBAL);
         }
-        let p = pp.map_or(trace::GLOBAL, |pp| pp.id);
+        let p = pp.map_or(tracer::GLOBAL, |pp| pp.id);
         for g in &rest {
-            trace::go_unblock(g.id(), 0, p);
+            tracer::go_unblock(g.id(), 0, p);
         }
     }
     if !list.is_empty() {
@@ -486,11 +486,11 @@ fn execute(m: &'static M, found: Found) -> bool {
         debug_assert_eq!(g.status(), Status::Runnable);
         g.set_status(Status::Running);
         m.set_curg(Some(g));
-        if trace::on() {
+        if tracer::on() {
             if quick {
-                trace::go_start_quick(g.id(), pp.id);
+                tracer::go_start_quick(g.id(), pp.id);
             } else {
-                trace::go_start(g.id(), pp.id);
+                tracer::go_start(g.id(), pp.id);
             }
         }
 
@@ -541,8 +541,8 @@ fn execute(m: &'static M, found: Found) -> bool {
             Switch::Action(Action::ExitSyscall) => unreachable!("handled above"),
             Switch::Action(Action::YieldLocal) => {
                 g.set_status(Status::Runnable);
-                if trace::on() {
-                    trace::go_stop(g.id(), pp.id, trace::STOP_YIELD_LOCAL);
+                if tracer::on() {
+                    tracer::go_stop(g.id(), pp.id, tracer::STOP_YIELD_LOCAL);
                 }
                 localrunq::runqput(pp, g, false);
                 return true;
@@ -550,8 +550,8 @@ fn execute(m: &'static M, found: Found) -> bool {
             Switch::Action(Action::Park(unlock)) => {
                 g.set_status(Status::Waiting);
                 // Before `unlock`: once it ran, a waker may emit GoUnblock.
-                if trace::on() {
-                    trace::go_block(g.id(), pp.id, g.wait_reason() as u64);
+                if tracer::on() {
+                    tracer::go_block(g.id(), pp.id, g.wait_reason() as u64);
                 }
                 // SAFETY: `unlock` points to a closure on the G's stack, which
                 // is intact: the G cannot run until `unlock` made it findable.
@@ -595,8 +595,8 @@ fn exited(m: &'static M, pp: &PHandle, g: &'static G, stack: crate::g::stack::St
 #[inline(always)]
 fn yielded(pp: &PHandle, g: &'static G) {
     g.set_status(Status::Runnable);
-    if trace::on() {
-        trace::go_stop(g.id(), pp.id, trace::STOP_YIELD);
+    if tracer::on() {
+        tracer::go_stop(g.id(), pp.id, tracer::STOP_YIELD);
     }
     #[cfg(goroutine_randomize)]
     let to_global = super::randomize::coin();
@@ -620,8 +620,8 @@ fn yielded(pp: &PHandle, g: &'static G) {
 fn preempted(pp: &PHandle, g: &'static G) {
     g.set_status(Status::Runnable);
     stats::bump(&pp.counters.preempt_yields, 1);
-    if trace::on() {
-        trace::go_stop(g.id(), pp.id, trace::STOP_PREEMPT);
+    if tracer::on() {
+        tracer::go_stop(g.id(), pp.id, tracer::STOP_PREEMPT);
     }
     if pp.preempt_for_timer.swap(false, Ordering::Relaxed) {
         localrunq::runqput(pp, g, false);

@@ -32,7 +32,7 @@ use super::{idle, sched, stats, timers};
 use crate::g::G;
 use crate::m::M;
 use crate::p::{PHandle, PStatus};
-use crate::trace;
+use crate::tracer;
 
 const STEAL_TRIES: usize = 4;
 
@@ -111,8 +111,8 @@ pub(crate) fn steal_queued(m: &'static M, pp: &PHandle) -> Option<&'static G> {
 fn count_steal(pp: &PHandle, victim: &crate::p::P, n: u32) {
     stats::bump(&pp.counters.steals, 1);
     stats::bump(&pp.counters.stolen, n as u64);
-    if trace::on() {
-        trace::steal(pp.id, victim.id, n as u64);
+    if tracer::on() {
+        tracer::steal(pp.id, victim.id, n as u64);
     }
 }
 

@@ -54,7 +54,7 @@ use crate::g::Status;
 use crate::m::{self, M};
 use crate::p::{PHandle, PStatus};
 use crate::sys::time::cputicks;
-use crate::trace;
+use crate::tracer;
 
 /// Runs `f` as a blocking system call (see `crate::syscall`).
 pub(crate) fn syscall<R>(block: bool, f: impl FnOnce() -> R) -> R {
@@ -99,8 +99,8 @@ fn entersyscall(m: &'static M, block: bool) {
     let pp = unsafe { m.releasep() };
     pp.bump_syscalltick();
     g.set_status(Status::Syscall);
-    if trace::on() {
-        trace::syscall_enter(g.id(), pp.id);
+    if tracer::on() {
+        tracer::syscall_enter(g.id(), pp.id);
     }
     // Predicted to block, and goroutines wait for this P (module note).
     let handoff = block
@@ -111,8 +111,8 @@ fn entersyscall(m: &'static M, block: bool) {
     if handoff {
         m.set_oldp(Some(pp.get()));
         stats::bump(&pp.counters.blocking_handoffs, 1);
-        if trace::on() {
-            trace::syscall_handoff(pp.id);
+        if tracer::on() {
+            tracer::syscall_handoff(pp.id);
         }
         handoffp(pp);
     } else {
@@ -190,8 +190,8 @@ pub(crate) fn exitsyscall() {
                 // A stop-the-world counted this P as running: stop soon.
                 pp.preempt.store(true, Ordering::Release);
             }
-            if trace::on() {
-                trace::syscall_exit(g.id(), pp.id, true);
+            if tracer::on() {
+                tracer::syscall_exit(g.id(), pp.id, true);
             }
             // SAFETY: own thread, holding no P (released at entry).
             unsafe { m.acquirep(pp) };
@@ -204,8 +204,8 @@ pub(crate) fn exitsyscall() {
         let mut l = sched().lock();
         idle::pidleget(&mut l)
     } {
-        if trace::on() {
-            trace::syscall_exit(g.id(), pp.id, true);
+        if tracer::on() {
+            tracer::syscall_exit(g.id(), pp.id, true);
         }
         // SAFETY: own thread, holding no P.
         unsafe { m.acquirep(pp) };
@@ -257,8 +257,8 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
     let mut l = sched().lock();
     if let Some(pp) = idle::pidleget(&mut l) {
         drop(l);
-        if trace::on() {
-            trace::syscall_exit(g.id(), pp.id, false);
+        if tracer::on() {
+            tracer::syscall_exit(g.id(), pp.id, false);
         }
         // SAFETY: own thread, holding no P.
         unsafe { m.acquirep(pp) };
@@ -272,8 +272,8 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
     }
     globrunq::put_woken_locked(&mut l, g);
     drop(l);
-    if trace::on() {
-        trace::syscall_exit(g.id(), trace::GLOBAL, false);
+    if tracer::on() {
+        tracer::syscall_exit(g.id(), tracer::GLOBAL, false);
     }
     idle::stopm(m);
 }

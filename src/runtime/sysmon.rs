@@ -141,7 +141,7 @@ pub(crate) fn wake_if_waiting() {
 
 fn sysmon() {
     let s = sched();
-    crate::trace::set_sysmon_thread();
+    crate::tracer::set_sysmon_thread();
     // Excess warm stacks are released here from now on, off any P.
     crate::g::stack::release_in_background(wake_from_nap);
     if env::godebug().blockrevoke || env::godebug().hogrevoke {
@@ -187,7 +187,7 @@ fn sysmon() {
                 // lines and samples on time (Go: only if schedtrace <= 0),
                 // or stacks wait for their release (one chunk per cycle).
                 let still_idle = schedtrace_ns == 0
-                    && !crate::trace::on()
+                    && !crate::tracer::on()
                     && !crate::g::stack::release_pending()
                     && (s.stw_waiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs());
                 let next = timers::next_when();
@@ -277,7 +277,7 @@ fn sysmon() {
             last_schedtrace = now;
             super::schedtrace::print(env::godebug().scheddetail);
         }
-        if crate::trace::on() && now - last_sample >= SAMPLE_NS {
+        if crate::tracer::on() && now - last_sample >= SAMPLE_NS {
             last_sample = now;
             trace_sample();
         }
@@ -512,9 +512,9 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
             } else if pd.schedwhen + force_preempt_ns() <= now {
                 if !p.preempt.load(Ordering::Relaxed) {
                     stats::bump(&stats::SYSMON.preempt_requests, 1);
-                    if crate::trace::on() {
+                    if crate::tracer::on() {
                         let g = curg_of_p(s, p.id).map_or(0, |g| g.id());
-                        crate::trace::preempt(g, p.id);
+                        crate::tracer::preempt(g, p.id);
                     }
                 }
                 // Release, though no load pairs with it: every reader
@@ -556,8 +556,8 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
             pp.bump_syscalltick();
             taken += 1;
             stats::bump(&stats::SYSMON.retakes, 1);
-            if crate::trace::on() {
-                crate::trace::syscall_handoff(pp.id);
+            if crate::tracer::on() {
+                crate::tracer::syscall_handoff(pp.id);
             }
             syscall::handoffp(pp);
         }
@@ -572,11 +572,11 @@ fn trace_sample() {
     let global = s.runqsize.load(Ordering::Relaxed) as u64;
     for id in 0..s.gomaxprocs() as usize {
         if let Some(p) = s.allp(id) {
-            crate::trace::runq_sample(p.id, p.runq_len() as u64, global);
+            crate::tracer::runq_sample(p.id, p.runq_len() as u64, global);
         }
     }
     let c = stats::gcounts();
-    crate::trace::go_count(
+    crate::tracer::go_count(
         c.runnable as u64,
         c.running as u64,
         c.waiting as u64,

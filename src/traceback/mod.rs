@@ -611,19 +611,3 @@ fn unwind_max_frames() -> usize {
         0
     }
 }
-
-/// Collects with every parked goroutine's frames: stops the world (module
-/// note) unless the runtime never started. Like every stop-the-world here
-/// (and Go's before asynchronous preemption), it waits for each running
-/// goroutine to reach a runtime call or to be stopped by a signal inside a
-/// preemptible region.
-pub(crate) fn collect_stopped() -> Vec<GInfo> {
-    if crate::runtime::start_time() == 0 {
-        return collect(Pinned::Yes, true);
-    }
-    // A runtime call: no asynchronous preemption while the world is
-    // stopped and the scheduler's locks are held.
-    crate::runtime::entry::call(|| {
-        crate::runtime::procresize::with_world_stopped(|| collect(Pinned::Yes, true))
-    })
-}
