@@ -52,12 +52,6 @@ const API: u8 = 4;
 /// to stay.
 const ALLOWED: &[(&str, &str, &str)] = &[
     (
-        "src/g/mod.rs",
-        "chan",
-        "the G record embeds its channel sudog (one cache line, no allocation per \
-         blocking send); to cut: move `Sudog` down into `g/`, the layer that owns its memory",
-    ),
-    (
         "src/p/chantimers.rs",
         "chan",
         "the P's cache of channel timers holds their channels; to cut: a type-erased kit \

@@ -295,22 +295,16 @@ impl Sudog {
             ..Sudog::new(state, ptr::null_mut(), ASYNC_SEND)
         }
     }
-
-    /// A sudog for no wait yet: the resting value of a goroutine's own
-    /// sudog ([`crate::g::G::chan_sudog`]), overwritten before each use.
-    #[cfg(not(loom))]
-    pub(crate) fn unused() -> Sudog {
-        Sudog {
-            next: Slot::new(ptr::null()),
-            prev: Slot::new(ptr::null()),
-            queued: Slot::new(false),
-            shared: false,
-            state: ptr::null(),
-            elem: ptr::null_mut(),
-            index: 0,
-        }
-    }
 }
+
+// The room the G record keeps for its own sudog (`g::SudogRoom`) holds a
+// `Sudog`: it fits, and its all-zero bytes, which the room starts as, are
+// a sudog for no wait (null links, not queued: `tests.rs` checks it).
+#[cfg(not(loom))]
+const _: () = {
+    assert!(std::mem::size_of::<Sudog>() <= std::mem::size_of::<crate::g::SudogRoom>());
+    assert!(std::mem::align_of::<Sudog>() <= std::mem::align_of::<crate::g::SudogRoom>());
+};
 
 impl Sudog {
     /// Whether the sudog is still on its queue (not claimed, not removed).
@@ -843,8 +837,10 @@ pub(crate) fn place_sudog(
 ) -> *const Sudog {
     match g {
         Some(g) => {
-            let own = g.chan_sudog();
-            // SAFETY: `g` is the caller's own goroutine, running, so its
+            // The room fits a `Sudog` (the assertion above).
+            let own = g.chan_sudog().cast::<Sudog>();
+            // SAFETY: the room holds a valid `Sudog` (zeroed, or the last
+            // one written here). `g` is the caller's own goroutine, running, so its
             // sudog is on no queue (popped before its last wait completed,
             // or never used) and nobody else reads or writes it; the pop
             // happened before the wake that let this G run again.

@@ -109,3 +109,20 @@ fn a_claimed_list_completes_every_waiter_once() {
         assert_eq!(unsafe { st.outcome() }, Some((i, false)));
     }
 }
+
+/// The G record's sudog room starts zeroed (`g::SudogRoom`), and is read as
+/// a `Sudog` before its first write (`place_sudog`'s check): all-zero bytes
+/// must be a sudog for no wait.
+#[test]
+fn zeroed_room_is_an_unused_sudog() {
+    let g = crate::g::G::alloc().expect("a G record");
+    // SAFETY: the room fits a `Sudog` (the assertion in wait.rs), and a
+    // fresh G's room is all zeroes, whose every field is a valid value.
+    let sg = unsafe { &*g.chan_sudog().cast::<Sudog>() };
+    // SAFETY: the record is on no queue; nothing else reads or writes it.
+    let (queued, next, prev) = unsafe { (sg.queued.get(), sg.next.get(), sg.prev.get()) };
+    assert!(!queued && next.is_null() && prev.is_null());
+    assert!(!sg.shared && sg.state.is_null() && sg.elem.is_null());
+    assert_eq!(sg.index, 0);
+    assert!(!sg.is_detached());
+}
