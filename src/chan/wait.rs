@@ -744,15 +744,13 @@ impl Claimed {
 /// Completes a batch of claims in order (a close waking every waiter),
 /// loading each claim's records a few claims ahead: the wait states are in
 /// the waiters' frames, on as many cold stacks, one TLB and cache miss each
-/// when taken in turn.
-/// 100,000 receivers woken by one close: 650 ns per waiter before, in two
-/// passes over a list linked through the sudogs.
+/// when taken in turn (two passes over a list linked through the sudogs
+/// were slower).
 ///
 /// Goroutines are readied onto the tail of this P's ring, all but the last
 /// (`park::ready_queued`), which goes to runnext: the queue Go's goready of
-/// each leaves, without a full barrier per waiter (100,000 woken at
-/// GOMAXPROCS=1: 47.4 ms to run them all before, 44.6 ms after; the
-/// `ready_here` of each was 10% of the closer's samples).
+/// each leaves, without a full barrier per waiter (a `ready_here` of each
+/// was a tenth of the closer's profile).
 #[cfg(not(loom))]
 pub(crate) fn complete_all(claims: Vec<Claimed>, success: bool, here: crate::m::Here) {
     /// Claims ahead whose sudogs are being loaded; the states are loaded at

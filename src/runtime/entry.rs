@@ -57,8 +57,8 @@ use crate::m::{self, revoke::Entry, Here, M};
 /// Before any preemptible region exists, the asynchronous-preemption half
 /// is one relaxed load and a branch, with `f` inlined. (A guard value in
 /// each entry point instead costs an unwind landing pad per entry point,
-/// which measured about 12 more instructions per channel operation on the
-/// `pingpong` example, through lost inlining.)
+/// which cost instructions on every channel operation of the `pingpong`
+/// example, through lost inlining.)
 ///
 /// No closure of the user may run inside `f`: it would be neither
 /// preemptible nor revocable.

@@ -209,7 +209,8 @@ pub(crate) fn gdestroy(pp: &PHandle, g: &'static G, stack: Option<Stack>) {
 }
 
 /// Inline (always): `gdestroy`, on every goroutine exit, is its common
-/// caller, and a call there cost about 18 instructions a goroutine.
+/// caller, and an out-of-line call there costs instructions on every
+/// goroutine's exit.
 #[inline(always)]
 fn gfput(pp: &PHandle, g: &'static G) {
     g.set_status(Status::Idle);

@@ -124,9 +124,8 @@ const COLD_LOOKAHEAD: usize = 4;
 /// miss whose page walk misses the cache too, and a prefetch waits for its
 /// walk before it retires. Walks issued back to back proceed side by side
 /// (a core has several walkers); one per resume would each stall the
-/// current G. In `parked`'s wake-up of 100K goroutines, a batch of 4
-/// against one header a resume, medians of 10 alternating rounds: 51.5 vs
-/// 55.5 ms at P=2, 64.4 vs 68.0 at P=1 (BENCHMARKS, seventeenth stop).
+/// current G. `parked`'s wake-up of 100K goroutines measures it
+/// (docs/bench/history.md, seventeenth stop).
 /// Out of line: `execute`'s hot path only tests whether to call it.
 #[cold]
 #[inline(never)]
@@ -615,7 +614,7 @@ fn yielded(pp: &PHandle, g: &'static G) {
 /// goroutine (readied into runnext by the timers that `find_runnable` runs
 /// first). From the global queue the fairness check (every 61st tick)
 /// could pick it again ahead of that goroutine, which would then wait a
-/// whole slice: the sleeper's 12 ms p99 in `hog_fairness`.
+/// whole slice (the sleeper's p99 in `hog_fairness` showed it).
 #[inline(always)]
 fn preempted(pp: &PHandle, g: &'static G) {
     g.set_status(Status::Runnable);

@@ -42,9 +42,8 @@
 //! sysmon refreshes every cycle (at most 10 ms apart while any P is busy)
 //! and Ms refresh when they wake. `park` stamps it into the G (`waitsince`)
 //! for the dump's "N minutes": a load and a store instead of a clock read on
-//! every park (`clock_gettime` costs 77 ns on the 2-vCPU VM this was written
-//! on, a park about 100). Go itself only stamps `waitsince` during garbage
-//! collections.
+//! every park (a `clock_gettime` would cost about as much as the park
+//! itself). Go itself only stamps `waitsince` during garbage collections.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 

@@ -324,9 +324,8 @@ fn prepare_revocation() {
 /// first sees the goroutine that holds its P) and how often a goroutine is
 /// stepped aside for timers: at most once per 100 us of its run, each a
 /// signal and two switches, and only while a timer waits. At 1 ms a sleep
-/// beside CPU-bound goroutines woke about a whole millisecond late at the
-/// median (hog_fairness's probe; the figures in docs/bench/history.md,
-/// fifteenth stop).
+/// beside CPU-bound goroutines woke late by about that much at the median
+/// (hog_fairness's probe; docs/bench/history.md, fifteenth stop).
 const TIMER_PREEMPT_NS: i64 = 100_000;
 
 /// When sysmon's current nap ends (nanotime), while it naps with every P

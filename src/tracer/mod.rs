@@ -12,19 +12,14 @@
 //! let `stop` collect every buffer safely (its StoreLoad barrier is a
 //! `membarrier` issued by `stop`, so the hot path has no locked
 //! instruction; see `buf.rs`). Full buffers (64 KiB) go to a writer
-//! thread. Measured on skynet (6.7M events per 1M-leaf round, about 8
-//! bytes each), where a TSC read alone costs 12-14 ns on a 2-vCPU VM.
-//! Each event function is one call with the buffer write inlined: its
+//! thread. Each event function is one call with the buffer write inlined: its
 //! fast path tests two words (the session's generation against the
 //! buffer's, the room left), reads the TSC, and
 //! writes the varints through a raw pointer into the batch's reserved
 //! room; everything else (first event, new session, full batch, no TSC or
 //! no membarrier) is one tail call to an out-of-line path. Full batches
-//! reach the file without a copy. Callgrind, one skynet round at P=1,
-//! traced minus untraced per event (event sites and writer included): 130
-//! instructions before the fast path, 93 with it. Wall time there (a
-//! noisy shared box, 30 rounds each, alternating): traced rounds' median
-//! 1,069 ms before, 989 ms after, untraced about 780 ms.
+//! reach the file without a copy. What this costs on skynet, the
+//! event-heaviest workload, is in BENCHMARKS.md.
 //!
 //! # Design
 //! - Buffers (`buf.rs`): one per OS thread (an M, sysmon, or a plain thread

@@ -177,13 +177,11 @@ pub(crate) const WARM_MAX: usize = 512;
 /// sysmon has not looked at the pool for [`RELEASER_STALL_NS`] (starved of
 /// CPU, or stuck).
 ///
-/// Why no fixed bound: releasing 512 stacks (coalesced `madvise` ranges) on
-/// a goroutine's exit held that M's P for 0.7-1.2 ms, every 512 exits (a
-/// timer-heavy program, 100K sleepers and 100 wake-ups per ms, saw each
-/// such stall in its p99 oversleep). And when a burst of exits outran
-/// sysmon (100K goroutines woken at once, exiting about 1 us apart), a
-/// bound of 2,048 had the exiting Ms release most stacks themselves, 64 at
-/// a time, each call a TLB shootdown aimed at the other Ms. What waits is
+/// Why no fixed bound: releasing hundreds of stacks (coalesced `madvise`
+/// ranges) on a goroutine's exit held that M's P for about a millisecond,
+/// which a timer-heavy program saw in its p99 oversleep. And when a burst
+/// of exits outran sysmon, a fixed bound had the exiting Ms release most
+/// stacks themselves, each call a TLB shootdown aimed at the other Ms. What waits is
 /// bounded anyway: a warm stack is one a goroutine just exited from, so the
 /// warm list never holds more stacks than were live at once; the memory is
 /// the program's peak, held until the burst is over.
@@ -194,8 +192,8 @@ pub(crate) const WARM_HARD_MAX: usize = 4 * WARM_MAX;
 const SPILL_RELEASE_MAX: usize = 64;
 
 /// Most stacks sysmon releases per call of [`release_excess`] once exits
-/// have stopped: about 1 ms of `madvise` on a 2-core VM, so that sysmon's
-/// other duties (preemption, the network, hand-offs) wait at most that long
+/// have stopped: a millisecond or so of `madvise`, so that sysmon's other
+/// duties (preemption, the network, hand-offs) wait at most that long
 /// between chunks.
 const RELEASE_CHUNK: usize = 1024;
 
@@ -205,20 +203,16 @@ const RELEASE_CHUNK: usize = 1024;
 /// shootdown of every CPU running an M, so releasing at full speed during
 /// the burst slowed the exits themselves. Like Go's background scavenger,
 /// the pace keeps memory going back while the program is busy (see the
-/// module note), and the rest goes when it stops. At 64 per ms (a fixed
-/// pace then), 100K goroutines woken at once at GOMAXPROCS=2 took 43 ms
-/// instead of 50 (6 runs each, within this box's noise), and memory went
-/// back at 64K stacks a second while exits went on.
+/// module note), and the rest goes when it stops.
 const PACED_CHUNK: usize = 256;
 const RELEASE_PACE_NS: i64 = 1_000_000;
 
 /// While exits stream in, a pace lasts at least this many times as long as
 /// the last chunk took to release: the release then takes at most 1/50 of
 /// sysmon's time (Go's background scavenger keeps to about 1% of a CPU).
-/// Releasing 1,024 stacks during a burst took about 1 ms here, and at a
-/// fixed 256 stacks a ms that was 8-10% of a CPU taken from the exiting
-/// Ms on a 2-core box: 100,000 goroutines woken at once at GOMAXPROCS=2
-/// finished 10% sooner without it.
+/// A fixed pace took a noticeable share of a CPU from the exiting Ms on a
+/// 2-core box, and a burst of exits finished sooner with the budget
+/// (docs/bench/history.md).
 const RELEASE_BUDGET_DIV: i64 = 50;
 
 /// A release request that sysmon has not looked at for this long (ns)
@@ -338,7 +332,7 @@ pub(crate) const TOP_RESERVED: usize = 64;
 /// Cache colouring: stack tops are page-aligned and a whole number of pages
 /// apart, so without an offset every goroutine's hot top-of-stack lines map to
 /// the same few L1 sets and a thousand goroutines switching in turn evict
-/// each other (measured: 110 ns per yield at 1000 goroutines instead of 62).
+/// each other (the yield benchmark at 1000 goroutines shows it).
 /// Each stack starts 0..31 cache lines below its top, chosen by a hash of its
 /// address (stable for the stack's life).
 ///
