@@ -161,6 +161,8 @@ pub mod time;
 pub mod trace;
 #[cfg(not(loom))]
 mod traceback;
+#[cfg(not(loom))]
+mod tracer;
 
 // Under loom only the protocols with models are compiled.
 #[cfg(loom)]
@@ -182,13 +184,13 @@ mod runtime {
 }
 #[cfg(loom)]
 mod block_on {
-    pub(crate) mod signal;
+    pub(crate) mod parking;
 }
 #[cfg(loom)]
 mod chan {
-    pub(crate) mod cell;
     pub(crate) mod fast;
     pub(crate) mod lock;
+    pub(crate) mod slot;
     pub(crate) mod wait;
 }
 #[cfg(loom)]
@@ -198,7 +200,7 @@ mod sync {
     mod rawmutex;
     mod rawrwlock;
     mod sema;
-    mod wait;
+    mod waitcell;
     mod waitgroup;
 }
 
@@ -265,7 +267,7 @@ fn yield_here() {
 #[inline]
 pub fn preempt_point() {
     runtime::entry::call_here(|here| {
-        let _ = runtime::preempt::check_here(here);
+        let _ = runtime::coop_preempt::check_here(here);
     })
 }
 
@@ -414,13 +416,13 @@ pub fn syscall_blocking<R>(f: impl FnOnce() -> R) -> R {
 /// thread with it. A no-op outside a goroutine.
 #[cfg(not(loom))]
 pub fn lock_os_thread() {
-    runtime::asyncpreempt::in_runtime(runtime::lockosthread::lock_os_thread)
+    runtime::entry::call(runtime::lockosthread::lock_os_thread)
 }
 
 /// Undoes one `lock_os_thread` (a no-op when not locked).
 #[cfg(not(loom))]
 pub fn unlock_os_thread() {
-    runtime::asyncpreempt::in_runtime(runtime::lockosthread::unlock_os_thread)
+    runtime::entry::call(runtime::lockosthread::unlock_os_thread)
 }
 
 /// Sets the most OS threads the runtime may create (default 10,000, or
@@ -430,7 +432,7 @@ pub fn unlock_os_thread() {
 /// 2 are raised to 2.
 #[cfg(not(loom))]
 pub fn set_max_threads(n: usize) -> usize {
-    runtime::asyncpreempt::in_runtime(move || {
+    runtime::entry::call(move || {
         runtime::start();
         runtime::MAX_THREADS.swap(n.max(2), std::sync::atomic::Ordering::Relaxed)
     })
@@ -454,7 +456,7 @@ pub fn num_goroutine() -> usize {
 /// The current GOMAXPROCS (starts the runtime if needed).
 #[cfg(not(loom))]
 pub fn max_procs() -> usize {
-    runtime::asyncpreempt::in_runtime(move || runtime::start().gomaxprocs() as usize)
+    runtime::entry::call(move || runtime::start().gomaxprocs() as usize)
 }
 
 /// Sets GOMAXPROCS to `n` and returns the previous value; `n == 0` only
@@ -495,7 +497,7 @@ pub fn max_procs() -> usize {
 /// ```
 #[cfg(not(loom))]
 pub fn set_max_procs(n: usize) -> usize {
-    runtime::asyncpreempt::in_runtime(move || runtime::procresize::set_max_procs_chosen(n))
+    runtime::entry::call(move || runtime::procresize::set_max_procs_chosen(n))
 }
 
 /// A snapshot of the scheduler: goroutines by status, run queue lengths,

@@ -149,7 +149,7 @@ where
 /// Outside a bubble, or if another goroutine of the bubble is in `wait`
 /// already.
 pub fn wait() {
-    let r = crate::runtime::asyncpreempt::in_runtime(|| {
+    let r = crate::runtime::entry::call(|| {
         let Some(g) = m::current_g() else {
             return Err("synctest::wait called outside a synctest bubble");
         };
@@ -165,7 +165,7 @@ pub fn wait() {
 /// The bubble the calling goroutine belongs to, by number (Go numbers
 /// them in dumps: `synctest bubble 1`), or None outside bubbles.
 pub fn bubble_id() -> Option<u64> {
-    crate::runtime::asyncpreempt::in_runtime(bubble::current_id)
+    crate::runtime::entry::call(bubble::current_id)
 }
 
 /// Waits for a bubble's outcome. A goroutine waits with a timeout, again

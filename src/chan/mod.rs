@@ -11,7 +11,7 @@
 //! - `lock.rs`: the per-channel lock (Go's `lock_futex`). Model-checked.
 //! - `fast.rs`: the lock-free fast paths of `try_send` / `try_recv` (Go's
 //!   `empty`/`full`). Model-checked.
-//! - `error.rs`: the error types; `cell.rs`: the std/loom switch for cells.
+//! - `error.rs`: the error types; `slot.rs`: the std/loom switch for cells.
 //!
 //! # The shape of an operation
 //! A non-blocking operation on a channel that is not ready (empty for a
@@ -30,13 +30,13 @@
 //! Channels work the same from goroutines and from plain OS threads, in any
 //! mix: a thread blocks where a goroutine parks.
 
-mod cell;
 mod error;
 mod fast;
 mod future;
 mod hchan;
 mod lock;
 pub(crate) mod select;
+mod slot;
 pub(crate) mod wait;
 
 use std::fmt;
@@ -108,7 +108,7 @@ impl<T> Sender<T> {
     pub fn send(&self, v: T) -> Result<(), SendError<T>> {
         crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "send on", true);
         crate::runtime::entry::call_here(move |here| {
-            let here = crate::runtime::preempt::check_here(here);
+            let here = crate::runtime::coop_preempt::check_here(here);
             let r = self.chan.send(v, here);
             crate::runtime::bubble::chan_op_done();
             r
@@ -129,7 +129,7 @@ impl<T> Sender<T> {
         timeout: std::time::Duration,
     ) -> Result<(), SendTimeoutError<T>> {
         crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "send on", false);
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             let v = match self.try_send(v) {
                 Ok(()) => return Ok(()),
                 Err(TrySendError::Closed(v)) => return Err(SendTimeoutError::Closed(v)),
@@ -161,7 +161,7 @@ impl<T> Sender<T> {
     /// reads the channel and does not slow down the other side.
     pub fn try_send(&self, v: T) -> Result<(), TrySendError<T>> {
         crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "send on", false);
-        crate::runtime::asyncpreempt::in_runtime(move || self.chan.try_send(v))
+        crate::runtime::entry::call(move || self.chan.try_send(v))
     }
 
     /// Closes the channel for every sender (Go's `close`): blocked senders
@@ -169,12 +169,12 @@ impl<T> Sender<T> {
     /// [`RecvError`]. Closing a closed channel is an error (Go panics).
     pub fn close(&self) -> Result<(), CloseError> {
         crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "close of", false);
-        crate::runtime::asyncpreempt::in_runtime(move || self.chan.close())
+        crate::runtime::entry::call(move || self.chan.close())
     }
 
     /// Values in the buffer.
     pub fn len(&self) -> usize {
-        crate::runtime::asyncpreempt::in_runtime(move || self.chan.len())
+        crate::runtime::entry::call(move || self.chan.len())
     }
 
     /// Whether the buffer holds no values.
@@ -191,7 +191,7 @@ impl<T> Sender<T> {
     /// Whether the channel is closed (by [`Sender::close`] or by dropping
     /// every sender).
     pub fn is_closed(&self) -> bool {
-        crate::runtime::asyncpreempt::in_runtime(move || self.chan.is_closed())
+        crate::runtime::entry::call(move || self.chan.is_closed())
     }
 
     /// [`try_send`](Self::try_send) that hands back the receiver it gave
@@ -234,7 +234,7 @@ impl<T> Receiver<T> {
     pub fn recv(&self) -> Result<T, RecvError> {
         crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "receive on", true);
         crate::runtime::entry::call_here(move |here| {
-            let here = crate::runtime::preempt::check_here(here);
+            let here = crate::runtime::coop_preempt::check_here(here);
             let r = self.chan.recv(here);
             crate::runtime::bubble::chan_op_done();
             r
@@ -250,7 +250,7 @@ impl<T> Receiver<T> {
     /// only the arm that fires happens).
     pub fn recv_timeout(&self, timeout: std::time::Duration) -> Result<T, RecvTimeoutError> {
         crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "receive on", false);
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             match self.try_recv() {
                 Ok(v) => return Ok(v),
                 Err(TryRecvError::Closed) => return Err(RecvTimeoutError::Closed),
@@ -286,7 +286,7 @@ impl<T> Receiver<T> {
     /// and does not slow down the sender.
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
         crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "receive on", false);
-        crate::runtime::asyncpreempt::in_runtime(move || self.chan.try_recv())
+        crate::runtime::entry::call(move || self.chan.try_recv())
     }
 
     /// A blocking iterator: yields values until the channel is closed and
@@ -307,7 +307,7 @@ impl<T> Receiver<T> {
     /// [`after`](crate::time::after)), which presents as unbuffered, as
     /// Go 1.23's do: a receive may still find a value ready.
     pub fn len(&self) -> usize {
-        crate::runtime::asyncpreempt::in_runtime(move || self.chan.len())
+        crate::runtime::entry::call(move || self.chan.len())
     }
 
     /// Whether the buffer holds no values (`len() == 0`).
@@ -330,7 +330,7 @@ impl<T> Receiver<T> {
 
     /// Whether the channel is closed (it may still hold buffered values).
     pub fn is_closed(&self) -> bool {
-        crate::runtime::asyncpreempt::in_runtime(move || self.chan.is_closed())
+        crate::runtime::entry::call(move || self.chan.is_closed())
     }
 
     /// Drops this receiver without the last receiver's work (failing
@@ -395,7 +395,7 @@ impl<T> Drop for Sender<T> {
         // behind the entry gate. Unless no receiver is left to see it (a
         // timer's channel, dropped whole).
         if self.chan.drop_sender() && self.chan.close_needed() {
-            crate::runtime::asyncpreempt::in_runtime(move || self.chan.last_sender_dropped())
+            crate::runtime::entry::call(move || self.chan.last_sender_dropped())
         }
     }
 }
@@ -405,7 +405,7 @@ impl<T> Drop for Receiver<T> {
         // As for `Sender`: only the last receiver does runtime work, and
         // only if a sender or a queued value is left.
         if self.chan.drop_receiver() && self.chan.receiver_work_left() {
-            crate::runtime::asyncpreempt::in_runtime(move || self.chan.last_receiver_dropped())
+            crate::runtime::entry::call(move || self.chan.last_receiver_dropped())
         }
     }
 }
@@ -435,7 +435,7 @@ pub struct Iter<'a, T> {
 impl<T> Iterator for Iter<'_, T> {
     type Item = T;
     // Inline: a frame between the caller and a blocking receive costs a
-    // mispredicted return on each wake-up (`g::context`'s note).
+    // mispredicted return on each wake-up (`g::switch`'s note).
     #[inline]
     fn next(&mut self) -> Option<T> {
         self.rx.recv().ok()
@@ -464,7 +464,7 @@ pub struct IntoIter<T> {
 impl<T> Iterator for IntoIter<T> {
     type Item = T;
     // Inline: a frame between the caller and a blocking receive costs a
-    // mispredicted return on each wake-up (`g::context`'s note).
+    // mispredicted return on each wake-up (`g::switch`'s note).
     #[inline]
     fn next(&mut self) -> Option<T> {
         self.rx.recv().ok()

@@ -33,8 +33,8 @@
 //! registered by id in `NAMES` for readers on other threads.
 
 pub(crate) mod arena;
-pub(crate) mod context;
 pub(crate) mod stack;
+pub(crate) mod switch;
 pub(crate) mod task;
 pub(crate) mod taskcache;
 
@@ -43,7 +43,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use self::context::GCoroutine;
+use self::switch::GCoroutine;
 use self::task::TaskRef;
 
 /// Goroutine status (Go's numbering, so traces and dumps read the same).
@@ -211,11 +211,21 @@ pub(crate) struct G {
     /// wrap after 49 days, and readers subtract with wrapping.
     waitsince: AtomicU32,
     inner: UnsafeCell<Inner>,
-    /// The third cache line: the goroutine's own sudog, used by its plain
-    /// (one-channel) blocking sends and receives in turn (`chan::wait`'s
-    /// note, "Where records live"). Off every queue whenever the G runs.
-    chan_sudog: UnsafeCell<crate::chan::wait::Sudog>,
+    /// The third cache line: the room of the goroutine's own sudog, used by
+    /// its plain (one-channel) blocking sends and receives in turn
+    /// (`chan::wait`'s note, "Where records live"). Off every queue
+    /// whenever the G runs. The G owns the memory; the channel layer owns
+    /// its type (the layer rule: this layer never names `chan`), which it
+    /// checks fits ([`SudogRoom`]).
+    chan_sudog: UnsafeCell<SudogRoom>,
 }
+
+/// Room for one channel sudog in the G record: 64 bytes, zeroed at
+/// creation. `chan::wait` asserts at compile time that its `Sudog` fits
+/// (size and alignment) and that all-zero bytes are its unused value, so
+/// the room is a valid `Sudog` from the start.
+#[repr(C, align(8))]
+pub(crate) struct SudogRoom([usize; 8]);
 
 /// Who to wake: a parked goroutine, a blocked OS thread or an async task.
 /// Waking is the runtime's (`Waiter::wake`, in `runtime/park.rs`).
@@ -306,7 +316,7 @@ impl G {
                 locked: 0,
                 lockedm: None,
             }),
-            chan_sudog: UnsafeCell::new(crate::chan::wait::Sudog::unused()),
+            chan_sudog: UnsafeCell::new(SudogRoom([0; 8])),
         }
     }
 
@@ -314,7 +324,7 @@ impl G {
     /// it while it runs, and only while it is on no queue; while queued it
     /// belongs to the channel lock, as any sudog (`chan::wait`'s note).
     #[inline]
-    pub(crate) fn chan_sudog(&self) -> *mut crate::chan::wait::Sudog {
+    pub(crate) fn chan_sudog(&self) -> *mut SudogRoom {
         self.chan_sudog.get()
     }
 

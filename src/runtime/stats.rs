@@ -42,9 +42,8 @@
 //! sysmon refreshes every cycle (at most 10 ms apart while any P is busy)
 //! and Ms refresh when they wake. `park` stamps it into the G (`waitsince`)
 //! for the dump's "N minutes": a load and a store instead of a clock read on
-//! every park (`clock_gettime` costs 77 ns on the 2-vCPU VM this was written
-//! on, a park about 100). Go itself only stamps `waitsince` during garbage
-//! collections.
+//! every park (a `clock_gettime` would cost about as much as the park
+//! itself). Go itself only stamps `waitsince` during garbage collections.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -65,9 +64,9 @@ pub(crate) struct SysmonCounters {
     pub(crate) retakes: AtomicU64,
     pub(crate) preempt_requests: AtomicU64,
     /// Ps taken from Ms blocked in the kernel outside the runtime, by
-    /// sysmon or a stop-the-world (`revoke.rs`).
+    /// sysmon or a stop-the-world (`retake.rs`).
     pub(crate) blocked_handoffs: AtomicU64,
-    /// Ps taken from threads computing without runtime calls (`revoke.rs`,
+    /// Ps taken from threads computing without runtime calls (`retake.rs`,
     /// rule 5).
     pub(crate) hog_handoffs: AtomicU64,
 }
@@ -267,7 +266,7 @@ pub(crate) fn stats() -> Stats {
     st.preempt_requests = SYSMON.preempt_requests.load(Ordering::Relaxed);
     st.blocked_handoffs = SYSMON.blocked_handoffs.load(Ordering::Relaxed);
     st.hog_handoffs = SYSMON.hog_handoffs.load(Ordering::Relaxed);
-    st.blocked_threads = super::revoke::blocked_threads();
+    st.blocked_threads = super::retake::blocked_threads();
     st.netpoll_ready = NETPOLL_READY.load(Ordering::Relaxed);
     st.global_runq = s.runqsize.load(Ordering::Relaxed) as usize;
     st.idle_procs = s.spin.npidle() as usize;

@@ -67,9 +67,9 @@ pub fn sleep(d: Duration) {
 /// The body of [`sleep`], out of line.
 #[inline(never)]
 fn sleep_for(d: Duration) {
-    crate::runtime::asyncpreempt::in_runtime(move || {
+    crate::runtime::entry::call(move || {
         if d.is_zero() {
-            crate::runtime::preempt::check();
+            crate::runtime::coop_preempt::check();
             return;
         }
         let Some(g) = m::current_g() else {
@@ -80,7 +80,7 @@ fn sleep_for(d: Duration) {
         let bubble = bubble::current();
         let when = deadline_after(nanotime(), d);
         let t = timers::Timer::new(TimerFn::Ready(g));
-        // The park inlined into this frame (not generic): `g::context`'s
+        // The park inlined into this frame (not generic): `g::switch`'s
         // note, "Returns after a switch".
         park::park_inline(m::Here::lookup(), WaitReason::Sleep, &mut |_g| {
             t.start_in(bubble, m::Here::lookup(), when, 0);
@@ -100,7 +100,7 @@ pub fn sleep_until(deadline: Instant) {
 /// and moves only when every goroutine of the bubble is durably blocked;
 /// elsewhere, `SystemTime::now()`.
 pub fn now() -> std::time::SystemTime {
-    crate::runtime::asyncpreempt::in_runtime(|| match bubble::current_virtual() {
+    crate::runtime::entry::call(|| match bubble::current_virtual() {
         Some(b) => b.system_time(),
         None => std::time::SystemTime::now(),
     })
@@ -110,7 +110,7 @@ pub fn now() -> std::time::SystemTime {
 /// of two are virtual durations; the values timer channels deliver there
 /// are on the same scale); elsewhere, `Instant::now()`.
 pub fn instant() -> Instant {
-    crate::runtime::asyncpreempt::in_runtime(bubble::instant_now)
+    crate::runtime::entry::call(bubble::instant_now)
 }
 
 /// A channel that receives the current time once `d` has passed (Go's
@@ -138,7 +138,7 @@ pub fn after_func<F>(d: Duration, f: F) -> Timer
 where
     F: Fn() + Send + Sync + 'static,
 {
-    crate::runtime::asyncpreempt::in_runtime(move || {
+    crate::runtime::entry::call(move || {
         let f = Arc::new(f);
         let (tx, rx) = chan(0);
         let t = timers::Timer::new(TimerFn::Call(Box::new(move || {
@@ -220,7 +220,7 @@ impl Timer {
     /// it).
     pub fn stop(&self) -> bool {
         bubble::check_timer(self.bubble, "stop of");
-        crate::runtime::asyncpreempt::in_runtime(move || self.kit.timer().stop())
+        crate::runtime::entry::call(move || self.kit.timer().stop())
     }
 
     /// Re-arms the timer to fire after `d` (Go 1.23's `Reset`): once this
@@ -309,7 +309,7 @@ impl Ticker {
     /// it).
     pub fn stop(&self) {
         bubble::check_timer(self.bubble, "stop of");
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             self.kit.timer().stop();
         })
     }
