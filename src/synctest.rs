@@ -193,8 +193,8 @@ const POLL: std::time::Duration = std::time::Duration::from_millis(250);
 /// `#[goroutine::test]` without `synctest`: runs `f` as a goroutine, as
 /// [`crate::run`] does, as the root of a real-time group (no fake clock).
 /// If every goroutine of the group stays durably blocked (the module
-/// note's table) with none of their timers pending for about a second of
-/// polls ([`POLL`] times `bubble::CONFIRM_POLLS`), the test fails with
+/// note's table) with none of their timers pending for 5 s of polls
+/// ([`POLL`] times `bubble::CONFIRM_POLLS`), the test fails with
 /// their dump instead of hanging. Called from a goroutine, it runs `f`
 /// there, as `run` does.
 pub(crate) fn run_in_group<F, T>(f: F) -> T

@@ -711,9 +711,11 @@ fn goroutine_test_waiting_on_timers_and_threads_is_not_a_deadlock() {
         tx.send(1).unwrap();
     });
     assert_eq!(rx.recv().unwrap(), 1);
+    // A plain thread that wakes it after 2 s: longer than a second of
+    // polls, within the confirmation window.
     let (tx, rx) = chan::<i32>(0);
     let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(2000));
         tx.send(2).unwrap();
     });
     assert_eq!(rx.recv().unwrap(), 2);

@@ -67,7 +67,7 @@
 //! timer of theirs pending, and no park or exit among them (the `epoch`)
 //! over [`CONFIRM_POLLS`] polls in a row. Plain threads outside the
 //! runtime may still wake a member (nothing forbids it here), which the
-//! confirmation window covers for the short waits tests make.
+//! confirmation window (5 s) covers for the waits tests make.
 //!
 //! # Lock order
 //! A bubble's `advance` lock is taken with no other lock held (on the
@@ -571,8 +571,13 @@ fn deadlock_report(b: &Bubble, members: &[&'static G], what: &str) -> String {
 }
 
 /// How many polls in a row must find a real-time group deadlocked, with
-/// nothing changed, before it is reported.
-pub(crate) const CONFIRM_POLLS: u32 = 4;
+/// nothing changed, before it is reported: 5 s of polls. A plain thread
+/// (or a goroutine of another group) may still wake a member, and nothing
+/// tells the runtime it will; the window is what a test's thread may take
+/// to do so before the test is called deadlocked. Long enough for the
+/// waits tests make on a loaded machine, short enough that a deadlocked
+/// test fails in seconds instead of hanging.
+pub(crate) const CONFIRM_POLLS: u32 = 20;
 
 /// A real-time group's deadlock poll: the report if every member is
 /// durably blocked and none of its timers is pending, with nothing changed
