@@ -49,7 +49,10 @@
 /// The entry gate of runtime calls (`entry.rs`): P revocation's check and
 /// this module's guard.
 pub(crate) use super::entry::call as in_runtime;
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 pub(crate) use imp::trampoline_addr;
 pub(crate) use imp::{preempt_m, region};
 
@@ -162,7 +165,10 @@ pub(crate) fn stats() -> AsyncPreemptStats {
     }
 }
 
-#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
 mod imp {
     /// Nothing to signal elsewhere.
     pub(crate) fn preempt_m(_p: &'static crate::p::P, _now: i64) {}
@@ -174,7 +180,10 @@ mod imp {
     }
 }
 
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 mod imp {
     use std::sync::atomic::Ordering;
     use std::sync::Once;

@@ -196,9 +196,7 @@ struct Step {
     ra: Rule,
     fp: Rule,
     bx: Rule,
-    /// The frame is `asyncpreempt`'s trampoline (x86-64 only, where
-    /// asynchronous preemption exists).
-    #[cfg(target_arch = "x86_64")]
+    /// The frame is `asyncpreempt`'s trampoline.
     trampoline: bool,
 }
 
@@ -274,7 +272,6 @@ impl Walker {
             ra,
             fp: rule(arch::FP)?,
             bx: rule(arch::EXTRA)?,
-            #[cfg(target_arch = "x86_64")]
             trampoline: fde.initial_address() as usize
                 == crate::runtime::asyncpreempt::trampoline_addr(),
         })
@@ -339,6 +336,30 @@ impl Walker {
             let Some(ra) = ra.map(arch::strip) else {
                 break;
             };
+            #[cfg(target_arch = "aarch64")]
+            if ra == 0 && step.trampoline {
+                // As on x86-64 (below), with the arm64 save area: the
+                // trampoline's CFA is its entry SP, the `rt_sigframe`
+                // whose ucontext follows the 128-byte siginfo slot
+                // (`sys::preempt`'s note, "aarch64").
+                let mc = cfa + 128 + std::mem::offset_of!(libc::ucontext_t, uc_mcontext);
+                let reg =
+                    |n: usize| read(mc + std::mem::offset_of!(libc::mcontext_t, regs) + 8 * n);
+                let (Some(pc), Some(sp), Some(fp), Some(lr)) = (
+                    read(mc + std::mem::offset_of!(libc::mcontext_t, pc)),
+                    read(mc + std::mem::offset_of!(libc::mcontext_t, sp)),
+                    reg(29),
+                    reg(30),
+                ) else {
+                    break;
+                };
+                if sp <= regs.sp {
+                    break;
+                }
+                regs = Regs { pc, sp, fp, bx: lr };
+                exact = true;
+                continue;
+            }
             #[cfg(target_arch = "x86_64")]
             if ra == 0 && step.trampoline {
                 // An asynchronously preempted goroutine: the trampoline's
