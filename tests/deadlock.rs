@@ -12,7 +12,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use goroutine::{chan, go, run, select};
@@ -166,7 +166,7 @@ fn scenario(name: &str) {
 }
 
 fn spawn(name: &str) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
+    common::self_command()
         .env(SCENARIO, name)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

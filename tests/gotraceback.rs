@@ -26,6 +26,8 @@
 //! No libtest harness (`harness = false`): the deadlock needs a process
 //! whose only plain thread is `main` (see tests/deadlock.rs).
 
+mod common;
+
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -230,7 +232,7 @@ fn run_with(mut cmd: Command, level: Option<&str>) -> (i32, String) {
 }
 
 fn ours(name: &str, level: Option<&str>) -> (Facts, String) {
-    let mut c = Command::new(std::env::current_exe().unwrap());
+    let mut c = common::self_command();
     c.env(SCENARIO, name);
     let (exit, err) = run_with(c, level);
     (facts(exit, &err, "gotraceback::", "goroutine::"), err)
@@ -384,7 +386,7 @@ fn block_of<'a>(dump: &'a str, frame: &str) -> Option<&'a str> {
 /// system call its thread is in; spinning; in a system call through the
 /// runtime.
 fn sigquit_threads() {
-    let mut c = Command::new(std::env::current_exe().unwrap());
+    let mut c = common::self_command();
     c.env(SCENARIO, "sigquit_threads").env("GOMAXPROCS", "4");
     let (exit, err) = run_with(c, None);
     assert_eq!(exit, 2, "{err}");
@@ -399,6 +401,15 @@ fn sigquit_threads() {
         ("gotraceback::in_syscall(...)", "[syscall]:"),
     ] {
         let block = block_of(&err, frame).unwrap_or_else(|| panic!("no {frame} in:\n{err}"));
+        // qemu-user: /proc/<tid>/syscall gives the host's system call
+        // number, so the blocked call is named by number there (README,
+        // "Supported platforms").
+        let header =
+            if cfg!(goroutine_qemu) && !header.starts_with("[running") && header != "[syscall]:" {
+                "[syscall, blocked outside the runtime: "
+            } else {
+                header
+            };
         assert!(block.contains(header), "{header} for {frame}:\n{block}");
         if !header.starts_with('[') {
             assert!(

@@ -11,7 +11,7 @@ mod graceful_server;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -70,8 +70,7 @@ fn read_response(r: &mut BufReader<TcpStream>) -> Result<Option<bool>, String> {
 
 #[test]
 fn sigterm_under_load() {
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
+    let mut child = common::self_command()
         .args(["--exact", CHILD, "--nocapture", "--test-threads=1"])
         .env("GOROUTINE_TEST_CHILD", CHILD)
         .stdout(Stdio::piped())

@@ -20,7 +20,8 @@ use goroutine::{go, run};
 /// The bound on the ticker's worst gap: 100 ms in release builds, times
 /// `DEBUG_FACTOR` in debug builds, whose unoptimized scheduler and sysmon
 /// run each pass several times slower (CI's debug run once saw 250 ms
-/// beside the std mpsc pairs, whose typical worst gap is 3-6 ms there).
+/// beside the std mpsc pairs, whose typical worst gap is 3-6 ms there),
+/// and times `GOROUTINE_TEST_TIME_SCALE` (tests/common) under an emulator.
 const BOUND: Duration = Duration::from_millis(if cfg!(debug_assertions) {
     100 * DEBUG_FACTOR
 } else {
@@ -110,12 +111,16 @@ fn check(what: &str, mut measure: impl FnMut() -> (Duration, usize)) {
         // `go` there is so slow, and slower the more goroutines have been
         // spawned, that `many(1_000, ..)` spawns for over a second, and the
         // spawner's P serves none of its timers meanwhile.
-        if worst < BOUND || cfg!(goroutine_randomize) || cfg!(goroutine_sanitize = "thread") {
+        if worst < common::scaled(BOUND)
+            || cfg!(goroutine_randomize)
+            || cfg!(goroutine_sanitize = "thread")
+        {
             return;
         }
         seen.push(worst);
     }
-    panic!("{what}: the ticker waited {seen:?} in {ATTEMPTS} runs (bound {BOUND:?})");
+    let bound = common::scaled(BOUND);
+    panic!("{what}: the ticker waited {seen:?} in {ATTEMPTS} runs (bound {bound:?})");
 }
 
 /// 1,000 goroutines, each 20 pieces of ~30 us CPU work, with `yield_now`

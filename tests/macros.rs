@@ -314,6 +314,11 @@ fn synctest_option_deadlock_fails_the_test() {
     ignore = "compares rustc's messages with ones blessed on stable, and the sanitizer runs use \
               nightly, whose messages differ (a span in main_bad_return.stderr)"
 )]
+#[cfg_attr(
+    goroutine_qemu,
+    ignore = "compile-time checks only: trybuild runs the host's cargo and rustc, nothing runs \
+              on aarch64, and the native run checks the same messages"
+)]
 fn compile_fail() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/*.rs");

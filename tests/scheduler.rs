@@ -455,7 +455,9 @@ isolated_test! {
         // Debug builds run the same load, smaller; ThreadSanitizer's
         // smaller still: there, beside the spinners, the debug load
         // outlasts a round's limit (schedtrace shows the queues moving).
-        let (n, reps) = if cfg!(goroutine_sanitize = "thread") {
+        // Under qemu-user (`--cfg goroutine_qemu`) as under ThreadSanitizer:
+        // the emulated load outlasts a round's limit several times over.
+        let (n, reps) = if cfg!(goroutine_sanitize = "thread") || cfg!(goroutine_qemu) {
             (1_000u64, 10)
         } else if cfg!(debug_assertions) {
             (4_000u64, 40)

@@ -6,6 +6,8 @@
 //! No libtest harness (`harness = false`): the deadlock scenario needs a
 //! process whose only plain thread is `main` (see tests/deadlock.rs).
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -226,7 +228,7 @@ fn raise_quit() {
 }
 
 fn child(name: &str, env: &[(&str, &str)]) -> (Option<i32>, String) {
-    let mut c = Command::new(std::env::current_exe().unwrap());
+    let mut c = common::self_command();
     c.env(SCENARIO, name)
         .env_remove("GOTRACEBACK")
         .stdout(Stdio::piped())

@@ -445,6 +445,39 @@ fn error_line(stderr: &str) -> String {
         .map_or_else(|| "no output".into(), |l| l.to_string())
 }
 
+/// A command that runs this tool again (a worker or a load client): under
+/// the emulator the tool itself runs under, if any, as the test suite's
+/// children do (tests/common): `GOROUTINE_TEST_RUNNER`, else cargo's
+/// runner variable for aarch64 when built for aarch64. CI's "aarch64 under
+/// qemu" step runs `--quick` this way, as a smoke test.
+fn self_command() -> Result<Command, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let runner = std::env::var("GOROUTINE_TEST_RUNNER").ok().or_else(|| {
+        cfg!(target_arch = "aarch64")
+            .then(|| std::env::var("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER").ok())
+            .flatten()
+    });
+    let words: Vec<&str> = runner.as_deref().unwrap_or("").split_whitespace().collect();
+    Ok(match words.split_first() {
+        Some((prog, args)) => {
+            let mut cmd = Command::new(prog);
+            cmd.args(args).arg(exe);
+            cmd
+        }
+        None => Command::new(exe),
+    })
+}
+
+/// `GOROUTINE_TEST_TIME_SCALE` (tests/common), which lengthens a run's
+/// time limit under an emulator; 1 when unset or not a number >= 1.
+fn time_scale() -> f64 {
+    std::env::var("GOROUTINE_TEST_TIME_SCALE")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|f| f.is_finite() && *f >= 1.0)
+        .unwrap_or(1.0)
+}
+
 /// The command of one run: the Go program, or this tool's worker mode.
 fn runtime_command(w: &Workload, rt: &str, procs: usize, quick: bool) -> Result<Command, String> {
     let cfg = Cfg { procs, quick };
@@ -454,8 +487,7 @@ fn runtime_command(w: &Workload, rt: &str, procs: usize, quick: bool) -> Result<
         cmd.args(args);
         cmd
     } else {
-        let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-        let mut cmd = Command::new(exe);
+        let mut cmd = self_command()?;
         cmd.args([
             "__worker",
             rt,
@@ -470,7 +502,7 @@ fn runtime_command(w: &Workload, rt: &str, procs: usize, quick: bool) -> Result<
 }
 
 fn run_once(w: &Workload, rt: &str, procs: usize, quick: bool) -> Result<Run, String> {
-    let limit = Duration::from_secs(if quick { 30 } else { 120 });
+    let limit = Duration::from_secs(if quick { 30 } else { 120 }).mul_f64(time_scale());
     if w.client.is_some() {
         return run_served(w, rt, procs, quick, limit);
     }
@@ -554,8 +586,7 @@ fn run_client(
     port: u16,
     limit: Duration,
 ) -> Result<Run, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-    let mut cmd = Command::new(exe);
+    let mut cmd = self_command()?;
     cmd.args([
         "__client",
         w.name,

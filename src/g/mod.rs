@@ -477,9 +477,12 @@ impl G {
     /// trampoline's count with its last instruction before the system call.
     #[inline]
     #[cfg_attr(
-        not(all(target_os = "linux", target_arch = "x86_64")),
+        not(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )),
         allow(dead_code)
-    )] // asynchronous preemption is x86-64 Linux only
+    )] // asynchronous preemption is x86-64 and aarch64 Linux only
     pub(crate) fn in_runtime_counter(&self) -> &AtomicU8 {
         &self.in_runtime
     }
@@ -516,9 +519,12 @@ impl G {
     /// Enters a preemptible region; false if the depth is saturated.
     #[inline]
     #[cfg_attr(
-        not(all(target_os = "linux", target_arch = "x86_64")),
+        not(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )),
         allow(dead_code)
-    )] // asynchronous preemption is x86-64 Linux only
+    )] // asynchronous preemption is x86-64 and aarch64 Linux only
     pub(crate) fn region_enter(&self) -> bool {
         G::bump(&self.region_depth)
     }
@@ -526,9 +532,12 @@ impl G {
     /// Leaves a region entered with a successful `region_enter`.
     #[inline]
     #[cfg_attr(
-        not(all(target_os = "linux", target_arch = "x86_64")),
+        not(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )),
         allow(dead_code)
-    )] // asynchronous preemption is x86-64 Linux only
+    )] // asynchronous preemption is x86-64 and aarch64 Linux only
     pub(crate) fn region_exit(&self) {
         G::unbump(&self.region_depth)
     }

@@ -85,15 +85,21 @@ pub(crate) struct M {
     dead: AtomicBool,
     /// sysmon asks this M's goroutine to stop asynchronously (see the note).
     #[cfg_attr(
-        not(all(target_os = "linux", target_arch = "x86_64")),
+        not(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )),
         allow(dead_code)
-    )] // asynchronous preemption is x86-64 Linux only
+    )] // asynchronous preemption is x86-64 and aarch64 Linux only
     pub(crate) async_preempt: AtomicBool,
     /// When sysmon sent the last `SIGURG` (nanotime), for latency stats.
     #[cfg_attr(
-        not(all(target_os = "linux", target_arch = "x86_64")),
+        not(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )),
         allow(dead_code)
-    )] // asynchronous preemption is x86-64 Linux only
+    )] // asynchronous preemption is x86-64 and aarch64 Linux only
     pub(crate) preempt_sent_at: AtomicI64,
     /// The thread's signal mask (the kernel's 64-bit word), see the note.
     pub(crate) sigmask: AtomicU64,
@@ -313,9 +319,12 @@ pub(crate) fn overflow_lookup(addr: usize) -> Option<(u64, usize)> {
 /// The calling thread's M, for the asynchronous-preemption signal handler:
 /// async-signal-safe, as `overflow_lookup`.
 #[cfg_attr(
-    not(all(target_os = "linux", target_arch = "x86_64")),
+    not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )),
     allow(dead_code)
-)] // asynchronous preemption is x86-64 Linux only
+)] // asynchronous preemption is x86-64 and aarch64 Linux only
 pub(crate) fn current_in_signal() -> Option<&'static M> {
     let m = CURRENT.try_with(|c| c.get()).ok()?;
     // SAFETY: CURRENT only ever holds a leaked M.

@@ -123,9 +123,12 @@ impl Revoke {
 
     /// A revocation is being decided or was decided and not yet noticed
     /// (any thread; a snapshot). Read by the asynchronous-preemption
-    /// handler, which exists on x86-64 only.
+    /// handler, which exists on x86-64 and aarch64 only.
     #[inline]
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    #[cfg_attr(
+        not(any(target_arch = "x86_64", target_arch = "aarch64")),
+        allow(dead_code)
+    )]
     pub(crate) fn busy(&self) -> bool {
         self.state.load(Ordering::Relaxed) != NONE
     }

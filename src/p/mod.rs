@@ -211,9 +211,12 @@ impl P {
     /// The M holding this P, if any (a hint; see the field).
     #[inline]
     #[cfg_attr(
-        not(all(target_os = "linux", target_arch = "x86_64")),
+        not(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )),
         allow(dead_code)
-    )] // asynchronous preemption is x86-64 Linux only
+    )] // asynchronous preemption is x86-64 and aarch64 Linux only
     pub(crate) fn m(&self) -> Option<&'static crate::m::M> {
         // Relaxed: M records are leaked and fully built before their thread
         // starts; the reader re-validates on the target thread.

@@ -7,13 +7,13 @@
 //! # State
 //! - `REGIONS_USED`: set once, when the first region is entered (after the
 //!   `SIGURG` handler is installed). Until then every runtime call's
-//!   [`in_runtime`] is one relaxed load of it and a branch, and sysmon sends
+//!   [`entry::call`](super::entry::call) is one relaxed load of it and a branch, and sysmon sends
 //!   no signal.
 //! - Per G (both written only by the G itself, read by the handler on the
 //!   same thread, so plain loads and stores ordered by signal fences):
 //!   `region_depth` (nesting of [`region`]) and `in_runtime` (nesting of
 //!   runtime calls: every public runtime entry point and the `Drop` of every
-//!   runtime type that does work runs its body in [`in_runtime`], which
+//!   runtime type that does work runs its body in [`entry::call`](super::entry::call), which
 //!   holds an [`InRuntime`] guard once regions exist).
 //! - Finding "the running G" from code that may itself be preempted needs
 //!   care: see `m::current_g_checked`.
@@ -46,7 +46,10 @@
 //!
 //! Counters ([`stats`]) are kept for tests and tuning.
 
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 pub(crate) use imp::trampoline_addr;
 pub(crate) use imp::{preempt_m, region};
 
@@ -76,7 +79,7 @@ pub(crate) struct InRuntime(Option<&'static G>);
 
 impl InRuntime {
     /// Enters a runtime call that never returns, or a test's (for returning
-    /// ones, [`in_runtime`] is cheaper).
+    /// ones, [`entry::call`](super::entry::call) is cheaper).
     #[inline(always)]
     pub(crate) fn enter() -> InRuntime {
         // Relaxed: as in `in_runtime`.
@@ -104,7 +107,7 @@ impl Drop for InRuntime {
 }
 
 /// Debug builds: panics if the running goroutine is in a region but not in
-/// a runtime call, i.e. some runtime path lacks its [`in_runtime`].
+/// a runtime call, i.e. some runtime path lacks its [`entry::call`](super::entry::call).
 /// Called where the runtime switches or takes its locks.
 #[inline]
 pub(crate) fn debug_check_guarded() {
@@ -159,7 +162,10 @@ pub(crate) fn stats() -> AsyncPreemptStats {
     }
 }
 
-#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
 mod imp {
     /// Nothing to signal elsewhere.
     pub(crate) fn preempt_m(_p: &'static crate::p::P, _now: i64) {}
@@ -171,7 +177,10 @@ mod imp {
     }
 }
 
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 mod imp {
     use std::sync::atomic::Ordering;
     use std::sync::Once;

@@ -227,6 +227,11 @@ fn looks_dead() -> Result<u64, Verdict> {
     // the process creates its first thread (sysmon's, at the latest).
     #[cfg(goroutine_sanitize = "thread")]
     let accounted = accounted + 1;
+    // qemu-user runs a thread of its own (its RCU thread) in every process
+    // it emulates: builds for it (`--cfg goroutine_qemu`, README
+    // "Supported platforms") count it.
+    #[cfg(goroutine_qemu)]
+    let accounted = accounted + 1;
     match crate::sys::procfs::process_threads() {
         Some(n) if n == accounted => Ok(seen),
         Some(_) => Err(Verdict::OutsideThreads),

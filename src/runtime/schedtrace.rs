@@ -31,18 +31,21 @@ use std::sync::atomic::Ordering;
 
 use super::sched;
 use crate::g::Status;
-use crate::sys::time::nanotime;
 
 /// Prints one schedtrace report on stderr.
-pub(crate) fn print(detailed: bool) {
-    let out = render(detailed);
+pub(crate) fn print(detailed: bool, now: i64) {
+    let out = render(detailed, now);
     let _ = std::io::stderr().lock().write_all(out.as_bytes());
 }
 
 /// The report that [`print`] writes.
-pub(crate) fn render(detailed: bool) -> String {
+///
+/// `now` (nanotime) is the line's time stamp: sysmon's reading that decided
+/// the line was due, so that lines are never closer than the period even
+/// when the rendering itself is slow (an emulator; a loaded machine).
+pub(crate) fn render(detailed: bool, now: i64) -> String {
     let s = sched();
-    let ms = (nanotime() - super::start_time()) / 1_000_000;
+    let ms = (now - super::start_time()) / 1_000_000;
     let (idlethreads, stopwait) = {
         let l = s.lock();
         (l.midle.len(), l.stw.remaining())

@@ -26,17 +26,17 @@
 //! beside 2 busy ones at GOMAXPROCS=1, the process was idle 56% of the time
 //! (the `syscalls` row: 5-7x slowdown, Go's too).
 //!
-//! So each call is timed with the time-stamp counter (two `rdtsc`s; none
-//! where there is no TSC, which leaves Go's behaviour), and a goroutine
-//! whose last `LONG_STREAK` calls each lasted `LONG_SYSCALL_TICKS` or more
-//! hands its P off when it enters the next one, as `syscall_blocking`
-//! does, but only if other goroutines are waiting to run (its P's queue or
-//! the global queue): with nothing waiting the P has nothing to do, and
-//! handing it off would only cost a thread wake-up. A prediction that turns
-//! out wrong (a short call after long ones) costs what sysmon's retake
-//! would have cost: the call's exit finds its P gone and takes an idle one
-//! or queues the goroutine. One short call resets the streak.
-//! `GODEBUG=syscallhandoff=0` turns it off.
+//! So each call is timed with the CPU's counter (two `cputicks` reads: the
+//! TSC on x86-64, `CNTVCT_EL0` on aarch64; none where there is none, which
+//! leaves Go's behaviour), and a goroutine whose last `LONG_STREAK` calls
+//! each lasted `long_syscall_ticks()` or more hands its P off when it
+//! enters the next one, as `syscall_blocking` does, but only if other
+//! goroutines are waiting to run (its P's queue or the global queue): with
+//! nothing waiting the P has nothing to do, and handing it off would only
+//! cost a thread wake-up. A prediction that turns out wrong (a short call
+//! after long ones) costs what sysmon's retake would have cost: the call's
+//! exit finds its P gone and takes an idle one or queues the goroutine. One
+//! short call resets the streak. `GODEBUG=syscallhandoff=0` turns it off.
 //!
 //! The exactly-one-owner rule of `PHandle` holds throughout: the only ways
 //! out of `Syscall` state are CASes, and each winner gets the one handle.
@@ -84,9 +84,21 @@ pub(crate) fn syscall<R>(block: bool, f: impl FnOnce() -> R) -> R {
     r
 }
 
-/// A system call that lasted this many time-stamp-counter ticks counts as
-/// long (2^17: 26-130 us at 5-1 GHz, past sysmon's first tick).
-const LONG_SYSCALL_TICKS: u64 = 1 << 17;
+/// A system call that lasted this many counter ticks (`cputicks`) counts
+/// as long: about 32 us (on x86-64 2^17 TSC ticks, 26-130 us at 5-1 GHz),
+/// past sysmon's first tick.
+fn long_syscall_ticks() -> u64 {
+    static TICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    // Relaxed: a value computed again by a racing thread is the same.
+    match TICKS.load(Ordering::Relaxed) {
+        0 => {
+            let t = crate::sys::time::ticks_for_us(32);
+            TICKS.store(t, Ordering::Relaxed);
+            t
+        }
+        t => t,
+    }
+}
 
 /// Long calls in a row after which the next call hands its P off at entry
 /// if goroutines are waiting (module note).
@@ -171,7 +183,7 @@ pub(crate) fn exitsyscall() {
     let m = m::current().expect("exitsyscall off an M");
     let g = m.curg().expect("exitsyscall outside a goroutine");
     // The call's length feeds the hand-off at entry (module note).
-    let long = cputicks().wrapping_sub(m.syscall_tsc()) >= LONG_SYSCALL_TICKS;
+    let long = cputicks().wrapping_sub(m.syscall_tsc()) >= long_syscall_ticks();
     g.set_syscall_long(if long {
         (g.syscall_long() + 1).min(LONG_STREAK)
     } else {

@@ -275,7 +275,7 @@ fn sysmon() {
 
         if schedtrace_ns > 0 && now - last_schedtrace >= schedtrace_ns {
             last_schedtrace = now;
-            super::schedtrace::print(env::godebug().scheddetail);
+            super::schedtrace::print(env::godebug().scheddetail, now);
         }
         if crate::tracer::on() && now - last_sample >= SAMPLE_NS {
             last_sample = now;

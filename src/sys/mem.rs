@@ -114,6 +114,30 @@ pub(crate) unsafe fn guard_install(addr: NonNull<u8>, len: usize) -> io::Result<
     Ok(())
 }
 
+/// Whether the kernel can read the byte at `addr`: `write`s it to a fresh
+/// pipe, which fails with `EFAULT` on a guard region or a `PROT_NONE` page.
+/// `None` if no pipe could be made (descriptor table full). Used once per
+/// stack pool to check that a successful [`guard_install`] made a guard:
+/// an emulator may accept advice it does not implement (qemu-user returns
+/// 0 for any `madvise` it does not know, and the page stays writable).
+pub(crate) fn kernel_can_read(addr: usize) -> Option<bool> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a valid out-array of two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return None;
+    }
+    // SAFETY: `write` only reads (and checks) the user address; a fault is
+    // reported as EFAULT, never raised as a signal.
+    let r = unsafe { libc::write(fds[1], addr as *const libc::c_void, 1) };
+    let efault = r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EFAULT);
+    // SAFETY: closing the two descriptors made above, used by nothing else.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    Some(!efault)
+}
+
 /// `process_madvise(2)`'s name for the calling process (`PIDFD_SELF`, Linux
 /// >= 6.14): no pidfd to open and keep. Older kernels fail with `EBADF`.
 const PIDFD_SELF: libc::c_int = -10000;

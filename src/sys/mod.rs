@@ -14,7 +14,10 @@ pub(crate) mod futex;
 pub(crate) mod mem;
 pub(crate) mod overflow;
 pub(crate) mod poll;
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 pub(crate) mod preempt;
 pub(crate) mod procfs;
 pub(crate) mod socket;
@@ -70,11 +73,17 @@ pub(crate) fn membarrier() -> bool {
 /// The calling thread's signal mask as the kernel's 64-bit word (0 where
 /// asynchronous preemption is not supported: nothing reads it there).
 pub(crate) fn current_sigmask() -> u64 {
-    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
     {
         preempt::current_sigmask()
     }
-    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
     {
         0
     }

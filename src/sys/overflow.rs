@@ -438,7 +438,10 @@ extern "C" fn on_quit(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
 
 /// The registers a thread's own handler recorded ([`capture_registers`]).
 #[cfg_attr(
-    not(all(target_arch = "x86_64", target_os = "linux")),
+    not(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_os = "linux"
+    )),
     allow(dead_code)
 )]
 #[derive(Clone, Copy, Debug)]
@@ -460,7 +463,10 @@ static CAPTURE_TID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32:
 /// -> `IDLE` (the dump is done with the stack: the handler returns).
 static CAPTURE_STATE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(IDLE);
 #[cfg_attr(
-    not(all(target_arch = "x86_64", target_os = "linux")),
+    not(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_os = "linux"
+    )),
     allow(dead_code)
 )]
 static CAPTURE_REGS: [std::sync::atomic::AtomicUsize; 4] = [
@@ -514,7 +520,24 @@ fn capture_here(ctx: *mut libc::c_void) {
             slot.store(gregs[r as usize] as usize, Ordering::Relaxed);
         }
     }
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
+    {
+        // SAFETY: with SA_SIGINFO the kernel passes the interrupted
+        // context as a valid ucontext_t.
+        let mc = unsafe { &(*(ctx as *const libc::ucontext_t)).uc_mcontext };
+        // PC, SP, the frame pointer X29 and the link register X30 (the
+        // unwinder's `bx` on aarch64).
+        for (slot, r) in CAPTURE_REGS
+            .iter()
+            .zip([mc.pc, mc.sp, mc.regs[29], mc.regs[30]])
+        {
+            slot.store(r as usize, Ordering::Relaxed);
+        }
+    }
+    #[cfg(not(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_os = "linux"
+    )))]
     let _ = ctx;
     // Release: the registers, and everything this thread wrote to its
     // stack before the signal, happen before the dump's Acquire load.
@@ -541,12 +564,17 @@ fn capture_here(ctx: *mut libc::c_void) {
 /// any signal. The caller must not allocate or lock between a successful
 /// call and the release: the held thread may hold the allocator's lock.
 #[cfg_attr(
-    not(all(target_arch = "x86_64", target_os = "linux")),
+    not(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_os = "linux"
+    )),
     allow(dead_code)
 )]
 pub(crate) fn capture_registers(tid: i32, deadline: std::time::Instant) -> Option<Captured> {
-    if !cfg!(all(target_arch = "x86_64", target_os = "linux"))
-        || QUIT_FD.load(Ordering::Acquire) < 0
+    if !cfg!(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_os = "linux"
+    )) || QUIT_FD.load(Ordering::Acquire) < 0
     {
         return None;
     }
@@ -590,7 +618,10 @@ pub(crate) fn capture_registers(tid: i32, deadline: std::time::Instant) -> Optio
 /// Lets the thread held by a successful [`capture_registers`] return from
 /// its handler.
 #[cfg_attr(
-    not(all(target_arch = "x86_64", target_os = "linux")),
+    not(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_os = "linux"
+    )),
     allow(dead_code)
 )]
 pub(crate) fn release_captured() {
@@ -729,7 +760,26 @@ pub(crate) mod tests {
 
     /// [`run_child`] with `env` set (and `GOTRACEBACK` only if `env` sets it).
     pub(crate) fn run_child_env(path: &str, env: &[(&str, &str)]) -> Output {
-        let mut c = Command::new(std::env::current_exe().unwrap());
+        let exe = std::env::current_exe().unwrap();
+        // Under an emulator the child needs its runner in front, as
+        // tests/common's `self_command` (its note names the variables).
+        let cargo_var = if cfg!(target_arch = "aarch64") {
+            "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER"
+        } else {
+            "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER"
+        };
+        let runner = std::env::var("GOROUTINE_TEST_RUNNER")
+            .or_else(|_| std::env::var(cargo_var))
+            .ok();
+        let words: Vec<&str> = runner.as_deref().unwrap_or("").split_whitespace().collect();
+        let mut c = match words.split_first() {
+            Some((prog, args)) => {
+                let mut c = Command::new(prog);
+                c.args(args).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
         c.args(["--exact", path, "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, path)
             .env_remove("RUST_BACKTRACE")

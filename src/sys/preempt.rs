@@ -1,4 +1,4 @@
-//! Asynchronous preemption, the OS half (x86-64 Linux only): the `SIGURG`
+//! Asynchronous preemption, the OS half (x86-64 and aarch64 Linux): the `SIGURG`
 //! handler and its chaining, `tgkill`, the code range of the object that
 //! holds the runtime, and the sigreturn-based save and restore of an
 //! interrupted context on the goroutine's own stack. Whether to preempt is
@@ -56,65 +56,170 @@
 //! The stub's PCs are refused by [`preemptible_pc`]: between the count's
 //! drop and the system call the goroutine is in no runtime call, but must
 //! not be preempted again.
+//!
+//! # aarch64
+//! The same design with the arm64 frame. The kernel's `ucontext` (4560
+//! bytes) holds the general registers, SP, PC and PSTATE in its
+//! `sigcontext`, and the FP/SIMD state (and SVE's, where present) inline, as
+//! records in the `sigcontext`'s reserved area: no pointer to follow, so
+//! the whole `ucontext` is copied. A frame whose records spill outside it
+//! (an `extra_context` record, for large SVE or SME state) is refused.
+//! There is no red zone (AAPCS64 Linux). The save area is an `rt_sigframe`
+//! as `rt_sigreturn` reads it: 128 bytes (the unused `siginfo` slot) below
+//! the `ucontext` copy, both 16-byte aligned:
+//!
+//! ```text
+//!   high   +-----------------------------+ <- interrupted SP
+//!          | (alignment)                 |
+//!          +-----------------------------+ <- uc (16-byte aligned)
+//!          | kernel ucontext copy (4560) |
+//!          +-----------------------------+
+//!          | siginfo slot (128, unused)  |
+//!          +-----------------------------+ <- SP at trampoline entry
+//!   low    | trampoline frames ...       |
+//! ```
+//!
+//! The live context gets SP = that entry, PC = the trampoline, X0 = `uc`,
+//! X1 = the argument, X30 (the return address) = 0 and PSTATE's BTYPE
+//! cleared (as the kernel does when it starts a handler). The stub sets SP
+//! to `uc - 128`, drops the count (a byte load, subtract, store: no other
+//! writer runs on this thread, and the stub's PCs are refused) and calls
+//! `rt_sigreturn` (139).
 
 use std::io;
-use std::mem::{self, offset_of, size_of};
+#[cfg(target_arch = "aarch64")]
+use std::mem::offset_of;
+use std::mem::{self, size_of};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Once;
 
 use super::overflow::{call_handler, default_action, PrevAction};
 
-/// The kernel's `struct ucontext` on x86-64 (uapi `asm/ucontext.h`), with
-/// `struct sigcontext` flattened: what `rt_sigreturn` reads. glibc's
-/// `ucontext_t` starts the same way but is longer (its `sigset_t` is 128
-/// bytes and it carries an FP save area): we copy only the kernel's part.
-#[repr(C)]
-pub(crate) struct SavedContext {
-    uc_flags: u64,
-    uc_link: u64,
-    uc_stack: libc::stack_t,
-    /// r8..r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip, eflags,
-    /// cs/gs/fs/ss, err, trapno, oldmask, cr2 (glibc's `REG_*` order).
-    gregs: [u64; 23],
-    /// The FP state: `struct _fpstate` (fxsave layout plus xsave data).
-    fpstate: u64,
-    reserved1: [u64; 8],
-    /// The kernel's signal mask word (64 signals).
-    uc_sigmask: u64,
+/// The x86-64 frame layout (module note).
+#[cfg(target_arch = "x86_64")]
+mod frame {
+    use std::mem::{offset_of, size_of};
+
+    /// The kernel's `struct ucontext` on x86-64 (uapi `asm/ucontext.h`), with
+    /// `struct sigcontext` flattened: what `rt_sigreturn` reads. glibc's
+    /// `ucontext_t` starts the same way but is longer (its `sigset_t` is 128
+    /// bytes and it carries an FP save area): we copy only the kernel's part.
+    #[repr(C)]
+    pub(crate) struct SavedContext {
+        pub(super) uc_flags: u64,
+        pub(super) uc_link: u64,
+        pub(super) uc_stack: libc::stack_t,
+        /// r8..r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip, eflags,
+        /// cs/gs/fs/ss, err, trapno, oldmask, cr2 (glibc's `REG_*` order).
+        pub(super) gregs: [u64; 23],
+        /// The FP state: `struct _fpstate` (fxsave layout plus xsave data).
+        pub(super) fpstate: u64,
+        pub(super) reserved1: [u64; 8],
+        /// The kernel's signal mask word (64 signals).
+        pub(super) uc_sigmask: u64,
+    }
+
+    const _: () = assert!(size_of::<SavedContext>() == 304);
+    const _: () =
+        assert!(offset_of!(SavedContext, gregs) == offset_of!(libc::ucontext_t, uc_mcontext));
+    const _: () =
+        assert!(offset_of!(SavedContext, uc_sigmask) == offset_of!(libc::ucontext_t, uc_sigmask));
+    const _: () = assert!(libc::SYS_rt_sigreturn == 15);
+
+    pub(super) const REG_RDI: usize = 8;
+    pub(super) const REG_RSI: usize = 9;
+    pub(super) const REG_RSP: usize = 15;
+    pub(super) const REG_RIP: usize = 16;
+    pub(super) const REG_EFL: usize = 17;
+    const _: () = assert!(libc::REG_RDI as usize == REG_RDI);
+    const _: () = assert!(libc::REG_RSI as usize == REG_RSI);
+    const _: () = assert!(libc::REG_RSP as usize == REG_RSP);
+    const _: () = assert!(libc::REG_RIP as usize == REG_RIP);
+    const _: () = assert!(libc::REG_EFL as usize == REG_EFL);
+
+    /// EFLAGS.DF: string instructions run backwards. Cleared for the trampoline.
+    pub(super) const EFLAGS_DF: u64 = 1 << 10;
+
+    /// The x86-64 red zone: leaf code may use 128 bytes below RSP.
+    pub(super) const RED_ZONE: usize = 128;
+
+    /// The legacy (`fxsave`) part of the FP state, and where the kernel's
+    /// `struct _fpx_sw_bytes` sits in its software-reserved bytes.
+    pub(super) const FXSAVE_SIZE: usize = 512;
+    pub(super) const FPX_SW_BYTES: usize = 464;
+    pub(super) const FP_XSTATE_MAGIC1: u32 = 0x4650_5853;
+    /// More than any real xsave area (AVX-512 with AMX tiles is ~11 KiB):
+    /// anything larger means we misread the frame; refuse.
+    pub(super) const MAX_FPSTATE: usize = 64 * 1024;
+}
+#[cfg(target_arch = "x86_64")]
+pub(crate) use frame::SavedContext;
+#[cfg(target_arch = "x86_64")]
+use frame::*;
+
+/// The kernel's `struct ucontext` on aarch64 (uapi `asm/ucontext.h`, laid
+/// out as glibc's `ucontext_t`): what `rt_sigreturn` reads, FP/SIMD state
+/// included (module note, "aarch64").
+#[cfg(target_arch = "aarch64")]
+pub(crate) type SavedContext = libc::ucontext_t;
+
+#[cfg(target_arch = "aarch64")]
+const _: () = assert!(size_of::<SavedContext>() == 4560);
+#[cfg(target_arch = "aarch64")]
+const _: () = assert!(libc::SYS_rt_sigreturn == 139);
+
+/// The `siginfo` slot of an `rt_sigframe`, below its `ucontext`.
+#[cfg(target_arch = "aarch64")]
+const SIGINFO_SIZE: usize = 128;
+
+/// PSTATE.BTYPE (bits 10-11): the branch type a BTI landing pad checks.
+#[cfg(target_arch = "aarch64")]
+const PSTATE_BTYPE: u64 = 3 << 10;
+
+/// The record that moves FP/SIMD-related state out of the `ucontext`
+/// (`EXTRA_MAGIC`), and the end record's magic.
+#[cfg(target_arch = "aarch64")]
+const EXTRA_MAGIC: u32 = 0x4558_5401;
+#[cfg(target_arch = "aarch64")]
+const END_MAGIC: u32 = 0;
+
+/// Where the records of FP/SIMD state start in the `sigcontext` (its
+/// 16-byte aligned `__reserved` area, after PSTATE), and how long they are.
+#[cfg(target_arch = "aarch64")]
+const RESERVED_AT: usize = (offset_of!(libc::mcontext_t, pstate) + 8 + 15) & !15;
+#[cfg(target_arch = "aarch64")]
+const RESERVED_LEN: usize = size_of::<libc::mcontext_t>() - RESERVED_AT;
+#[cfg(target_arch = "aarch64")]
+const _: () = assert!(RESERVED_AT == 288 && RESERVED_LEN == 4096);
+
+/// The reserved area of `c`'s `sigcontext` (glibc keeps the field private).
+#[cfg(target_arch = "aarch64")]
+fn reserved(c: &mut SavedContext) -> &mut [u8] {
+    let at = &mut c.uc_mcontext as *mut libc::mcontext_t as *mut u8;
+    // SAFETY: `RESERVED_AT..+RESERVED_LEN` lies inside the mcontext (the
+    // assertion above), plain bytes, borrowed with `c`.
+    unsafe { std::slice::from_raw_parts_mut(at.add(RESERVED_AT), RESERVED_LEN) }
 }
 
-const _: () = assert!(size_of::<SavedContext>() == 304);
-const _: () = assert!(offset_of!(SavedContext, gregs) == offset_of!(libc::ucontext_t, uc_mcontext));
-const _: () =
-    assert!(offset_of!(SavedContext, uc_sigmask) == offset_of!(libc::ucontext_t, uc_sigmask));
-const _: () = assert!(libc::SYS_rt_sigreturn == 15);
-
-const REG_RDI: usize = 8;
-const REG_RSI: usize = 9;
-const REG_RSP: usize = 15;
-const REG_RIP: usize = 16;
-const REG_EFL: usize = 17;
-const _: () = assert!(libc::REG_RDI as usize == REG_RDI);
-const _: () = assert!(libc::REG_RSI as usize == REG_RSI);
-const _: () = assert!(libc::REG_RSP as usize == REG_RSP);
-const _: () = assert!(libc::REG_RIP as usize == REG_RIP);
-const _: () = assert!(libc::REG_EFL as usize == REG_EFL);
-
-/// EFLAGS.DF: string instructions run backwards. Cleared for the trampoline.
-const EFLAGS_DF: u64 = 1 << 10;
-
-/// The x86-64 red zone: leaf code may use 128 bytes below RSP.
-const RED_ZONE: usize = 128;
-
-/// The legacy (`fxsave`) part of the FP state, and where the kernel's
-/// `struct _fpx_sw_bytes` sits in its software-reserved bytes.
-const FXSAVE_SIZE: usize = 512;
-const FPX_SW_BYTES: usize = 464;
-const FP_XSTATE_MAGIC1: u32 = 0x4650_5853;
-/// More than any real xsave area (AVX-512 with AMX tiles is ~11 KiB):
-/// anything larger means we misread the frame; refuse.
-const MAX_FPSTATE: usize = 64 * 1024;
+/// Whether the records of the reserved area all lie inside it, ending with
+/// the end record and without an `extra_context` (module note).
+#[cfg(target_arch = "aarch64")]
+fn records_inline(reserved: &[u8]) -> bool {
+    let mut at = 0;
+    while at + 8 <= reserved.len() {
+        let word = |o: usize| u32::from_ne_bytes(reserved[o..o + 4].try_into().unwrap());
+        let (magic, size) = (word(at), word(at + 4) as usize);
+        if magic == END_MAGIC {
+            return true;
+        }
+        if magic == EXTRA_MAGIC || size < 8 || size % 16 != 0 || at + size > reserved.len() {
+            return false;
+        }
+        at += size;
+    }
+    false
+}
 
 /// The runtime's decision, called in signal context with the interrupted
 /// context: returns true if the signal was its own (consumed), false to
@@ -346,9 +451,11 @@ pub(crate) struct Interrupted {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Plan {
     uc: usize,
+    #[cfg(target_arch = "x86_64")]
     fp: usize,
+    #[cfg(target_arch = "x86_64")]
     fp_size: usize,
-    /// The trampoline's entry RSP; the lowest address written.
+    /// The trampoline's entry SP; the lowest address written.
     pub(crate) entry_sp: usize,
 }
 
@@ -359,21 +466,25 @@ impl Interrupted {
         unsafe { &*self.uc }
     }
 
+    #[cfg(target_arch = "x86_64")]
     /// The interrupted instruction pointer.
     pub(crate) fn pc(&self) -> usize {
         self.ctx().gregs[REG_RIP] as usize
     }
 
+    #[cfg(target_arch = "x86_64")]
     /// The interrupted stack pointer.
     pub(crate) fn sp(&self) -> usize {
         self.ctx().gregs[REG_RSP] as usize
     }
 
+    #[cfg(target_arch = "x86_64")]
     /// The interrupted code's signal mask.
     pub(crate) fn sigmask(&self) -> u64 {
         self.ctx().uc_sigmask
     }
 
+    #[cfg(target_arch = "x86_64")]
     /// The save-area layout below the interrupted SP, or None if the FP
     /// state in the frame is missing or looks wrong.
     pub(crate) fn plan(&self) -> Option<Plan> {
@@ -410,6 +521,7 @@ impl Interrupted {
         })
     }
 
+    #[cfg(target_arch = "x86_64")]
     /// Copies the context to the save area of `plan` and makes the handler's
     /// return continue in `to(saved, arg)` on the interrupted stack.
     ///
@@ -443,6 +555,71 @@ impl Interrupted {
             g[REG_EFL] &= !EFLAGS_DF;
         }
     }
+
+    /// The interrupted instruction pointer.
+    #[cfg(target_arch = "aarch64")]
+    pub(crate) fn pc(&self) -> usize {
+        self.ctx().uc_mcontext.pc as usize
+    }
+
+    /// The interrupted stack pointer.
+    #[cfg(target_arch = "aarch64")]
+    pub(crate) fn sp(&self) -> usize {
+        self.ctx().uc_mcontext.sp as usize
+    }
+
+    /// The interrupted code's signal mask (the kernel's word: the first 8
+    /// bytes of glibc's `sigset_t`).
+    #[cfg(target_arch = "aarch64")]
+    pub(crate) fn sigmask(&self) -> u64 {
+        // SAFETY: `sigset_t` is at least 8 bytes of plain data.
+        unsafe {
+            ptr::read_unaligned(&self.ctx().uc_sigmask as *const libc::sigset_t as *const u64)
+        }
+    }
+
+    /// The save-area layout below the interrupted SP (module note,
+    /// "aarch64"), or None if the frame's state does not all lie inside
+    /// the `ucontext` (an `extra_context` record).
+    #[cfg(target_arch = "aarch64")]
+    pub(crate) fn plan(&self) -> Option<Plan> {
+        // SAFETY: `uc` points to the kernel's ucontext in the live frame of
+        // the handler that created `self`; only read here.
+        if !records_inline(reserved(unsafe { &mut *self.uc })) {
+            return None;
+        }
+        let uc = self.sp().checked_sub(size_of::<SavedContext>())? & !15;
+        let entry_sp = uc.checked_sub(SIGINFO_SIZE)?;
+        Some(Plan { uc, entry_sp })
+    }
+
+    /// Copies the context to the save area of `plan` and makes the handler's
+    /// return continue in `to(saved, arg)` on the interrupted stack.
+    ///
+    /// # Safety
+    /// `[plan.entry_sp, self.sp())` must be writable memory of the
+    /// interrupted stack that nothing else uses (it is below the
+    /// interrupted SP), `plan` must come from `self.plan()`, and `to` must
+    /// never return.
+    #[cfg(target_arch = "aarch64")]
+    pub(crate) unsafe fn redirect(&mut self, plan: &Plan, to: Trampoline, arg: usize) {
+        let src = self.uc;
+        let saved = plan.uc as *mut SavedContext;
+        // SAFETY: the source is the kernel's ucontext in the handler's frame
+        // (on the alternate signal stack), FP/SIMD records included; the
+        // destination is the caller's save area, disjoint from it.
+        unsafe {
+            ptr::copy_nonoverlapping(src as *const SavedContext, saved, 1);
+            let mc = &mut (*src).uc_mcontext;
+            mc.sp = plan.entry_sp as u64;
+            mc.pc = to as usize as u64;
+            mc.regs[0] = plan.uc as u64;
+            mc.regs[1] = arg as u64;
+            // The trampoline's return address: none (ends backtraces).
+            mc.regs[30] = 0;
+            mc.pstate &= !PSTATE_BTYPE;
+        }
+    }
 }
 
 /// Restores the context saved by [`Interrupted::redirect`]: fixes its
@@ -472,7 +649,16 @@ pub(crate) unsafe fn resume(saved: *mut SavedContext, in_runtime: &AtomicU8) -> 
     // SAFETY: `saved` is our save area (contract); the stub never returns.
     unsafe {
         (*saved).uc_stack = st;
-        (*saved).uc_sigmask = mask;
+        #[cfg(target_arch = "x86_64")]
+        {
+            (*saved).uc_sigmask = mask;
+        }
+        // The kernel's word: the first 8 bytes of glibc's `sigset_t`.
+        #[cfg(target_arch = "aarch64")]
+        ptr::write_unaligned(
+            &mut (*saved).uc_sigmask as *mut libc::sigset_t as *mut u64,
+            mask,
+        );
         goroutine_asyncpreempt_sigreturn(saved, in_runtime.as_ptr())
     }
 }
@@ -481,6 +667,7 @@ pub(crate) unsafe fn resume(saved: *mut SavedContext, in_runtime: &AtomicU8) -> 
 // at RSP - 8, where a handler's `ret` would have popped its return address),
 // the goroutine's in-runtime count drops by one, then rt_sigreturn (15).
 // Hidden symbols: they do not leave the final binary's symbol table.
+#[cfg(target_arch = "x86_64")]
 std::arch::global_asm!(
     ".pushsection .text.goroutine_asyncpreempt_sigreturn,\"ax\",@progbits",
     ".p2align 4",
@@ -493,6 +680,31 @@ std::arch::global_asm!(
     "mov eax, 15",
     "syscall",
     "ud2",
+    ".globl goroutine_asyncpreempt_sigreturn_end",
+    ".hidden goroutine_asyncpreempt_sigreturn_end",
+    "goroutine_asyncpreempt_sigreturn_end:",
+    ".size goroutine_asyncpreempt_sigreturn, goroutine_asyncpreempt_sigreturn_end - goroutine_asyncpreempt_sigreturn",
+    ".popsection",
+);
+
+// The aarch64 stub (module note, "aarch64"): SP = the saved ucontext minus
+// the siginfo slot (the rt_sigframe rt_sigreturn reads at SP), the count
+// drops by one, then rt_sigreturn (139).
+#[cfg(target_arch = "aarch64")]
+std::arch::global_asm!(
+    ".pushsection .text.goroutine_asyncpreempt_sigreturn,\"ax\",@progbits",
+    ".p2align 4",
+    ".globl goroutine_asyncpreempt_sigreturn",
+    ".hidden goroutine_asyncpreempt_sigreturn",
+    ".type goroutine_asyncpreempt_sigreturn,@function",
+    "goroutine_asyncpreempt_sigreturn:",
+    "sub sp, x0, #128",
+    "ldrb w9, [x1]",
+    "sub w9, w9, #1",
+    "strb w9, [x1]",
+    "mov x8, #139",
+    "svc #0",
+    "brk #0",
     ".globl goroutine_asyncpreempt_sigreturn_end",
     ".hidden goroutine_asyncpreempt_sigreturn_end",
     "goroutine_asyncpreempt_sigreturn_end:",
@@ -528,6 +740,7 @@ mod tests {
     }
 
     /// A fake kernel context whose SP is `sp` and whose FP state is `fp`.
+    #[cfg(target_arch = "x86_64")]
     fn fake(sp: usize, fp: &mut [u8]) -> SavedContext {
         // SAFETY: all-zero is a valid SavedContext (integers and a stack_t).
         let mut c: SavedContext = unsafe { mem::zeroed() };
@@ -536,6 +749,7 @@ mod tests {
         c
     }
 
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn save_area_layout() {
         let mut fp = vec![0u8; 4096];
@@ -565,6 +779,32 @@ mod tests {
         assert!(Interrupted { uc: &mut c }.plan().is_none());
         let mut c = fake(0x7000_1000, &mut fp);
         c.fpstate = 0;
+        assert!(Interrupted { uc: &mut c }.plan().is_none());
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    #[test]
+    fn save_area_layout() {
+        // SAFETY: all-zero is a valid ucontext_t (integers and arrays).
+        let mut c: SavedContext = unsafe { mem::zeroed() };
+        // An FP/SIMD record (528 bytes), then the end record.
+        let fpsimd = 0x4650_8001u32.to_ne_bytes();
+        reserved(&mut c)[..4].copy_from_slice(&fpsimd);
+        reserved(&mut c)[4..8].copy_from_slice(&528u32.to_ne_bytes());
+        for sp in [0x7000_1000usize, 0x7000_1008, 0x7000_0ff3] {
+            c.uc_mcontext.sp = sp as u64;
+            let p = Interrupted { uc: &mut c }.plan().unwrap();
+            assert_eq!(p.uc % 16, 0);
+            assert!(p.uc + size_of::<SavedContext>() <= sp, "below the SP");
+            assert_eq!(p.entry_sp, p.uc - SIGINFO_SIZE, "an rt_sigframe at SP");
+            assert_eq!(p.entry_sp % 16, 0, "the ABI's SP alignment");
+        }
+        // An extra_context record (state outside the ucontext): refused.
+        reserved(&mut c)[528..532].copy_from_slice(&EXTRA_MAGIC.to_ne_bytes());
+        reserved(&mut c)[532..536].copy_from_slice(&32u32.to_ne_bytes());
+        assert!(Interrupted { uc: &mut c }.plan().is_none());
+        // No end record: refused.
+        reserved(&mut c)[528..].fill(0xff);
         assert!(Interrupted { uc: &mut c }.plan().is_none());
     }
 }

@@ -71,27 +71,62 @@ pub(crate) fn after(now: i64, d: Duration) -> i64 {
     now.saturating_add(d).min(i64::MAX / 2)
 }
 
-/// The CPU's time-stamp counter, if it is a usable clock: x86-64 with an
-/// invariant TSC (`constant_tsc` and `nonstop_tsc` in /proc/cpuinfo: same
-/// rate in every power state, synchronized across cores). The tracer
-/// timestamps events with it (Go's `cputicks`): a few ns instead of a vDSO
-/// clock read.
+/// The CPU's cycle or timer counter, if it is a usable clock (Go's
+/// `cputicks`): the tracer timestamps events with it and the system-call
+/// wrapper times calls with it, a few ns instead of a vDSO clock read.
+/// - x86-64: the time-stamp counter, where it is invariant (`constant_tsc`
+///   and `nonstop_tsc` in /proc/cpuinfo: same rate in every power state,
+///   synchronized across cores).
+/// - aarch64: the generic timer's virtual count, `CNTVCT_EL0`, which the
+///   architecture makes constant-rate and system-wide (the vDSO's own
+///   clock reads it); usable where `CNTFRQ_EL0` reports its frequency.
 pub(crate) fn tsc_usable() -> bool {
-    if !cfg!(target_arch = "x86_64") {
-        return false;
+    #[cfg(target_arch = "x86_64")]
+    {
+        let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+            return false;
+        };
+        let flags = info
+            .lines()
+            .find(|l| l.starts_with("flags"))
+            .unwrap_or_default();
+        let has = |f: &str| flags.split_whitespace().any(|w| w == f);
+        has("constant_tsc") && has("nonstop_tsc")
     }
-    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
-        return false;
-    };
-    let flags = info
-        .lines()
-        .find(|l| l.starts_with("flags"))
-        .unwrap_or_default();
-    let has = |f: &str| flags.split_whitespace().any(|w| w == f);
-    has("constant_tsc") && has("nonstop_tsc")
+    #[cfg(target_arch = "aarch64")]
+    {
+        counter_frequency().is_some()
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
 }
 
-/// Reads the time-stamp counter (0 where there is none; see [`tsc_usable`]).
+/// The counter's frequency in Hz where the architecture states it
+/// (`CNTFRQ_EL0` on aarch64, which firmware sets and Linux requires to be
+/// right); `None` on x86-64, whose TSC rate only a measurement gives.
+pub(crate) fn counter_frequency() -> Option<u64> {
+    #[cfg(target_arch = "aarch64")]
+    {
+        let f: u64;
+        // SAFETY: CNTFRQ_EL0 is readable at EL0 whenever the virtual count
+        // is (Linux enables both); the read has no memory effects.
+        unsafe {
+            core::arch::asm!("mrs {}, cntfrq_el0", out(reg) f, options(nomem, nostack, preserves_flags))
+        };
+        // The register's low 32 bits hold the frequency.
+        Some(f & 0xffff_ffff).filter(|&f| f != 0)
+    }
+    #[cfg(not(target_arch = "aarch64"))]
+    {
+        None
+    }
+}
+
+/// Reads the counter (0 where there is none; see [`tsc_usable`]). No
+/// serialization: an event's timestamp may be read a few instructions
+/// early, which neither the tracer nor the call timing can see.
 #[inline(always)]
 pub(crate) fn cputicks() -> u64 {
     #[cfg(target_arch = "x86_64")]
@@ -99,8 +134,72 @@ pub(crate) fn cputicks() -> u64 {
         // SAFETY: RDTSC exists on every x86-64 CPU and has no memory effects.
         unsafe { core::arch::x86_64::_rdtsc() }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    {
+        let t: u64;
+        // SAFETY: Linux lets EL0 read CNTVCT_EL0 (the vDSO relies on it);
+        // the read has no memory effects.
+        unsafe {
+            core::arch::asm!("mrs {}, cntvct_el0", out(reg) t, options(nomem, nostack, preserves_flags))
+        };
+        t
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         0
+    }
+}
+
+/// How many [`cputicks`] make `us` microseconds, for a threshold that
+/// needs no precision: from the stated frequency on aarch64; on x86-64,
+/// whose rate is 1-5 GHz and unmeasured here, `us` times 2^12 (so 32 us
+/// makes 2^17 ticks: 26-130 us).
+pub(crate) fn ticks_for_us(us: u64) -> u64 {
+    match counter_frequency() {
+        Some(hz) => (hz.saturating_mul(us) / 1_000_000).max(1),
+        None => us << 12,
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The counter is a clock wherever the runtime uses it as one: it
+    /// exists on x86-64 and aarch64 (on x86-64 only with an invariant TSC,
+    /// which CI's machines have), never goes back on one thread, and runs
+    /// at a rate that matches nanotime within a wide margin.
+    #[test]
+    fn cputicks_is_a_clock() {
+        if cfg!(target_arch = "aarch64") {
+            assert!(tsc_usable(), "CNTFRQ_EL0 reads 0");
+        }
+        if !tsc_usable() {
+            assert_eq!(cputicks(), 0);
+            return;
+        }
+        let (t0, n0) = (cputicks(), nanotime());
+        let mut last = t0;
+        let mut n1 = n0;
+        while n1 - n0 < 20_000_000 {
+            let t = cputicks();
+            assert!(t >= last, "counter went back: {last} then {t}");
+            last = t;
+            n1 = nanotime();
+        }
+        let ticks = cputicks() - t0;
+        assert!(ticks > 0, "counter did not move in 20 ms");
+        // Ticks per second, from 20 ms or more of nanotime: within 10 kHz
+        // and 10 GHz, and within a factor 4 of the stated frequency.
+        let hz = ticks as f64 * 1e9 / (n1 - n0) as f64;
+        assert!((1e4..1e10).contains(&hz), "counter at {hz} Hz");
+        if let Some(f) = counter_frequency() {
+            let ratio = hz / f as f64;
+            assert!(
+                (0.25..4.0).contains(&ratio),
+                "{hz} Hz measured, {f} Hz stated"
+            );
+            assert_eq!(ticks_for_us(1_000_000), f);
+        }
     }
 }

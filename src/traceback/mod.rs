@@ -128,7 +128,10 @@
 //! the runtime's frames are not recognised and stay shown, and spawn sites
 //! can be wrong.
 
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(all(
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    target_os = "linux"
+))]
 mod unwind;
 
 pub(crate) mod format;
@@ -233,7 +236,25 @@ impl StackHeader {
                 options(nostack, preserves_flags),
             );
         }
-        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
+        // SAFETY: three stores into our own stack's header (caller's
+        // contract); no stack use, flags preserved.
+        unsafe {
+            std::arch::asm!(
+                "adr {pc}, .",
+                "str {pc}, [{h}]",
+                "mov {pc}, sp",
+                "str {pc}, [{h}, #8]",
+                "str x29, [{h}, #16]",
+                h = in(reg) h,
+                pc = out(reg) _,
+                options(nostack, preserves_flags),
+            );
+        }
+        #[cfg(not(all(
+            any(target_arch = "x86_64", target_arch = "aarch64"),
+            target_os = "linux"
+        )))]
         let _ = h;
     }
 }
@@ -287,7 +308,16 @@ pub(crate) fn caller_pc() -> usize {
         };
         pc
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    {
+        let pc: usize;
+        // SAFETY: reads the program counter; no memory, no stack.
+        unsafe {
+            std::arch::asm!("adr {}, .", out(reg) pc, options(nomem, nostack, preserves_flags))
+        };
+        pc
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     0
 }
 
@@ -346,7 +376,13 @@ pub(crate) enum NoStack {
     /// The world could not be stopped in time (SIGQUIT).
     NotStopped,
     /// No unwinder on this platform.
-    #[cfg_attr(all(target_arch = "x86_64", target_os = "linux"), allow(dead_code))]
+    #[cfg_attr(
+        all(
+            any(target_arch = "x86_64", target_arch = "aarch64"),
+            target_os = "linux"
+        ),
+        allow(dead_code)
+    )]
     Unsupported,
 }
 
@@ -470,13 +506,22 @@ fn collect_one(
 /// The unwinder of one collection, made on first use (it locks the module
 /// table and caches decoded CFI for the collection's length).
 #[derive(Default)]
-struct Walker(#[cfg(all(target_arch = "x86_64", target_os = "linux"))] Option<unwind::Walker>);
+struct Walker(
+    #[cfg(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_os = "linux"
+    ))]
+    Option<unwind::Walker>,
+);
 
 /// The frames of a parked goroutine from its recorded context.
 ///
 /// # Safety
 /// The goroutine is pinned (module note).
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(all(
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    target_os = "linux"
+))]
 unsafe fn parked_frames(
     walker: &mut Walker,
     h: &StackHeader,
@@ -496,7 +541,10 @@ unsafe fn parked_frames(
     Ok(unsafe { w.walk(regs, crate::g::stack::header_addr(top)) })
 }
 
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+#[cfg(not(all(
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    target_os = "linux"
+)))]
 unsafe fn parked_frames(
     _walker: &mut Walker,
     _h: &StackHeader,
@@ -543,7 +591,10 @@ pub(crate) fn own_frames(range: Option<(usize, usize)>) -> Vec<usize> {
 /// needs, so that nothing is allocated or locked while a thread waits in
 /// its handler (it may hold the allocator's lock).
 pub(crate) struct ThreadWalker {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[cfg(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_os = "linux"
+    ))]
     walker: unwind::Walker,
     buf: Vec<usize>,
 }
@@ -552,20 +603,29 @@ impl ThreadWalker {
     /// Distinct return addresses a dump may meet while threads are held
     /// without allocating.
     #[cfg_attr(
-        not(all(target_arch = "x86_64", target_os = "linux")),
+        not(all(
+            any(target_arch = "x86_64", target_arch = "aarch64"),
+            target_os = "linux"
+        )),
         allow(dead_code)
     )]
     const STEPS: usize = 4096;
 
     pub(crate) fn new() -> ThreadWalker {
-        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        #[cfg(all(
+            any(target_arch = "x86_64", target_arch = "aarch64"),
+            target_os = "linux"
+        ))]
         let walker = {
             let mut w = unwind::Walker::new();
             w.reserve(Self::STEPS);
             w
         };
         ThreadWalker {
-            #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+            #[cfg(all(
+                any(target_arch = "x86_64", target_arch = "aarch64"),
+                target_os = "linux"
+            ))]
             walker,
             buf: Vec::with_capacity(unwind_max_frames()),
         }
@@ -596,7 +656,10 @@ impl ThreadWalker {
             // Module note: sanitizer builds keep no tracebacks.
             return None;
         }
-        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        #[cfg(all(
+            any(target_arch = "x86_64", target_arch = "aarch64"),
+            target_os = "linux"
+        ))]
         {
             let regs = crate::sys::overflow::capture_registers(tid, deadline)?;
             let top = crate::g::stack::header_addr(range.1);
@@ -621,7 +684,10 @@ impl ThreadWalker {
             crate::sys::overflow::release_captured();
             on_stack.then(|| (self.buf.clone(), spawn))
         }
-        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        #[cfg(not(all(
+            any(target_arch = "x86_64", target_arch = "aarch64"),
+            target_os = "linux"
+        )))]
         {
             let _ = (tid, range, deadline, &mut self.buf);
             None
@@ -630,11 +696,17 @@ impl ThreadWalker {
 }
 
 fn unwind_max_frames() -> usize {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[cfg(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_os = "linux"
+    ))]
     {
         unwind::MAX_FRAMES
     }
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    #[cfg(not(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_os = "linux"
+    )))]
     {
         0
     }

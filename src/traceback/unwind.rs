@@ -5,7 +5,13 @@
 //! out ([`super::StackHeader`]): an exact PC, SP and frame pointer. Each
 //! step looks up the FDE of the PC, evaluates the CFA rule (register plus
 //! offset; an expression ends the walk) and reads the return address and the
-//! callee-saved RBP/RBX from the slots the rules name. Every read is checked
+//! callee-saved registers it tracks from the slots the rules name: RBP and
+//! RBX on x86-64; on aarch64 the frame pointer X29 and the link register
+//! X30, which is also the return address column (a leaf frame's rule for it
+//! is "same value": the return address is still in the register, which the
+//! recorded context of a parked goroutine never needs, since it records
+//! inside a function that called others). Return addresses read on aarch64
+//! have their pointer-authentication bits cleared. Every read is checked
 //! to lie inside `[sp, top)` of the goroutine's own stack, so a stale or
 //! broken chain ends the walk instead of reading another thread's memory;
 //! the walk also ends when the CFA does not grow (no progress), at PC 0, at
@@ -16,8 +22,42 @@ use std::sync::{Mutex, OnceLock};
 
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameHdr, EndianSlice, NativeEndian, ParsedEhFrameHdr,
-    Register, RegisterRule, UnwindContext, UnwindSection, X86_64,
+    Register, RegisterRule, UnwindContext, UnwindSection,
 };
+
+/// The DWARF registers the walk tracks, per architecture.
+#[cfg(target_arch = "x86_64")]
+mod arch {
+    use gimli::{Register, X86_64};
+    pub(super) const SP: Register = X86_64::RSP;
+    pub(super) const FP: Register = X86_64::RBP;
+    /// `Regs::bx`: RBX.
+    pub(super) const EXTRA: Register = X86_64::RBX;
+    /// The return address column (not a register the walk tracks).
+    pub(super) const RA: Register = X86_64::RA;
+    /// Return addresses are plain addresses.
+    pub(super) fn strip(ra: usize) -> usize {
+        ra
+    }
+}
+
+/// The DWARF registers the walk tracks, per architecture.
+#[cfg(target_arch = "aarch64")]
+mod arch {
+    use gimli::{AArch64, Register};
+    pub(super) const SP: Register = AArch64::SP;
+    pub(super) const FP: Register = AArch64::X29;
+    /// `Regs::bx`: the link register X30.
+    pub(super) const EXTRA: Register = AArch64::X30;
+    /// The return address column is the link register.
+    pub(super) const RA: Register = AArch64::X30;
+    /// Clears the pointer-authentication code a signed return address
+    /// carries in its upper bits (user addresses fit in 48 bits, the
+    /// kernel's default user address space).
+    pub(super) fn strip(ra: usize) -> usize {
+        ra & ((1 << 48) - 1)
+    }
+}
 
 /// Frames kept per goroutine (Go keeps 100 too).
 pub(crate) const MAX_FRAMES: usize = 100;
@@ -26,6 +66,7 @@ type Slice = EndianSlice<'static, NativeEndian>;
 
 /// Where the general registers lie in a `ucontext_t` (`gregs` opens
 /// `mcontext_t`).
+#[cfg(target_arch = "x86_64")]
 const GREGS: usize = std::mem::offset_of!(libc::ucontext_t, uc_mcontext);
 
 /// One loaded object with unwind tables.
@@ -116,16 +157,18 @@ fn module(segments: Vec<(usize, usize)>, hdr: usize, len: usize) -> Option<Modul
 pub(crate) struct Regs {
     pub(crate) pc: usize,
     pub(crate) sp: usize,
+    /// RBP on x86-64, X29 on aarch64.
     pub(crate) fp: usize,
+    /// RBX on x86-64, the link register X30 on aarch64 (0: unknown).
     pub(crate) bx: usize,
 }
 
 impl Regs {
     fn get(&self, r: Register) -> Option<usize> {
         match r {
-            X86_64::RSP => Some(self.sp),
-            X86_64::RBP => Some(self.fp),
-            X86_64::RBX => Some(self.bx),
+            arch::SP => Some(self.sp),
+            arch::FP => Some(self.fp),
+            arch::EXTRA => Some(self.bx),
             _ => None,
         }
     }
@@ -148,8 +191,9 @@ enum Rule {
 struct Step {
     cfa_reg: Register,
     cfa_off: i64,
-    /// The return address is saved at CFA + offset.
-    ra_at: i64,
+    /// Where the return address is: saved at CFA + offset (`At`), or, on
+    /// aarch64, still in the link register (`Same`).
+    ra: Rule,
     fp: Rule,
     bx: Rule,
     /// The frame is `asyncpreempt`'s trampoline.
@@ -216,16 +260,18 @@ impl Walker {
                 _ => return None,
             })
         };
-        let ra_at = match row.register(X86_64::RA) {
-            Some(RegisterRule::Offset(o)) => o,
+        let ra = match row.register(arch::RA) {
+            Some(RegisterRule::Offset(o)) => Rule::At(o),
+            // No rule: the return address never left its register (aarch64).
+            None | Some(RegisterRule::SameValue) if arch::RA == arch::EXTRA => Rule::Same,
             _ => return None,
         };
         Some(Step {
             cfa_reg,
             cfa_off,
-            ra_at,
-            fp: rule(X86_64::RBP)?,
-            bx: rule(X86_64::RBX)?,
+            ra,
+            fp: rule(arch::FP)?,
+            bx: rule(arch::EXTRA)?,
             trampoline: fde.initial_address() as usize
                 == crate::runtime::asyncpreempt::trampoline_addr(),
         })
@@ -268,18 +314,53 @@ impl Walker {
         while out.len() < MAX_FRAMES && regs.pc != 0 {
             out.push(if exact { regs.pc + 1 } else { regs.pc });
             let lookup = if exact { regs.pc } else { regs.pc - 1 };
+            let first = exact;
             exact = false;
             let Some(step) = self.step(lookup) else { break };
             let Some(base) = regs.get(step.cfa_reg) else {
                 break;
             };
             let cfa = at(base, step.cfa_off);
-            if cfa <= regs.sp {
+            // No progress ends the walk, except in an interrupted leaf frame
+            // on aarch64 that has no frame of its own (its return address is
+            // in the link register): there the caller's SP is this SP.
+            let leaf = first && matches!(step.ra, Rule::Same);
+            if cfa < regs.sp || (cfa == regs.sp && !leaf) {
                 break;
             }
-            let Some(ra) = read(at(cfa, step.ra_at)) else {
+            let ra = match step.ra {
+                Rule::At(o) => read(at(cfa, o)),
+                Rule::Same => Some(regs.bx).filter(|&lr| lr != 0),
+                _ => None,
+            };
+            let Some(ra) = ra.map(arch::strip) else {
                 break;
             };
+            #[cfg(target_arch = "aarch64")]
+            if ra == 0 && step.trampoline {
+                // As on x86-64 (below), with the arm64 save area: the
+                // trampoline's CFA is its entry SP, the `rt_sigframe`
+                // whose ucontext follows the 128-byte siginfo slot
+                // (`sys::preempt`'s note, "aarch64").
+                let mc = cfa + 128 + std::mem::offset_of!(libc::ucontext_t, uc_mcontext);
+                let reg =
+                    |n: usize| read(mc + std::mem::offset_of!(libc::mcontext_t, regs) + 8 * n);
+                let (Some(pc), Some(sp), Some(fp), Some(lr)) = (
+                    read(mc + std::mem::offset_of!(libc::mcontext_t, pc)),
+                    read(mc + std::mem::offset_of!(libc::mcontext_t, sp)),
+                    reg(29),
+                    reg(30),
+                ) else {
+                    break;
+                };
+                if sp <= regs.sp {
+                    break;
+                }
+                regs = Regs { pc, sp, fp, bx: lr };
+                exact = true;
+                continue;
+            }
+            #[cfg(target_arch = "x86_64")]
             if ra == 0 && step.trampoline {
                 // An asynchronously preempted goroutine: the trampoline's
                 // zero return address sits right below the save area (a
@@ -310,10 +391,14 @@ impl Walker {
                     Rule::Reg(r) => regs.get(r),
                 }
             };
-            let (Some(fp), Some(bx)) = (restore(step.fp, regs.fp), restore(step.bx, regs.bx))
+            let (Some(fp), Some(mut bx)) = (restore(step.fp, regs.fp), restore(step.bx, regs.bx))
             else {
                 break;
             };
+            if arch::EXTRA == arch::RA {
+                // The caller's link register is the return address.
+                bx = ra;
+            }
             regs = Regs {
                 pc: ra,
                 sp: cfa,

@@ -1,6 +1,21 @@
 //! Runs a test body in a fresh process of the same test binary, so that it
 //! gets its own runtime (GOMAXPROCS, goroutine ids, memory) while cargo runs
 //! the other tests in parallel threads of the parent process.
+//!
+//! Two environment variables let the suite run under an emulator
+//! (CI's "aarch64 under qemu" step, README "Supported platforms"):
+//! - `GOROUTINE_TEST_RUNNER`: the command a child test process is started
+//!   with, split on spaces (`qemu-aarch64 -L /usr/aarch64-linux-gnu`), as
+//!   cargo starts the test binary itself with its `runner`. Without it, the
+//!   child takes cargo's `CARGO_TARGET_<TRIPLE>_RUNNER` variable for this
+//!   target when that is in the environment (cargo does not export a runner
+//!   set in `.cargo/config.toml`, so set it by environment). Needed where
+//!   the kernel cannot run the target's binaries itself (no `binfmt_misc`):
+//!   a child started bare exits 127.
+//! - `GOROUTINE_TEST_TIME_SCALE`: the one factor every time limit of the
+//!   tests is multiplied by ([`time_scale`], [`scaled`]), for an emulator
+//!   that runs code several times slower. Default 1; limits are only ever
+//!   lengthened, so a slow run still checks the same behaviour.
 #![allow(dead_code)]
 
 use std::process::{Command, Output};
@@ -12,10 +27,59 @@ pub fn is_child(name: &str) -> bool {
     std::env::var(CHILD_VAR).is_ok_and(|v| v == name)
 }
 
+/// The runner a child process of this test binary starts under, if any
+/// (the module note): its program and leading arguments.
+pub fn runner() -> Option<Vec<String>> {
+    let cargo_var = if cfg!(target_arch = "aarch64") {
+        "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER"
+    } else if cfg!(target_arch = "riscv64") {
+        "CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUNNER"
+    } else {
+        "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER"
+    };
+    let spec = std::env::var("GOROUTINE_TEST_RUNNER")
+        .or_else(|_| std::env::var(cargo_var))
+        .ok()?;
+    let words: Vec<String> = spec.split_whitespace().map(String::from).collect();
+    (!words.is_empty()).then_some(words)
+}
+
+/// A command that runs this test binary again, under the runner if one is
+/// configured (the module note). Every test that re-runs itself starts its
+/// child through this.
+pub fn self_command() -> Command {
+    let exe = std::env::current_exe().expect("current_exe");
+    match runner() {
+        Some(words) => {
+            let mut cmd = Command::new(&words[0]);
+            cmd.args(&words[1..]).arg(exe);
+            cmd
+        }
+        None => Command::new(exe),
+    }
+}
+
+/// The factor every time limit of the tests is multiplied by:
+/// `GOROUTINE_TEST_TIME_SCALE` (a positive number), default 1.
+pub fn time_scale() -> f64 {
+    static SCALE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *SCALE.get_or_init(|| match std::env::var("GOROUTINE_TEST_TIME_SCALE") {
+        Err(_) => 1.0,
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(f) if f.is_finite() && f >= 1.0 => f,
+            _ => panic!("GOROUTINE_TEST_TIME_SCALE={v:?}: want a number >= 1"),
+        },
+    })
+}
+
+/// Time limit `d` scaled by [`time_scale`].
+pub fn scaled(d: std::time::Duration) -> std::time::Duration {
+    d.mul_f64(time_scale())
+}
+
 /// Re-runs test `name` of this binary in a new process with `env` set.
 pub fn spawn(name: &str, env: &[(&str, &str)]) -> Output {
-    let exe = std::env::current_exe().expect("current_exe");
-    let mut cmd = Command::new(exe);
+    let mut cmd = self_command();
     cmd.args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env(CHILD_VAR, name)
         .env_remove("GOMAXPROCS")
@@ -58,7 +122,7 @@ macro_rules! isolated_test {
 
 /// Runs `f` on a fresh plain thread (outside the runtime) and returns its
 /// result. A panic in `f` fails the test with that panic; a test still
-/// running after `secs` seconds fails too, so that a lost wakeup fails
+/// running after `secs` seconds (times [`time_scale`]) fails too, so that a lost wakeup fails
 /// instead of hanging the suite.
 pub fn within_thread<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
     use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -66,10 +130,11 @@ pub fn within_thread<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send 
     std::thread::spawn(move || {
         let _ = tx.send(catch_unwind(AssertUnwindSafe(f)));
     });
-    match rx.recv_timeout(std::time::Duration::from_secs(secs)) {
+    let limit = scaled(std::time::Duration::from_secs(secs));
+    match rx.recv_timeout(limit) {
         Ok(Ok(v)) => v,
         Ok(Err(panic)) => resume_unwind(panic),
-        Err(_) => panic!("test still running after {secs} s (lost wakeup?)"),
+        Err(_) => panic!("test still running after {limit:?} (lost wakeup?)"),
     }
 }
 

@@ -33,7 +33,10 @@
 //! guarded stacks stays one memory mapping (and adjacent slabs usually merge).
 //! Support is probed on the first guard a pool installs: `EINVAL` (older
 //! kernels; also `mlock`ed memory) switches the pool to `mprotect(PROT_NONE)`
-//! per guard for good. That fallback splits the mapping around every guard,
+//! per guard for good, and so does a first guard that the kernel can still
+//! read (`mem::kernel_can_read`: an emulator such as qemu-user returns
+//! success for advice it does not implement). That fallback splits the
+//! mapping around every guard,
 //! so each stack costs about two of the `vm.max_map_count` (default 65530)
 //! mappings a process may have, i.e. about 32 thousand stacks. Hitting the
 //! limit returns an [`io::ErrorKind::OutOfMemory`] error that says so and how
@@ -511,7 +514,8 @@ impl Pool {
         let Some(p) = NonNull::new(addr as *mut u8) else {
             return Err(io::Error::other("null guard address"));
         };
-        if *mode == GuardMode::Unknown {
+        let first = *mode == GuardMode::Unknown;
+        if first {
             *mode = match self.policy {
                 GuardPolicy::ForceMprotect => GuardMode::Mprotect { forced: true },
                 GuardPolicy::Auto => GuardMode::Madvise,
@@ -534,6 +538,12 @@ impl Pool {
             // SAFETY: `addr..addr+len` is a page-aligned guard slot of one of
             // our slabs; it holds no object.
             match unsafe { mem::guard_install(p, len) } {
+                // The first guard is checked: an emulator (qemu-user)
+                // accepts the advice without installing anything, which
+                // would leave every stack unguarded. Then mprotect.
+                Ok(()) if first && mem::kernel_can_read(addr) == Some(true) => {
+                    *mode = GuardMode::Mprotect { forced: false };
+                }
                 Ok(()) => return Ok(()),
                 Err(e) if guard_install_unsupported(&e) => {
                     *mode = GuardMode::Mprotect { forced: false };
