@@ -73,6 +73,11 @@ pub(crate) struct M {
     /// The time-stamp counter when the running system call began (own
     /// thread only; `runtime::syscall`).
     syscall_tsc: Cell<u64>,
+    /// When the running goroutine switched in (`sys::time::ticks`), for
+    /// the CPU time of a goroutine still running (`runtime::metrics`).
+    /// Written by the own thread in `execute`, read by anyone (Relaxed:
+    /// an estimate).
+    switch_in: AtomicU64,
     /// Id of the P held (`NO_P` if none): a mirror of `p` that other threads
     /// may read (schedtrace, sysmon's preemption event). Own thread writes.
     p_id: AtomicU32,
@@ -336,6 +341,7 @@ impl M {
             tid: AtomicI32::new(0),
             oldp: Cell::new(None),
             syscall_tsc: Cell::new(0),
+            switch_in: AtomicU64::new(0),
             p_id: AtomicU32::new(NO_P),
             parks: AtomicU64::new(0),
             wakes: AtomicU64::new(0),
@@ -587,6 +593,18 @@ impl M {
     #[inline]
     pub(crate) fn syscall_tsc(&self) -> u64 {
         self.syscall_tsc.get()
+    }
+
+    /// Notes when the goroutine about to run switched in (see the field).
+    #[inline(always)]
+    pub(crate) fn set_switch_in(&self, t: u64) {
+        self.switch_in.store(t, Ordering::Relaxed)
+    }
+
+    /// When the running goroutine switched in (see the field).
+    #[inline]
+    pub(crate) fn switch_in(&self) -> u64 {
+        self.switch_in.load(Ordering::Relaxed)
     }
 
     /// A per-M xorshift random number (steal order, randomized scheduling).

@@ -53,6 +53,7 @@ pub(crate) fn newproc(
             named_or_traced(id, here.g().map_or(0, |g| g.id()), pp.id, &name);
         }
         init(g, id, task, stack_size, name);
+        super::metrics::runnable(pp, g);
         pp.add_goroutines(1);
         stats::bump(&pp.counters.spawns, 1);
         // New goroutines go to runnext: they run next on this P, and the
@@ -67,6 +68,7 @@ pub(crate) fn newproc(
         named_or_traced(id, 0, trace::GLOBAL, &name);
     }
     init(g, id, task, stack_size, name);
+    super::metrics::runnable_unowned(g);
     // Counts both the live goroutines (exits are counted on the P they end
     // on) and, for `stats().spawns`, the spawns from outside the runtime.
     s.ngoroutine_ext.fetch_add(1, Ordering::Relaxed);
@@ -139,6 +141,7 @@ fn init(g: &'static G, id: u64, task: TaskRef, stack_size: usize, name: Option<A
     // Both are zero when a goroutine returns (regions and guards are
     // scoped); resetting keeps a recycled G clean whatever happened.
     g.reset_preempt_counters();
+    g.reset_cpu_ticks();
     // SAFETY: the G came off a free list (or is new): we own it until it is
     // published on a run queue below.
     let inner = unsafe { g.inner() };

@@ -30,7 +30,9 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{globrunq, idle, localrunq, lockosthread, proc, sched, stats, steal, syscall, timers};
+use super::{
+    globrunq, idle, localrunq, lockosthread, metrics, proc, sched, stats, steal, syscall, timers,
+};
 use crate::g::context::{self, Action, Switch};
 use crate::g::{Status, WaitReason, G};
 use crate::m::{self, M};
@@ -516,7 +518,10 @@ fn execute(m: &'static M, found: Found) -> bool {
         }
         // Where `local!` finds this goroutine's values (`M::locals`).
         m.set_locals(g.locals_slot().map_or(std::ptr::null_mut(), |p| p.as_ptr()));
+        // CPU time and the scheduling-latency sample (`runtime::metrics`).
+        let t0 = metrics::switch_in(m, pp, g);
         let switch = context::resume(co);
+        metrics::switch_out(g, t0);
         m.set_locals(std::ptr::null_mut());
         m.set_curg(None);
         if let Switch::Action(Action::ExitSyscall) = switch {
@@ -541,6 +546,7 @@ fn execute(m: &'static M, found: Found) -> bool {
             Switch::Action(Action::ExitSyscall) => unreachable!("handled above"),
             Switch::Action(Action::YieldLocal) => {
                 g.set_status(Status::Runnable);
+                metrics::runnable(pp, g);
                 if trace::on() {
                     trace::go_stop(g.id(), pp.id, trace::STOP_YIELD_LOCAL);
                 }
@@ -595,6 +601,7 @@ fn exited(m: &'static M, pp: &PHandle, g: &'static G, stack: crate::g::stack::St
 #[inline(always)]
 fn yielded(pp: &PHandle, g: &'static G) {
     g.set_status(Status::Runnable);
+    metrics::runnable(pp, g);
     if trace::on() {
         trace::go_stop(g.id(), pp.id, trace::STOP_YIELD);
     }
@@ -619,6 +626,7 @@ fn yielded(pp: &PHandle, g: &'static G) {
 #[inline(always)]
 fn preempted(pp: &PHandle, g: &'static G) {
     g.set_status(Status::Runnable);
+    metrics::runnable(pp, g);
     stats::bump(&pp.counters.preempt_yields, 1);
     if trace::on() {
         trace::go_stop(g.id(), pp.id, trace::STOP_PREEMPT);

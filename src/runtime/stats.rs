@@ -199,6 +199,8 @@ pub(crate) struct GCounts {
     pub(crate) running: usize,
     pub(crate) waiting: usize,
     pub(crate) syscall: usize,
+    /// Live Ms (the same walk of `allm`).
+    pub(crate) threads: usize,
 }
 
 /// Counts goroutines by status without walking the Gs (module note).
@@ -206,6 +208,7 @@ pub(crate) fn gcounts() -> GCounts {
     let s = sched();
     let mut c = GCounts::default();
     for m in s.allm.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        c.threads += usize::from(!m.is_dead());
         if let Some(g) = m.curg_from_outside() {
             match g.status() {
                 Status::Running => c.running += 1,
