@@ -220,11 +220,60 @@ fn cpu_time_grows_for_a_spinning_goroutine_and_not_for_a_parked_one() {
 #[test]
 fn a_read_allocates_nothing_the_second_time() {
     let mut s = read_all();
-    let ptr = |s: &[Sample]| match &s.iter().find(|x| x.name == "/sched/latencies:seconds").unwrap().value {
+    let ptr = |s: &[Sample]| match &s
+        .iter()
+        .find(|x| x.name == "/sched/latencies:seconds")
+        .unwrap()
+        .value
+    {
         Value::Histogram { counts, .. } => counts.as_ptr(),
         _ => unreachable!(),
     };
     let p = ptr(&s);
     metrics::read(&mut s);
     assert_eq!(ptr(&s), p, "the histogram's vectors are reused");
+}
+
+isolated_test! {
+    /// A goroutine readied and then kept waiting 2 ms by its waker (one P)
+    /// shows up in the histogram at about 2 ms: the samples measure ready
+    /// to running.
+    fn a_known_wait_lands_in_its_bucket() ["GOMAXPROCS" = "1"] {
+        goroutine::run(|| {
+            let hist = || {
+                let mut s = [Sample::new("/sched/latencies:seconds")];
+                metrics::read(&mut s);
+                match std::mem::take(&mut s[0].value) {
+                    Value::Histogram { buckets, counts, .. } => (buckets, counts),
+                    v => panic!("{v:?}"),
+                }
+            };
+            let (tx, rx) = chan::<()>(0);
+            let h = goroutine::go(move || while rx.recv().is_ok() {});
+            let (bounds, before) = hist();
+            for _ in 0..64 {
+                // The parked receiver is readied into runnext, then waits
+                // while this goroutine keeps the only P for 2 ms (until
+                // its next send parks it).
+                tx.send(()).unwrap();
+                let t = Instant::now();
+                while t.elapsed() < Duration::from_millis(2) {
+                    std::hint::spin_loop();
+                }
+            }
+            drop(tx);
+            h.join().unwrap();
+            let (_, after) = hist();
+            let at_least = |secs: f64| -> u64 {
+                (0..after.len())
+                    .filter(|&i| bounds[i] >= secs)
+                    .map(|i| after[i] - before[i])
+                    .sum()
+            };
+            // About 64 / 7.5 of the receiver's readies are sampled, each
+            // waiting 2 ms or more (more when the box is loaded).
+            assert!(at_least(0.0015) >= 2, "{:?}", after);
+            assert_eq!(at_least(5.0), 0, "no wait near seconds");
+        });
+    }
 }
