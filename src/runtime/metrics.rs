@@ -311,7 +311,7 @@ fn gather(s: &super::Sched) -> Gathered {
 fn latencies(s: &super::Sched, buckets: &mut Vec<f64>, counts: &mut Vec<u64>) -> f64 {
     if buckets.len() != LATENCY_BUCKETS + 1 {
         buckets.clear();
-        buckets.extend((0..LATENCY_BUCKETS).map(|i| latency_bucket_lo(i) as f64 * 1e-9));
+        buckets.extend((0..LATENCY_BUCKETS).map(|i| latency_bucket_lo(i) as f64 / 1e9));
         buckets.push(f64::INFINITY);
     }
     counts.clear();
@@ -324,7 +324,7 @@ fn latencies(s: &super::Sched, buckets: &mut Vec<f64>, counts: &mut Vec<u64>) ->
         }
         sum_ns = sum_ns.wrapping_add(p.latency.sum_ns.load(Ordering::Relaxed));
     }
-    sum_ns as f64 * 1e-9
+    sum_ns as f64 / 1e9
 }
 
 /// See [`crate::metrics::read`].
