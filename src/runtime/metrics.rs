@@ -43,17 +43,25 @@
 //! before there is a factor, are dropped.
 //!
 //! # CPU time per goroutine
-//! `execute` reads the cheap clock when it switches a goroutine in (kept
-//! in the M, for a reader asking about a running goroutine) and again when
-//! the goroutine switches out, and adds the difference to the G (owner
-//! only). It is wall time between switch-in and switch-out, not what the
-//! kernel accounts: it includes time the OS took the thread away
-//! (preemption by other processes, page faults) and time blocked in the
-//! kernel while the goroutine kept its thread (`goroutine::syscall`,
-//! plain blocking calls), and it leaves out the scheduler's own work
-//! between goroutines. A running goroutine's time is its total so far
-//! plus the time since its switch-in, read without stopping it: a
-//! goroutine switching at that instant may be read a switch's worth off.
+//! `execute` reads the cheap clock when a goroutine switches out and adds
+//! the time since its switch-in to the G (owner only). The switch-in time
+//! is kept in the M (for a reader asking about a running goroutine); on
+//! the scheduler's quick path (the next G found in this P's queue on the
+//! first look, `Found::quick`, the case of every channel hand-off) it is
+//! the previous goroutine's switch-out time, kept in the M, so a switch
+//! reads the clock once. The M drops that time wherever it may wait
+//! before the next switch-in (a system call's return without a P, a
+//! locked-M switch; every other wait leaves the quick path), so the
+//! scheduler's own work between two goroutines on the quick path is
+//! charged to the one switching in, and a wait never is.
+//!
+//! It is wall time between switch-in and switch-out, not what the kernel
+//! accounts: it includes time the OS took the thread away (preemption by
+//! other processes, page faults) and time blocked in the kernel while the
+//! goroutine kept its thread (`goroutine::syscall`, plain blocking
+//! calls). A running goroutine's time is its total so far plus the time
+//! since its switch-in, read without stopping it: a goroutine switching
+//! at that instant may be read a switch's worth off.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
@@ -92,12 +100,16 @@ pub(crate) fn runnable_unowned(g: &'static G) {
     g.mark_ready_sampled(ticks());
 }
 
-/// `execute`, as it switches `g` in on `m` holding `pp`: reads the clock,
-/// notes the switch-in, and records the latency if this runnable spell
-/// was sampled. Returns the reading, for [`switch_out`].
+/// `execute`, as it switches `g` in on `m` holding `pp`: notes the
+/// switch-in time and records the latency if this runnable spell was
+/// sampled. Returns the time, for [`switch_out`]. With `quick` (found on
+/// the scheduler's quick path, no wait since this M's last switch-out)
+/// the time is that switch-out's, when the M kept it, with no clock read
+/// (module note, "CPU time per goroutine").
 #[inline(always)]
-pub(crate) fn switch_in(m: &M, pp: &P, g: &'static G) -> u64 {
-    let t = ticks();
+pub(crate) fn switch_in(m: &M, pp: &P, g: &'static G, quick: bool) -> u64 {
+    let last = m.take_last_out();
+    let t = if quick && last != 0 { last } else { ticks() };
     m.set_switch_in(t);
     if let Some(since) = g.take_ready_sample() {
         record(pp, t, since);
@@ -117,12 +129,16 @@ fn record(pp: &P, now: u64, since: u64) {
     pp.latency.record(ticks_to_ns(d, mult));
 }
 
-/// `execute`, once `g` has switched out: adds its time on the CPU since
-/// `t0` (from [`switch_in`]).
+/// `execute`, once `g` has switched out on `m`: adds its time on the CPU
+/// since `t0` (from [`switch_in`]), and keeps the time for the next
+/// switch-in on the quick path. `execute` drops it (`M::take_last_out`)
+/// where the M may wait before its next switch-in outside the quick path's
+/// reach (a system call's return without a P, a locked-M switch).
 #[inline(always)]
-pub(crate) fn switch_out(g: &'static G, t0: u64) {
-    let d = (ticks().wrapping_sub(t0) as i64).max(0) as u64;
-    g.add_cpu_ticks(d);
+pub(crate) fn switch_out(m: &M, g: &'static G, t0: u64) {
+    let t = ticks();
+    g.add_cpu_ticks((t.wrapping_sub(t0) as i64).max(0) as u64);
+    m.set_last_out(t);
 }
 
 /// When sysmon last refreshed the tick factor (nanotime).

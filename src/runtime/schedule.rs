@@ -57,6 +57,8 @@ pub(crate) fn schedule(m: &'static M) {
             }
             if let Some(target) = lockosthread::lockedm(found.g) {
                 if !std::ptr::eq(target, m) {
+                    // This M parks: no switch-out time to reuse.
+                    m.take_last_out();
                     lockosthread::startlockedm(m, target);
                     continue;
                 }
@@ -519,12 +521,13 @@ fn execute(m: &'static M, found: Found) -> bool {
         // Where `local!` finds this goroutine's values (`M::locals`).
         m.set_locals(g.locals_slot().map_or(std::ptr::null_mut(), |p| p.as_ptr()));
         // CPU time and the scheduling-latency sample (`runtime::metrics`).
-        let t0 = metrics::switch_in(m, pp, g);
+        let t0 = metrics::switch_in(m, pp, g, quick);
         let switch = context::resume(co);
-        metrics::switch_out(g, t0);
+        metrics::switch_out(m, g, t0);
         m.set_locals(std::ptr::null_mut());
         m.set_curg(None);
         if let Switch::Action(Action::ExitSyscall) = switch {
+            m.take_last_out();
             // Back from a system call with no P to run on.
             syscall::exitsyscall0(m, g);
             return true;
