@@ -251,7 +251,7 @@ isolated_test! {
             let (tx, rx) = chan::<()>(0);
             let h = goroutine::go(move || while rx.recv().is_ok() {});
             let (bounds, before) = hist();
-            for _ in 0..64 {
+            for _ in 0..128 {
                 // The parked receiver is readied into runnext, then waits
                 // while this goroutine keeps the only P for 2 ms (until
                 // its next send parks it).
@@ -270,7 +270,7 @@ isolated_test! {
                     .map(|i| after[i] - before[i])
                     .sum()
             };
-            // About 64 / 7.5 of the receiver's readies are sampled, each
+            // About 128 / 7.5 of the receiver's readies are sampled, each
             // waiting 2 ms or more (more when the box is loaded).
             assert!(at_least(0.0015) >= 2, "{:?}", after);
             assert_eq!(at_least(5.0), 0, "no wait near seconds");

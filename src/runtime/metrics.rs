@@ -39,8 +39,9 @@
 //! sub-buckets per power of two; 4 are enough for percentiles of a
 //! latency and keep a P's share in two kilobytes. Ticks become
 //! nanoseconds with a factor calibrated against the monotonic clock since
-//! runtime start (refreshed by sysmon); samples taken in the first 100 us,
-//! before there is a factor, are dropped.
+//! runtime start (refreshed by sysmon, or by the first sample that finds
+//! none); samples taken in the first 100 us, before there can be a
+//! factor, are dropped.
 //!
 //! # CPU time per goroutine
 //! `execute` reads the cheap clock when a goroutine switches out and adds
@@ -119,9 +120,13 @@ pub(crate) fn switch_in(m: &M, pp: &P, g: &'static G, quick: bool) -> u64 {
 
 #[inline(never)]
 fn record(pp: &P, now: u64, since: u64) {
-    let mult = ticks_mult_cached();
+    let mut mult = ticks_mult_cached();
     if mult == 0 {
-        return;
+        // Not calibrated yet (sysmon may not have run): try now.
+        mult = refresh_ticks_mult(None);
+        if mult == 0 {
+            return;
+        }
     }
     // Another CPU's counter may be a little behind: a negative difference
     // is zero.
