@@ -503,7 +503,7 @@ impl G {
         self.metrics.cpu_ticks.load(Ordering::Relaxed)
     }
 
-    /// Starts a recycled G's CPU time from zero (spawn, the owner).
+    /// Starts a recycled G's CPU time from zero (its exit, the owner).
     #[inline]
     pub(crate) fn reset_cpu_ticks(&self) {
         self.metrics.cpu_ticks.store(0, Ordering::Relaxed);

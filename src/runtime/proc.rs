@@ -141,7 +141,6 @@ fn init(g: &'static G, id: u64, task: TaskRef, stack_size: usize, name: Option<A
     // Both are zero when a goroutine returns (regions and guards are
     // scoped); resetting keeps a recycled G clean whatever happened.
     g.reset_preempt_counters();
-    g.reset_cpu_ticks();
     // SAFETY: the G came off a free list (or is new): we own it until it is
     // published on a run queue below.
     let inner = unsafe { g.inner() };

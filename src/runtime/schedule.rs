@@ -582,6 +582,10 @@ fn execute(m: &'static M, found: Found) -> bool {
 /// `execute` runs once per switch.
 #[inline(always)]
 fn exited(m: &'static M, pp: &PHandle, g: &'static G, stack: crate::g::stack::Stack) -> bool {
+    // A recycled G's CPU time starts from zero. Here, not at spawn: the
+    // line was just written by `metrics::switch_out`, and a spawn touches
+    // no other line of the G's third.
+    g.reset_cpu_ticks();
     let locked = lockosthread::lockedm(g).is_some();
     let ends_thread = locked && lockosthread::exit_ends_thread(g);
     if locked && !ends_thread {
