@@ -563,8 +563,10 @@ pub mod metrics {
     }
 }
 
-/// The CPU time of live goroutine `id` so far (`None` if there is no such
-/// goroutine): the wall time it spent switched in on a thread, added up at
+/// The CPU time of live goroutine `id` so far, measured with
+/// `GODEBUG=cputime=1` (`None` without it, or if there is no such
+/// goroutine; off by default because it reads the clock at every switch):
+/// the wall time it spent switched in on a thread, added up at
 /// each switch from the time-stamp counter. It counts time the OS took
 /// the thread away and time blocked in the kernel while the goroutine
 /// kept its thread (system calls, plain blocking calls), and it is read
@@ -576,7 +578,8 @@ pub fn cpu_time(id: u64) -> Option<std::time::Duration> {
 }
 
 /// The calling goroutine's CPU time so far (see [`cpu_time`]); `None` on
-/// a thread that is not running a goroutine. Cheap: two loads and a clock
+/// a thread that is not running a goroutine, or without
+/// `GODEBUG=cputime=1`. Cheap: two loads and a clock
 /// read.
 #[cfg(not(loom))]
 pub fn current_cpu_time() -> Option<std::time::Duration> {

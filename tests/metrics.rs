@@ -157,8 +157,9 @@ fn the_latency_histogram_gets_samples() {
     assert!(*sum > 0.0 && sum.is_finite());
 }
 
-#[test]
-fn cpu_time_grows_for_a_spinning_goroutine_and_not_for_a_parked_one() {
+isolated_test! {
+    /// With `GODEBUG=cputime=1`.
+    fn cpu_time_grows_for_a_spinning_goroutine_and_not_for_a_parked_one() ["GODEBUG" = "cputime=1"] {
     goroutine::run(|| {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
@@ -215,6 +216,19 @@ fn cpu_time_grows_for_a_spinning_goroutine_and_not_for_a_parked_one() {
         assert_eq!(goroutine::cpu_time(sid), None, "ended");
     });
     assert_eq!(goroutine::current_cpu_time(), None, "not a goroutine");
+}
+}
+
+#[test]
+fn cpu_time_is_off_by_default() {
+    goroutine::run(|| {
+        assert_eq!(goroutine::current_cpu_time(), None);
+        assert_eq!(goroutine::cpu_time(goroutine::current_id()), None);
+        let mut out = Vec::new();
+        goroutine::dump_json(&mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert!(v["goroutines"][0]["cpu_time_ns"].is_null());
+    });
 }
 
 #[test]

@@ -44,6 +44,12 @@
 //! factor, are dropped.
 //!
 //! # CPU time per goroutine
+//! Measured only with `GODEBUG=cputime=1`: it costs a clock read at every
+//! switch, a share of a switch's cost that ping-pong and yield loops can
+//! see (BENCHMARKS.md), where the latency histogram reads the clock on
+//! sampled transitions only. Off, a switch pays one load and one branch
+//! for it.
+//!
 //! `execute` reads the cheap clock when a goroutine switches out and adds
 //! the time since its switch-in to the G (owner only). The switch-in time
 //! is kept in the M (for a reader asking about a running goroutine); on
@@ -64,7 +70,7 @@
 //! since its switch-in, read without stopping it: a goroutine switching
 //! at that instant may be read a switch's worth off.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use super::stats::{self, SYSMON};
@@ -101,14 +107,35 @@ pub(crate) fn runnable_unowned(g: &'static G) {
     g.mark_ready_sampled(ticks());
 }
 
-/// `execute`, as it switches `g` in on `m` holding `pp`: notes the
-/// switch-in time and records the latency if this runnable spell was
-/// sampled. Returns the time, for [`switch_out`]. With `quick` (found on
-/// the scheduler's quick path, no wait since this M's last switch-out)
-/// the time is that switch-out's, when the M kept it, with no clock read
-/// (module note, "CPU time per goroutine").
+/// Whether CPU time per goroutine is measured (`GODEBUG=cputime=1`, read
+/// at runtime start by [`init`]).
+static CPU_TIME: AtomicBool = AtomicBool::new(false);
+
+/// Runtime start: reads `GODEBUG=cputime`.
+pub(crate) fn init() {
+    CPU_TIME.store(super::env::godebug().cputime, Ordering::Relaxed);
+}
+
+#[inline(always)]
+fn cpu_time_on() -> bool {
+    CPU_TIME.load(Ordering::Relaxed)
+}
+
+/// `execute`, as it switches `g` in on `m` holding `pp`: records the
+/// latency if this runnable spell was sampled, and, when CPU time is
+/// measured, notes the switch-in time. Returns that time, for
+/// [`switch_out`]. With `quick` (found on the scheduler's quick path, no
+/// wait since this M's last switch-out) the time is that switch-out's,
+/// when the M kept it, with no clock read (module note, "CPU time per
+/// goroutine").
 #[inline(always)]
 pub(crate) fn switch_in(m: &M, pp: &P, g: &'static G, quick: bool) -> u64 {
+    if !cpu_time_on() {
+        if let Some(since) = g.take_ready_sample() {
+            record(pp, ticks(), since);
+        }
+        return 0;
+    }
     let last = m.take_last_out();
     let t = if quick && last != 0 { last } else { ticks() };
     m.set_switch_in(t);
@@ -141,6 +168,9 @@ fn record(pp: &P, now: u64, since: u64) {
 /// reach (a system call's return without a P, a locked-M switch).
 #[inline(always)]
 pub(crate) fn switch_out(m: &M, g: &'static G, t0: u64) {
+    if !cpu_time_on() {
+        return;
+    }
     let t = ticks();
     g.add_cpu_ticks((t.wrapping_sub(t0) as i64).max(0) as u64);
     m.set_last_out(t);
@@ -429,7 +459,7 @@ fn to_duration(t: u64) -> Duration {
 /// See [`crate::cpu_time`]: walks every G record (O(goroutines ever
 /// allocated)).
 pub(crate) fn cpu_time(id: u64) -> Option<Duration> {
-    if id == 0 {
+    if id == 0 || !cpu_time_on() {
         return None;
     }
     let s = super::start();
@@ -444,6 +474,9 @@ pub(crate) fn cpu_time(id: u64) -> Option<Duration> {
 
 /// See [`crate::current_cpu_time`].
 pub(crate) fn current_cpu_time() -> Option<Duration> {
+    if !cpu_time_on() {
+        return None;
+    }
     let m = crate::m::current()?;
     let g = m.curg()?;
     let t = g.cpu_ticks() + (ticks().wrapping_sub(m.switch_in()) as i64).max(0) as u64;
@@ -453,6 +486,9 @@ pub(crate) fn current_cpu_time() -> Option<Duration> {
 /// The CPU time of every live goroutine, in nanoseconds by id
 /// (`dump_json`): one walk of the Ms, one of the G records.
 pub(crate) fn cpu_times_ns() -> std::collections::HashMap<u64, u64> {
+    if !cpu_time_on() {
+        return std::collections::HashMap::new();
+    }
     let now = ticks();
     let running: Vec<(usize, u64)> = {
         let allm = super::sched()

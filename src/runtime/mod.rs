@@ -208,6 +208,7 @@ fn start_with(procs: Option<usize>) -> bool {
         started = true;
         START_NS.store(crate::sys::time::nanotime(), Ordering::Relaxed);
         crate::sys::time::ticks_init();
+        metrics::init();
         stats::refresh_coarse_now();
         let n = procs.unwrap_or_else(env::gomaxprocs_from_env);
         let s = &SCHED;
