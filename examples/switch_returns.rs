@@ -1,5 +1,5 @@
 //! What a mispredicted return after a stack switch costs: the floor under
-//! `g::context`'s note "Returns after a switch".
+//! `g::switch`'s note "Returns after a switch".
 //!
 //! Two corosensei coroutines are resumed in turn, 10 million times, and each
 //! suspends at once. Four shapes of the same loop:

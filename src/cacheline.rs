@@ -7,8 +7,8 @@
 //! with read-mostly fields that every scheduling round reads (GOMAXPROCS, the
 //! stop-the-world flag, the P table): each write would take the line from
 //! every reader (false sharing). Left to the compiler, which fields share a
-//! line changes with the layout of unrelated code; a remote spawn once
-//! measured 161 ns in one build and 188 ns in the next for that reason alone.
+//! line changes with the layout of unrelated code, and a remote spawn's
+//! cost once moved between two builds for that reason alone.
 //!
 //! Two lines on x86-64 and aarch64, whose prefetchers fetch lines in pairs
 //! (crossbeam's `CachePadded` makes the same choice), one elsewhere.

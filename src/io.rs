@@ -100,7 +100,7 @@ impl<T: AsFd> Fd<T> {
     /// `InvalidInput` for a regular file or a directory, and with the
     /// system's error if the descriptor cannot be registered.
     pub fn new(inner: T) -> io::Result<Fd<T>> {
-        crate::runtime::asyncpreempt::in_runtime(|| {
+        crate::runtime::entry::call(|| {
             let fd = inner.as_fd().as_raw_fd();
             let kind = fdio::file_type(fd)?;
             if kind == libc::S_IFREG || kind == libc::S_IFDIR {

@@ -162,6 +162,8 @@ pub mod time;
 pub mod trace;
 #[cfg(not(loom))]
 mod traceback;
+#[cfg(not(loom))]
+mod tracer;
 
 // Under loom only the protocols with models are compiled.
 #[cfg(loom)]
@@ -183,13 +185,13 @@ mod runtime {
 }
 #[cfg(loom)]
 mod block_on {
-    pub(crate) mod signal;
+    pub(crate) mod parking;
 }
 #[cfg(loom)]
 mod chan {
-    pub(crate) mod cell;
     pub(crate) mod fast;
     pub(crate) mod lock;
+    pub(crate) mod slot;
     pub(crate) mod wait;
 }
 #[cfg(loom)]
@@ -199,7 +201,7 @@ mod sync {
     mod rawmutex;
     mod rawrwlock;
     mod sema;
-    mod wait;
+    mod waitcell;
     mod waitgroup;
 }
 
@@ -266,7 +268,7 @@ fn yield_here() {
 #[inline]
 pub fn preempt_point() {
     runtime::entry::call_here(|here| {
-        let _ = runtime::preempt::check_here(here);
+        let _ = runtime::coop_preempt::check_here(here);
     })
 }
 
@@ -415,13 +417,13 @@ pub fn syscall_blocking<R>(f: impl FnOnce() -> R) -> R {
 /// thread with it. A no-op outside a goroutine.
 #[cfg(not(loom))]
 pub fn lock_os_thread() {
-    runtime::asyncpreempt::in_runtime(runtime::lockosthread::lock_os_thread)
+    runtime::entry::call(runtime::lockosthread::lock_os_thread)
 }
 
 /// Undoes one `lock_os_thread` (a no-op when not locked).
 #[cfg(not(loom))]
 pub fn unlock_os_thread() {
-    runtime::asyncpreempt::in_runtime(runtime::lockosthread::unlock_os_thread)
+    runtime::entry::call(runtime::lockosthread::unlock_os_thread)
 }
 
 /// Sets the most OS threads the runtime may create (default 10,000, or
@@ -431,7 +433,7 @@ pub fn unlock_os_thread() {
 /// 2 are raised to 2.
 #[cfg(not(loom))]
 pub fn set_max_threads(n: usize) -> usize {
-    runtime::asyncpreempt::in_runtime(move || {
+    runtime::entry::call(move || {
         runtime::start();
         runtime::MAX_THREADS.swap(n.max(2), std::sync::atomic::Ordering::Relaxed)
     })
@@ -455,7 +457,7 @@ pub fn num_goroutine() -> usize {
 /// The current GOMAXPROCS (starts the runtime if needed).
 #[cfg(not(loom))]
 pub fn max_procs() -> usize {
-    runtime::asyncpreempt::in_runtime(move || runtime::start().gomaxprocs() as usize)
+    runtime::entry::call(move || runtime::start().gomaxprocs() as usize)
 }
 
 /// Sets GOMAXPROCS to `n` and returns the previous value; `n == 0` only
@@ -496,7 +498,7 @@ pub fn max_procs() -> usize {
 /// ```
 #[cfg(not(loom))]
 pub fn set_max_procs(n: usize) -> usize {
-    runtime::asyncpreempt::in_runtime(move || runtime::procresize::set_max_procs_chosen(n))
+    runtime::entry::call(move || runtime::procresize::set_max_procs_chosen(n))
 }
 
 /// A snapshot of the scheduler: goroutines by status, run queue lengths,
@@ -559,7 +561,7 @@ pub mod metrics {
     /// histogram's vectors are reused: read the same samples again and it
     /// allocates nothing.
     pub fn read(samples: &mut [Sample]) {
-        crate::runtime::asyncpreempt::in_runtime(|| crate::runtime::metrics::read(samples))
+        crate::runtime::entry::call(|| crate::runtime::metrics::read(samples))
     }
 }
 
@@ -574,7 +576,7 @@ pub mod metrics {
 /// every goroutine record: not for hot paths.
 #[cfg(not(loom))]
 pub fn cpu_time(id: u64) -> Option<std::time::Duration> {
-    runtime::asyncpreempt::in_runtime(|| runtime::metrics::cpu_time(id))
+    runtime::entry::call(|| runtime::metrics::cpu_time(id))
 }
 
 /// The calling goroutine's CPU time so far (see [`cpu_time`]); `None` on
@@ -583,7 +585,7 @@ pub fn cpu_time(id: u64) -> Option<std::time::Duration> {
 /// read.
 #[cfg(not(loom))]
 pub fn current_cpu_time() -> Option<std::time::Duration> {
-    runtime::asyncpreempt::in_runtime(runtime::metrics::current_cpu_time)
+    runtime::entry::call(runtime::metrics::current_cpu_time)
 }
 
 /// Writes every live goroutine to `w` as Go's `debug=2` goroutine dump

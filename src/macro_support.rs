@@ -60,8 +60,7 @@ where
 /// Starts the runtime with `n` Ps; if it had started already (a static's
 /// initializer used it), sets GOMAXPROCS to `n`.
 fn start_with_max_procs(n: usize) {
-    let started =
-        crate::runtime::asyncpreempt::in_runtime(move || crate::runtime::start_with_procs(n));
+    let started = crate::runtime::entry::call(move || crate::runtime::start_with_procs(n));
     if !started {
         crate::set_max_procs(n);
     }

@@ -1,11 +1,10 @@
 //! The entry gate, checked statically (issue 17, item 4).
 //!
 //! `src/runtime/entry.rs` is the one gate every public runtime call runs its
-//! body through (`entry::call`, used as `asyncpreempt::in_runtime`, or
-//! `entry::call_here`). A public
-//! function that reaches runtime state without it is caught at run time only
-//! by a debug assertion, and only on the paths a test happens to take. This
-//! test reads the library's source with `syn` and lists every function of the
+//! body through (`entry::call`, or `entry::call_here`). A public function
+//! that reaches runtime state without it is caught at run time only by a
+//! debug assertion, and only on the paths a test happens to take. This test
+//! reads the library's source with `syn` and lists every function of the
 //! public API that
 //! - does not call the gate itself (a call whose path ends in `entry::call`,
 //!   or in a name `entry::call` is imported as, e.g. `in_runtime`),
@@ -796,7 +795,7 @@ fn every_public_entry_point_passes_the_gate() {
     assert!(
         offenders.is_empty(),
         "{} public functions bypass the entry gate (src/runtime/entry.rs): run the body \
-         through `asyncpreempt::in_runtime`, delegate to a gated function, or say why no gate \
+         through `runtime::entry::call`, delegate to a gated function, or say why no gate \
          is needed with a `// entry: <reason>` comment:\n{}",
         offenders.len(),
         offenders

@@ -115,7 +115,7 @@ fn stack_overflow_is_reported() {
     );
     assert!(stderr.contains("fatal error: stack overflow\n"), "{stderr}");
     // Go's exit status for a fatal error (SIGABRT only with
-    // GOTRACEBACK=crash: sys::signal's tests).
+    // GOTRACEBACK=crash: sys::overflow's tests).
     assert_eq!(out.status.code(), Some(2), "{:?}", out.status);
 }
 

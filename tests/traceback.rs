@@ -320,7 +320,7 @@ fn main() {
         goroutine_sanitize = "address",
         goroutine_sanitize = "thread"
     )) {
-        // Sanitizer builds record no contexts (`g::context`): no frames.
+        // Sanitizer builds record no contexts (`g::switch`): no frames.
         println!("traceback: skipped in sanitizer builds");
         return;
     }

@@ -7,7 +7,7 @@
 //! plain thread blocks in `thread::park`. The waker may be called from any
 //! thread, any number of times, before or after the park: the handshake
 //! between the waker and the parking goroutine is the three-state
-//! [`signal::Signal`] (its module note states the invariants; its loom
+//! [`parking::Signal`] (its module note states the invariants; its loom
 //! models check them). The goroutine commits its park from the scheduler,
 //! after it is switched out (`runtime::park`'s `unlock` step), so a waker
 //! can never ready a goroutine that is still running.
@@ -17,7 +17,7 @@
 //! stores `NOTIFIED` (the goroutine is no longer parked in this call, and
 //! the `PARKED` state is only set by this call's own park).
 
-pub(crate) mod signal;
+pub(crate) mod parking;
 
 use std::future::Future;
 use std::pin::pin;
@@ -27,7 +27,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use crate::g::{WaitReason, G};
 use crate::m;
 use crate::runtime::park;
-use signal::Signal;
+use parking::Signal;
 
 /// Who a `block_on` call wakes.
 enum Blocked {
@@ -52,7 +52,7 @@ impl Wake for Call {
                     // A waker may run anywhere: on another goroutine (even
                     // in a preemptible region), a tokio worker, a plain
                     // thread. `ready` handles each.
-                    crate::runtime::asyncpreempt::in_runtime(|| park::ready(g));
+                    crate::runtime::entry::call(|| park::ready(g));
                 }
             }
             Blocked::Thread(t) => {
@@ -143,7 +143,7 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
             return v;
         }
         match g {
-            Some(_) => crate::runtime::asyncpreempt::in_runtime(|| {
+            Some(_) => crate::runtime::entry::call(|| {
                 park::park(WaitReason::BlockOn, &mut |_| call.signal.try_park())
             }),
             None => {

@@ -244,7 +244,7 @@ mod loom_tests {
     const CAP: usize = 1;
 
     /// Runs a model with at most 3 preemptions per execution (as
-    /// `sync::wait::model`): the spin lock with three threads would not be
+    /// `sync::waitcell::model`): the spin lock with three threads would not be
     /// exhaustible otherwise, and ordering bugs of two loads need few
     /// preemptions. `LOOM_MAX_PREEMPTIONS` overrides it.
     fn model(f: impl Fn() + Sync + Send + 'static) {

@@ -356,7 +356,7 @@ impl<T: Send> Future for RecvFuture<'_, T> {
             !this.done,
             "recv_async future polled after it returned Ready"
         );
-        let out = crate::runtime::asyncpreempt::in_runtime(|| {
+        let out = crate::runtime::entry::call(|| {
             if let Some((rec, registered)) = &mut this.wait {
                 if let Repoll::Pending = repoll(this.chan, rec, registered, cx) {
                     return Poll::Pending;
@@ -373,7 +373,7 @@ impl<T: Send> Future for RecvFuture<'_, T> {
                 unsafe { rec.free() };
                 return Poll::Ready(r);
             }
-            crate::runtime::preempt::check();
+            crate::runtime::coop_preempt::check();
             if let Some(r) = this.attempt(None) {
                 return Poll::Ready(r);
             }
@@ -405,7 +405,7 @@ impl<T: Send> Drop for RecvFuture<'_, T> {
             return;
         };
         let chan = self.chan;
-        let lost = crate::runtime::asyncpreempt::in_runtime(|| {
+        let lost = crate::runtime::entry::call(|| {
             if cancel(chan, &rec, true) {
                 // SAFETY: removed under the lock: unreachable.
                 unsafe { rec.free() };
@@ -603,7 +603,7 @@ impl<'a, T: Send> SendFuture<'a, T> {
             unsafe { rec.rearm_async_send(Some(Waiter::Waker(Box::new(w.clone())))) };
             *registered = w;
         } else {
-            crate::runtime::preempt::check();
+            crate::runtime::coop_preempt::check();
         }
         let mut v = self
             .value
@@ -698,7 +698,7 @@ impl<T: Send> Future for SendFuture<'_, T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), SendError<T>>> {
         let this = self.get_mut();
-        crate::runtime::asyncpreempt::in_runtime(|| this.poll_send(cx))
+        crate::runtime::entry::call(|| this.poll_send(cx))
     }
 }
 
@@ -710,7 +710,7 @@ impl<T: Send> Drop for SendFuture<'_, T> {
             return;
         };
         let chan = self.chan;
-        crate::runtime::asyncpreempt::in_runtime(|| {
+        crate::runtime::entry::call(|| {
             // A queued sudog is removed: nothing happened. Otherwise the
             // wait was completed: failed (nothing to undo), or granted, and
             // the grant, which this future will never use, is passed on.

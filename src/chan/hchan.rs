@@ -784,7 +784,7 @@ impl<T> Chan<T> {
     /// switch, and the wait is the one non-generic frame `RawChan::block`,
     /// which holds the switch. A goroutine woken from it then returns out
     /// of one frame entered before the switch, not two or three (each such
-    /// return is mispredicted: `g::context`'s note, "Returns after a
+    /// return is mispredicted: `g::switch`'s note, "Returns after a
     /// switch").
     #[inline(always)]
     pub(crate) fn send(&self, v: T, here: m::Here) -> Result<(), SendError<T>> {

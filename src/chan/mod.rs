@@ -11,7 +11,7 @@
 //! - `lock.rs`: the per-channel lock (Go's `lock_futex`). Model-checked.
 //! - `fast.rs`: the lock-free fast paths of `try_send` / `try_recv` (Go's
 //!   `empty`/`full`). Model-checked.
-//! - `error.rs`: the error types; `cell.rs`: the std/loom switch for cells.
+//! - `error.rs`: the error types; `slot.rs`: the std/loom switch for cells.
 //!
 //! # The shape of an operation
 //! A non-blocking operation on a channel that is not ready (empty for a
@@ -30,13 +30,13 @@
 //! Channels work the same from goroutines and from plain OS threads, in any
 //! mix: a thread blocks where a goroutine parks.
 
-mod cell;
 mod error;
 mod fast;
 mod future;
 mod hchan;
 mod lock;
 pub(crate) mod select;
+mod slot;
 pub(crate) mod wait;
 
 use std::fmt;
@@ -104,7 +104,7 @@ impl<T> Sender<T> {
     /// is gone.
     pub fn send(&self, v: T) -> Result<(), SendError<T>> {
         crate::runtime::entry::call_here(move |here| {
-            let here = crate::runtime::preempt::check_here(here);
+            let here = crate::runtime::coop_preempt::check_here(here);
             self.chan.send(v, here)
         })
     }
@@ -122,7 +122,7 @@ impl<T> Sender<T> {
         v: T,
         timeout: std::time::Duration,
     ) -> Result<(), SendTimeoutError<T>> {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             let v = match self.try_send(v) {
                 Ok(()) => return Ok(()),
                 Err(TrySendError::Closed(v)) => return Err(SendTimeoutError::Closed(v)),
@@ -153,19 +153,19 @@ impl<T> Sender<T> {
     /// answers without taking the channel's lock, so polling with it only
     /// reads the channel and does not slow down the other side.
     pub fn try_send(&self, v: T) -> Result<(), TrySendError<T>> {
-        crate::runtime::asyncpreempt::in_runtime(move || self.chan.try_send(v))
+        crate::runtime::entry::call(move || self.chan.try_send(v))
     }
 
     /// Closes the channel for every sender (Go's `close`): blocked senders
     /// get their value back, receivers drain the buffer and then get
     /// [`RecvError`]. Closing a closed channel is an error (Go panics).
     pub fn close(&self) -> Result<(), CloseError> {
-        crate::runtime::asyncpreempt::in_runtime(move || self.chan.close())
+        crate::runtime::entry::call(move || self.chan.close())
     }
 
     /// Values in the buffer.
     pub fn len(&self) -> usize {
-        crate::runtime::asyncpreempt::in_runtime(move || self.chan.len())
+        crate::runtime::entry::call(move || self.chan.len())
     }
 
     /// Whether the buffer holds no values.
@@ -182,7 +182,7 @@ impl<T> Sender<T> {
     /// Whether the channel is closed (by [`Sender::close`] or by dropping
     /// every sender).
     pub fn is_closed(&self) -> bool {
-        crate::runtime::asyncpreempt::in_runtime(move || self.chan.is_closed())
+        crate::runtime::entry::call(move || self.chan.is_closed())
     }
 
     /// [`try_send`](Self::try_send) that hands back the receiver it gave
@@ -224,7 +224,7 @@ impl<T> Receiver<T> {
     /// its buffer drained.
     pub fn recv(&self) -> Result<T, RecvError> {
         crate::runtime::entry::call_here(move |here| {
-            let here = crate::runtime::preempt::check_here(here);
+            let here = crate::runtime::coop_preempt::check_here(here);
             self.chan.recv(here)
         })
     }
@@ -237,7 +237,7 @@ impl<T> Receiver<T> {
     /// receive (the wait is a `select!` of the receive and a timer, and
     /// only the arm that fires happens).
     pub fn recv_timeout(&self, timeout: std::time::Duration) -> Result<T, RecvTimeoutError> {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             match self.try_recv() {
                 Ok(v) => return Ok(v),
                 Err(TryRecvError::Closed) => return Err(RecvTimeoutError::Closed),
@@ -272,7 +272,7 @@ impl<T> Receiver<T> {
     /// taking the channel's lock, so polling with it only reads the channel
     /// and does not slow down the sender.
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        crate::runtime::asyncpreempt::in_runtime(move || self.chan.try_recv())
+        crate::runtime::entry::call(move || self.chan.try_recv())
     }
 
     /// A blocking iterator: yields values until the channel is closed and
@@ -293,7 +293,7 @@ impl<T> Receiver<T> {
     /// [`after`](crate::time::after)), which presents as unbuffered, as
     /// Go 1.23's do: a receive may still find a value ready.
     pub fn len(&self) -> usize {
-        crate::runtime::asyncpreempt::in_runtime(move || self.chan.len())
+        crate::runtime::entry::call(move || self.chan.len())
     }
 
     /// Whether the buffer holds no values (`len() == 0`).
@@ -316,7 +316,7 @@ impl<T> Receiver<T> {
 
     /// Whether the channel is closed (it may still hold buffered values).
     pub fn is_closed(&self) -> bool {
-        crate::runtime::asyncpreempt::in_runtime(move || self.chan.is_closed())
+        crate::runtime::entry::call(move || self.chan.is_closed())
     }
 
     /// Drops this receiver without the last receiver's work (failing
@@ -381,7 +381,7 @@ impl<T> Drop for Sender<T> {
         // behind the entry gate. Unless no receiver is left to see it (a
         // timer's channel, dropped whole).
         if self.chan.drop_sender() && self.chan.close_needed() {
-            crate::runtime::asyncpreempt::in_runtime(move || self.chan.last_sender_dropped())
+            crate::runtime::entry::call(move || self.chan.last_sender_dropped())
         }
     }
 }
@@ -391,7 +391,7 @@ impl<T> Drop for Receiver<T> {
         // As for `Sender`: only the last receiver does runtime work, and
         // only if a sender or a queued value is left.
         if self.chan.drop_receiver() && self.chan.receiver_work_left() {
-            crate::runtime::asyncpreempt::in_runtime(move || self.chan.last_receiver_dropped())
+            crate::runtime::entry::call(move || self.chan.last_receiver_dropped())
         }
     }
 }
@@ -421,7 +421,7 @@ pub struct Iter<'a, T> {
 impl<T> Iterator for Iter<'_, T> {
     type Item = T;
     // Inline: a frame between the caller and a blocking receive costs a
-    // mispredicted return on each wake-up (`g::context`'s note).
+    // mispredicted return on each wake-up (`g::switch`'s note).
     #[inline]
     fn next(&mut self) -> Option<T> {
         self.rx.recv().ok()
@@ -450,7 +450,7 @@ pub struct IntoIter<T> {
 impl<T> Iterator for IntoIter<T> {
     type Item = T;
     // Inline: a frame between the caller and a blocking receive costs a
-    // mispredicted return on each wake-up (`g::context`'s note).
+    // mispredicted return on each wake-up (`g::switch`'s note).
     #[inline]
     fn next(&mut self) -> Option<T> {
         self.rx.recv().ok()

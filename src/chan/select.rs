@@ -409,8 +409,8 @@ impl<T> CaseImpl for SendArm<'_, T> {
 /// arm was ready (the `default` arm).
 pub fn select<const N: usize>(mut cases: [Case<'_>; N], block: bool) -> Option<usize> {
     const { assert!(N <= u16::MAX as usize, "select!: too many arms") };
-    crate::runtime::asyncpreempt::in_runtime(move || {
-        crate::runtime::preempt::check();
+    crate::runtime::entry::call(move || {
+        crate::runtime::coop_preempt::check();
         let mut pollorder = [0u16; N];
         let mut lockorder = [0u16; N];
         let mut sudogs = [const { MaybeUninit::<Sudog>::uninit() }; N];
@@ -518,7 +518,7 @@ fn selectgo(
         let (c, l): (&[Case<'_>], &[u16]) = (cases, lockorder);
         let mut grants = Some(grants);
         // The park and its switch inlined into this frame (not generic):
-        // `g::context`'s note, "Returns after a switch".
+        // `g::switch`'s note, "Returns after a switch".
         wait::block_here(
             &state,
             g,
@@ -655,7 +655,7 @@ unsafe fn selunlock_granting(cases: &[Case<'_>], lockorder: &[u16], grants: Opti
 
 /// `select! {}`: blocks forever (Go's `select {}`).
 pub fn block_forever() -> ! {
-    crate::runtime::asyncpreempt::in_runtime(|| park_forever(WaitReason::SelectNoCases))
+    crate::runtime::entry::call(|| park_forever(WaitReason::SelectNoCases))
 }
 
 fn park_forever(reason: WaitReason) -> ! {

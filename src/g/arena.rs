@@ -6,7 +6,7 @@
 //! thread's arena one page-rounded step at a time, with an `mprotect` per
 //! step. Every `mprotect` takes the process's memory-map lock for writing,
 //! which waits for, and then blocks, every page fault and `madvise` of the
-//! other threads: the Ms carving goroutine stacks (`g/stack.rs`) on the
+//! other threads: the Ms carving goroutine stacks (`g/stack/pool.rs`) on the
 //! other CPUs. At GOMAXPROCS=2, 100,000 goroutines spawned and parked made
 //! about 5,000 such calls (two thirds for task cells, one third for G
 //! chunks); a sixth of the run was the lock's wait and the sleeps and

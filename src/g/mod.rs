@@ -46,8 +46,8 @@
 //! while the G runs or waits; `wait_reason()` masks it off.
 
 pub(crate) mod arena;
-pub(crate) mod context;
 pub(crate) mod stack;
+pub(crate) mod switch;
 pub(crate) mod task;
 pub(crate) mod taskcache;
 
@@ -56,7 +56,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use self::context::GCoroutine;
+use self::switch::GCoroutine;
 use self::task::TaskRef;
 
 /// Goroutine status (Go's numbering, so traces and dumps read the same).
@@ -219,13 +219,16 @@ pub(crate) struct G {
     /// wrap after 49 days, and readers subtract with wrapping.
     waitsince: AtomicU32,
     inner: UnsafeCell<Inner>,
-    /// The third cache line: the goroutine's own sudog, used by its plain
-    /// (one-channel) blocking sends and receives in turn (`chan::wait`'s
-    /// note, "Where records live"). Off every queue whenever the G runs.
-    chan_sudog: UnsafeCell<crate::chan::wait::Sudog>,
-    /// After the sudog, in the third line's spare room (cold: touched once
-    /// per switch-out, and by sampled readies): see "Metrics fields" in
-    /// the module note.
+    /// The third cache line: the room of the goroutine's own sudog, used by
+    /// its plain (one-channel) blocking sends and receives in turn
+    /// (`chan::wait`'s note, "Where records live"). Off every queue
+    /// whenever the G runs. The G owns the memory; the channel layer owns
+    /// its type (the layer rule: this layer never names `chan`), which it
+    /// checks fits ([`SudogRoom`]).
+    chan_sudog: UnsafeCell<SudogRoom>,
+    /// After the sudog's room, in the third line's spare room (cold:
+    /// touched once per switch-out, and by sampled readies): see "Metrics
+    /// fields" in the module note.
     metrics: GMetrics,
 }
 
@@ -239,6 +242,14 @@ struct GMetrics {
     /// while `wait_reason` carries [`READY_SAMPLED`].
     ready_ticks: AtomicU64,
 }
+
+/// Room for one channel sudog in the G record: 48 bytes (the rest of the
+/// third line holds the metrics fields), zeroed at
+/// creation. `chan::wait` asserts at compile time that its `Sudog` fits
+/// (size and alignment) and that all-zero bytes are its unused value, so
+/// the room is a valid `Sudog` from the start.
+#[repr(C, align(8))]
+pub(crate) struct SudogRoom([usize; 6]);
 
 /// Who to wake: a parked goroutine, a blocked OS thread or an async task.
 /// Waking is the runtime's (`Waiter::wake`, in `runtime/park.rs`).
@@ -334,7 +345,7 @@ impl G {
                 locked: 0,
                 lockedm: None,
             }),
-            chan_sudog: UnsafeCell::new(crate::chan::wait::Sudog::unused()),
+            chan_sudog: UnsafeCell::new(SudogRoom([0; 6])),
             metrics: GMetrics {
                 cpu_ticks: AtomicU64::new(0),
                 ready_ticks: AtomicU64::new(0),
@@ -346,7 +357,7 @@ impl G {
     /// it while it runs, and only while it is on no queue; while queued it
     /// belongs to the channel lock, as any sudog (`chan::wait`'s note).
     #[inline]
-    pub(crate) fn chan_sudog(&self) -> *mut crate::chan::wait::Sudog {
+    pub(crate) fn chan_sudog(&self) -> *mut SudogRoom {
         self.chan_sudog.get()
     }
 

@@ -64,7 +64,7 @@ pub(crate) struct M {
     /// Written once, by the M's own thread in `mstart`; read by other
     /// threads: async preemption signals it (`asyncpreempt.rs`), and sysmon's
     /// blocked-thread probe reads its `/proc/self/task/<tid>/` state and
-    /// system call (`runtime/revoke.rs`). Relaxed: a reader that sees 0
+    /// system call (`runtime/retake.rs`). Relaxed: a reader that sees 0
     /// skips the thread, and one that sees the id needs nothing else from
     /// the write.
     tid: AtomicI32,
@@ -114,7 +114,7 @@ pub(crate) struct M {
     /// The revocation handshake (see `revoke.rs`).
     pub(crate) revoke: revoke::Revoke,
     /// Its P was revoked while its goroutine computed (a hog,
-    /// `runtime/revoke.rs` rule 5), not while it blocked: set by the
+    /// `runtime/retake.rs` rule 5), not while it blocked: set by the
     /// revoker inside the handshake, cleared by the M when it notices.
     pub(crate) revoked_hog: std::sync::atomic::AtomicBool,
     /// The thread's CPU-time clock id (-1: unknown), written once at start.
@@ -136,7 +136,7 @@ enum StatSlot {
 /// unbounded count would eat into a default descriptor limit of 1,024. The
 /// Ms that hold a P, the ones probed again and again, are at most
 /// GOMAXPROCS at a time; past the cap, rule 3 alone decides for the rest
-/// (`runtime/revoke.rs`).
+/// (`runtime/retake.rs`).
 pub(crate) const STAT_FILES_MAX: usize = 32;
 /// Stat files held open now. Relaxed: only a count; an open that would
 /// pass the cap takes its increment back, so at most the cap are held.
@@ -490,8 +490,8 @@ impl M {
     pub(crate) unsafe fn acquirep(&'static self, pp: PHandle) {
         pp.set_status(PStatus::Running);
         self.p_id.store(pp.id, Ordering::Relaxed);
-        if crate::trace::on() {
-            crate::trace::proc_start(pp.id);
+        if crate::tracer::on() {
+            crate::tracer::proc_start(pp.id);
         }
         pp.set_m(Some(self));
         // SAFETY: own-thread access (caller's contract).
@@ -509,14 +509,14 @@ impl M {
         let pp = unsafe { (*self.p.get()).take() };
         let pp = pp.expect("releasep: M holds no P");
         self.p_id.store(NO_P, Ordering::Relaxed);
-        if crate::trace::on() {
-            crate::trace::proc_stop(pp.id);
+        if crate::tracer::on() {
+            crate::tracer::proc_stop(pp.id);
         }
         pp.set_m(None);
         pp
     }
 
-    /// A revoker took this M's P (`runtime::revoke`): the M no longer holds
+    /// A revoker took this M's P (`runtime::retake`): the M no longer holds
     /// it, as other threads see. Called by the revoker between a successful
     /// `revoke.begin` and `revoke.finish`, while the M cannot enter the
     /// runtime; the M's own slot still holds the old handle until
@@ -679,7 +679,7 @@ fn mstart(m: &'static M, main: fn(&'static M)) {
     }
     m.sigmask
         .store(crate::sys::current_sigmask(), Ordering::Relaxed);
-    if let Err(e) = crate::sys::signal::install_altstack_for_current_thread() {
+    if let Err(e) = crate::sys::overflow::install_altstack_for_current_thread() {
         eprintln!(
             "goroutine: M{}: no alternate signal stack ({e}); stack overflows will not be reported",
             m.id

@@ -2,7 +2,7 @@
 //! the P of an M whose goroutine is blocked in the kernel *outside* the
 //! runtime (a `std::fs` read, a `std::sync::Mutex`, a C library call), the
 //! way Go's sysmon retakes a P from an M in a system call. The policy (which
-//! Ms look blocked, what happens to the P) is `runtime::revoke`; this file is
+//! Ms look blocked, what happens to the P) is `runtime::retake`; this file is
 //! only the race-free transfer.
 //!
 //! # State (one [`Revoke`] per M)

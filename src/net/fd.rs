@@ -110,7 +110,7 @@ impl NetFd {
 
     /// The registration, made on first use.
     pub(crate) fn poll(&self) -> io::Result<&PollFd> {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             if let Some(p) = self.poll.get() {
                 return Ok(p);
             }
@@ -131,10 +131,10 @@ impl NetFd {
     pub(crate) fn io<R>(&self, dir: Dir, mut op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
         // Every socket operation that may wait comes through here: the
         // runtime-call guard of the public methods (asyncpreempt.rs).
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             // Socket I/O is a preemption point (a server loop that never blocks
             // still yields after its 10 ms slice).
-            crate::runtime::preempt::check();
+            crate::runtime::coop_preempt::check();
             if self.deadline_passed(dir) {
                 return Err(timed_out());
             }
@@ -185,7 +185,7 @@ impl NetFd {
         if timeout == Some(Duration::ZERO) {
             return Err(zero_timeout());
         }
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             self.timeouts()[dir as usize] = timeout;
             Ok(())
         })
@@ -193,7 +193,7 @@ impl NetFd {
 
     /// std's `read_timeout` / `write_timeout`.
     pub(crate) fn timeout(&self, dir: Dir) -> Option<Duration> {
-        crate::runtime::asyncpreempt::in_runtime(move || self.timeouts()[dir as usize])
+        crate::runtime::entry::call(move || self.timeouts()[dir as usize])
     }
 
     /// Go's `SetReadDeadline` / `SetWriteDeadline`: stores the deadline,
@@ -201,7 +201,7 @@ impl NetFd {
     /// of this socket, so it waits again under the new deadline or fails
     /// if it has passed (netpoll's note, "Re-arming a deadline").
     pub(crate) fn set_deadline(&self, dir: Dir, deadline: Option<Instant>) {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             // SeqCst: pairs with the waiter's slot CAS (a Dekker pair).
             self.shared.deadlines[dir as usize].store(encode(deadline), SeqCst);
             let parked = lock(&self.shared.parked);
@@ -228,7 +228,7 @@ impl NetFd {
 impl Drop for NetFd {
     /// Deregisters from the netpoller (under its locks): a runtime call.
     fn drop(&mut self) {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             drop(self.poll.take());
         })
     }

@@ -103,7 +103,7 @@ impl TcpStream {
 
 /// One connection attempt (Go's `netFD.connect`).
 fn connect_one(addr: &SocketAddr, deadline: Option<Instant>) -> io::Result<TcpStream> {
-    crate::runtime::asyncpreempt::in_runtime(move || {
+    crate::runtime::entry::call(move || {
         let stream = TcpStream::from_nonblocking(socket::stream_socket(addr)?.into());
         match socket::connect(stream.as_fd(), addr) {
             Ok(()) => return Ok(stream),

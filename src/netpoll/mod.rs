@@ -271,15 +271,15 @@ fn poll_for(delay_ns: i64, until: i64) -> Vec<&'static G> {
     }
     for g in &out {
         g.cas_waiting_to_runnable();
-        crate::runtime::metrics::runnable_unowned(g);
+        crate::runtime::stats::metrics_runnable_unowned(g);
     }
     if !out.is_empty() {
         // Several threads may poll (non-blocking polls use try_lock, but
         // sysmon and an M can take turns): a real read-modify-write, once
         // per non-empty poll.
         crate::runtime::stats::NETPOLL_READY.fetch_add(out.len() as u64, Ordering::Relaxed);
-        if crate::trace::on() {
-            crate::trace::netpoll_ready(out.len() as u64);
+        if crate::tracer::on() {
+            crate::tracer::netpoll_ready(out.len() as u64);
         }
     }
     out
@@ -462,7 +462,7 @@ impl PollFd {
             t.start(crate::sys::time::to_nanotime(d), 0);
             t
         });
-        // The park inlined into this frame (not generic): `g::context`'s
+        // The park inlined into this frame (not generic): `g::switch`'s
         // note, "Returns after a switch".
         park::park_inline(m::Here::lookup(), WaitReason::IoWait, &mut |g| {
             // Counted before the commit publishes the G: whoever swaps it

@@ -249,7 +249,7 @@ impl PHandle {
         PHandle(p)
     }
 
-    /// Claims the P of an M whose handle was revoked (`runtime::revoke`).
+    /// Claims the P of an M whose handle was revoked (`runtime::retake`).
     ///
     /// # Safety
     /// The caller won the M's revocation handshake (`m::revoke`: between a

@@ -46,9 +46,6 @@
 //!
 //! Counters ([`stats`]) are kept for tests and tuning.
 
-/// The entry gate of runtime calls (`entry.rs`): P revocation's check and
-/// this module's guard.
-pub(crate) use super::entry::call as in_runtime;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub(crate) use imp::trampoline_addr;
 pub(crate) use imp::{preempt_m, region};
@@ -180,7 +177,7 @@ mod imp {
     use std::sync::Once;
 
     use super::*;
-    use crate::g::context::Action;
+    use crate::g::switch::Action;
     use crate::g::Status;
     use crate::m::M;
     use crate::p::P;
@@ -302,7 +299,7 @@ mod imp {
     fn decide(m: &'static M, it: &mut Interrupted) -> Result<(), Refusal> {
         let g = m.curg().ok_or(Refusal::Other)?;
         // A thread whose P is being taken or was taken (blocked in the
-        // kernel, `runtime::revoke`) is not signalled into the scheduler.
+        // kernel, `runtime::retake`) is not signalled into the scheduler.
         if m.revoke.busy() {
             return Err(Refusal::Other);
         }
@@ -403,5 +400,5 @@ mod imp {
 /// Test hook: runs `f` as if it were runtime code (through the entry
 /// gate), so tests can check that no signal stops a goroutine there.
 pub(crate) fn as_runtime_call<R>(f: impl FnOnce() -> R) -> R {
-    in_runtime(f)
+    super::entry::call(f)
 }

@@ -30,7 +30,7 @@
 //! goroutine with the runtime's frames whatever `GOTRACEBACK` says
 //! (measured with Go 1.19: the same dump under `none`, `single`, `all`,
 //! `system` and `crash`); so does this dump. The signal handler
-//! (`sys::signal::install_quit_handler`) only writes a byte to a pipe
+//! (`sys::overflow::install_quit_handler`) only writes a byte to a pipe
 //! (async-signal-safe), and calls the handler that was installed before
 //! ours, if any (chaining); a dedicated thread blocked on the pipe's read
 //! end writes the dump (it waits at most 2 s for the world to stop, then
@@ -53,8 +53,8 @@ use crate::traceback::{self, format, GInfo, Level, Pinned};
 /// preemption): they take the scheduler's and the symboliser's locks.
 pub(crate) fn dump(w: &mut dyn Write) -> io::Result<()> {
     let level = traceback::level(Level::All).max(Level::All);
-    let text = super::asyncpreempt::in_runtime(|| {
-        let mut gs = traceback::collect_stopped();
+    let text = super::entry::call(|| {
+        let mut gs = collect_stopped();
         let blocked = other_threads(&mut gs, None);
         render_with(&gs, level, &blocked)
     });
@@ -126,8 +126,7 @@ fn other_threads(
 /// Writes pprof's `debug=1` form (`crate::dump_grouped`) to `w`.
 pub(crate) fn dump_grouped(w: &mut dyn Write) -> io::Result<()> {
     let level = traceback::level(Level::All).max(Level::All);
-    let text =
-        super::asyncpreempt::in_runtime(|| format::grouped(&traceback::collect_stopped(), level));
+    let text = super::entry::call(|| format::grouped(&collect_stopped(), level));
     w.write_all(text.as_bytes())?;
     w.flush()
 }
@@ -135,11 +134,11 @@ pub(crate) fn dump_grouped(w: &mut dyn Write) -> io::Result<()> {
 /// Writes the dump as JSON (`crate::dump_json`) to `w`.
 pub(crate) fn dump_json(w: &mut dyn Write) -> io::Result<()> {
     let level = traceback::level(Level::All).max(Level::All);
-    let text = super::asyncpreempt::in_runtime(|| {
-        let mut gs = traceback::collect_stopped();
+    let text = super::entry::call(|| {
+        let mut gs = collect_stopped();
         let blocked = other_threads(&mut gs, None);
         let names: HashMap<u64, _> = crate::g::names().into_iter().collect();
-        let cpu = super::metrics::cpu_times_ns();
+        let cpu = super::stats::cpu_times_ns();
         let now = crate::runtime::stats::ms_since_start(crate::sys::time::nanotime());
         traceback::json::render(&gs, &names, &blocked, &cpu, now, level)
     });
@@ -180,7 +179,7 @@ fn render_with(gs: &[GInfo], level: Level, blocked: &HashMap<u64, i64>) -> Strin
 
 /// Installs the SIGQUIT handler and starts its thread (runtime start).
 pub(crate) fn install_sigquit() {
-    let (rd, wr) = match crate::sys::signal::pipe() {
+    let (rd, wr) = match crate::sys::overflow::pipe() {
         Ok(p) => p,
         Err(e) => {
             eprintln!("goroutine: no SIGQUIT dump (pipe: {e})");
@@ -197,7 +196,7 @@ pub(crate) fn install_sigquit() {
     }
     // It blocks in read(2) forever: a runtime thread for checkdead.
     super::checkdead::internal_thread_started();
-    if let Err(e) = crate::sys::signal::install_quit_handler(wr) {
+    if let Err(e) = crate::sys::overflow::install_quit_handler(wr) {
         eprintln!("goroutine: no SIGQUIT dump (sigaction: {e})");
     }
 }
@@ -225,7 +224,7 @@ fn sigquit_thread(rd: std::os::fd::RawFd) {
     let helper = std::thread::Builder::new()
         .name("goroutine-sigquit-stw".into())
         .spawn(move || {
-            let _ = tx.send(traceback::collect_stopped());
+            let _ = tx.send(collect_stopped());
         });
     let gs = match helper {
         // Detached (its handle dropped): the process exits below without
@@ -249,6 +248,22 @@ fn sigquit_thread(rd: std::os::fd::RawFd) {
     let _ = err.flush();
     drop(err);
     crate::sys::exit_after_report()
+}
+
+/// Collects with every parked goroutine's frames: stops the world (`traceback`'s
+/// module note) unless the runtime never started. Like every stop-the-world here
+/// (and Go's before asynchronous preemption), it waits for each running
+/// goroutine to reach a runtime call or to be stopped by a signal inside a
+/// preemptible region.
+pub(crate) fn collect_stopped() -> Vec<GInfo> {
+    if super::start_time() == 0 {
+        return traceback::collect(Pinned::Yes, true);
+    }
+    // A runtime call: no asynchronous preemption while the world is
+    // stopped and the scheduler's locks are held.
+    super::entry::call(|| {
+        super::procresize::with_world_stopped(|| traceback::collect(Pinned::Yes, true))
+    })
 }
 
 #[cfg(test)]

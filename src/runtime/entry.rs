@@ -1,11 +1,11 @@
 //! The entry gate of runtime calls: the one construct every public runtime
 //! entry point (and the `Drop` of every runtime type that does work) runs
-//! its body through, [`call`] (re-exported as `asyncpreempt::in_runtime`,
-//! the name the call sites use).
+//! its body through, [`call`] (or [`call_here`], which hands the body the
+//! M it looked up).
 //!
 //! It has two duties, both about the M's thread crossing from a goroutine's
 //! own code into runtime code:
-//! 1. **P revocation** (`m::revoke`, `runtime::revoke`): the outermost call
+//! 1. **P revocation** (`m::revoke`, `runtime::retake`): the outermost call
 //!    makes the M's handshake word odd on the way in and even on the way
 //!    out. If sysmon (or a stop-the-world) took the P while the goroutine
 //!    was blocked in the kernel, the entry notices here, before any runtime
@@ -57,8 +57,8 @@ use crate::m::{self, revoke::Entry, Here, M};
 /// Before any preemptible region exists, the asynchronous-preemption half
 /// is one relaxed load and a branch, with `f` inlined. (A guard value in
 /// each entry point instead costs an unwind landing pad per entry point,
-/// which measured about 12 more instructions per channel operation on the
-/// `pingpong` example, through lost inlining.)
+/// which cost instructions on every channel operation of the `pingpong`
+/// example, through lost inlining.)
 ///
 /// No closure of the user may run inside `f`: it would be neither
 /// preemptible nor revocable.
@@ -218,6 +218,6 @@ fn settle(m: &'static M) {
     // SAFETY: own thread; the handshake reported the P taken.
     unsafe { m.forget_revoked_p() };
     m.revoke.acknowledge();
-    super::revoke::returned(m);
+    super::retake::returned(m);
     super::syscall::exit_revoked(m);
 }

@@ -110,12 +110,12 @@ pub(crate) struct GoDebug {
     /// `scheddetail=1`: schedtrace also prints every P, M and goroutine.
     pub(crate) scheddetail: bool,
     /// `blockwarn=1`: warn once on stderr when a goroutine blocked in the
-    /// kernel outside the runtime loses its P (`runtime::revoke`).
+    /// kernel outside the runtime loses its P (`runtime::retake`).
     pub(crate) blockwarn: bool,
     /// `blockrevoke=0`: never take the P of such a goroutine (default on).
     pub(crate) blockrevoke: bool,
     /// `hogrevoke=0`: never take the P of a goroutine that computes
-    /// without runtime calls (`runtime::revoke`, rule 5; default on).
+    /// without runtime calls (`runtime::retake`, rule 5; default on).
     pub(crate) hogrevoke: bool,
     /// `syscallhandoff=0`: no hand-off at entry of a system call predicted
     /// to block (`runtime::syscall`), only sysmon's retake, as in Go

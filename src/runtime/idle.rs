@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use super::{sched, stats, throw, Locked};
 use crate::m::{self, M};
 use crate::p::{PHandle, PStatus};
-use crate::trace;
+use crate::tracer;
 
 /// Puts `pp` on the idle list (Go's pidleput). Sched lock held. During a
 /// stop-the-world the P is counted as stopped instead: the idle list stays
@@ -128,8 +128,8 @@ pub(crate) fn stopm(m: &'static M) {
     // SAFETY: called on m's own thread.
     debug_assert!(unsafe { m.p() }.is_none());
     stats::bump(&m.parks, 1);
-    if trace::on() {
-        trace::m_park();
+    if tracer::on() {
+        tracer::m_park();
     }
     sched().lock().midle.push(m);
     super::checkdead::m_parked();
@@ -139,8 +139,8 @@ pub(crate) fn stopm(m: &'static M) {
     // An M waking may be the first to run goroutines after an idle spell:
     // the coarse clock that stamps parks must be fresh.
     stats::refresh_coarse_now();
-    if trace::on() {
-        trace::m_wake();
+    if tracer::on() {
+        tracer::m_wake();
     }
     // SAFETY: own thread, after the wakeup that published nextp.
     unsafe {

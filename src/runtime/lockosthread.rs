@@ -144,7 +144,7 @@ pub(crate) fn set_span_hooks(suspend: fn() -> bool, resume: fn(bool)) {
 /// As `context::switch_to_scheduler`: `g` runs on the calling thread, and
 /// the call is made from its own stack.
 #[inline(always)]
-pub(crate) unsafe fn switch_out(g: &'static G, action: crate::g::context::Action) {
+pub(crate) unsafe fn switch_out(g: &'static G, action: crate::g::switch::Action) {
     // SAFETY: the running G owns its Inner (caller's contract).
     if std::thread::panicking() || unsafe { g.inner() }.locked & UNWINDING != 0 {
         rewire_for_unwinding(g);
@@ -159,7 +159,7 @@ pub(crate) unsafe fn switch_out(g: &'static G, action: crate::g::context::Action
     #[cfg(feature = "tracing")]
     let carried = hooks.is_some_and(|h| (h.suspend)());
     // SAFETY: the caller's contract.
-    unsafe { crate::g::context::switch_to_scheduler(g, action) };
+    unsafe { crate::g::switch::switch_to_scheduler(g, action) };
     #[cfg(feature = "tracing")]
     if let Some(h) = hooks {
         (h.resume)(carried);
@@ -214,8 +214,8 @@ pub(crate) fn stoplockedm(m: &'static M) {
         syscall::handoffp(pp);
     }
     super::stats::bump(&m.parks, 1);
-    if crate::trace::on() {
-        crate::trace::m_park();
+    if crate::tracer::on() {
+        crate::tracer::m_park();
     }
     super::checkdead::IDLE_LOCKED_MS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     super::checkdead::m_parked();
@@ -224,8 +224,8 @@ pub(crate) fn stoplockedm(m: &'static M) {
     m.park.clear();
     super::stats::bump(&m.wakes, 1);
     super::stats::refresh_coarse_now();
-    if crate::trace::on() {
-        crate::trace::m_wake();
+    if crate::tracer::on() {
+        crate::tracer::m_wake();
     }
     // SAFETY: own thread, after the wakeup that published nextp.
     unsafe {

@@ -1,6 +1,9 @@
 //! Runtime metrics ([`crate::metrics`]): Go 1.26's scheduler metrics under
 //! Go's names, the scheduling-latency histogram, and CPU time per
-//! goroutine.
+//! goroutine. The hot paths this note describes (sampling, switch-in and
+//! switch-out, calibration) live at the end of `runtime::stats`, a module
+//! the scheduler already uses: this one, the reader, is used only by the
+//! public API, and stays outside the runtime's import cycle.
 //!
 //! # Reading
 //! [`read`] fills caller-owned samples by name, as Go's `runtime/metrics`
@@ -70,125 +73,13 @@
 //! since its switch-in, read without stopping it: a goroutine switching
 //! at that instant may be read a switch's worth off.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::stats::{self, SYSMON};
+use super::stats::{self, cpu_time_on, SYSMON};
 use crate::g::{Status, G};
-use crate::m::M;
 use crate::p::counters::{latency_bucket_lo, LATENCY_BUCKETS};
-use crate::p::P;
-use crate::sys::time::{refresh_ticks_mult, ticks, ticks_mult, ticks_mult_cached, ticks_to_ns};
-
-/// A runnable transition made on `pp` (module note, "Scheduling
-/// latency"): counts it, and samples one in about 8. The caller owns `pp`
-/// and has made `g` runnable but not yet published it.
-#[inline(always)]
-pub(crate) fn runnable(pp: &P, g: &'static G) {
-    let c = &pp.latency.countdown;
-    let n = c.load(Ordering::Relaxed);
-    if n > 1 {
-        c.store(n - 1, Ordering::Relaxed);
-    } else {
-        sample(pp, g);
-    }
-}
-
-#[inline(never)]
-fn sample(pp: &P, g: &'static G) {
-    let t = ticks();
-    pp.latency.restart(t);
-    g.mark_ready_sampled(t);
-}
-
-/// A runnable transition made without a P: always sampled.
-#[inline]
-pub(crate) fn runnable_unowned(g: &'static G) {
-    g.mark_ready_sampled(ticks());
-}
-
-/// Whether CPU time per goroutine is measured (`GODEBUG=cputime=1`, read
-/// at runtime start by [`init`]).
-static CPU_TIME: AtomicBool = AtomicBool::new(false);
-
-/// Runtime start: reads `GODEBUG=cputime`.
-pub(crate) fn init() {
-    CPU_TIME.store(super::env::godebug().cputime, Ordering::Relaxed);
-}
-
-#[inline(always)]
-fn cpu_time_on() -> bool {
-    CPU_TIME.load(Ordering::Relaxed)
-}
-
-/// `execute`, as it switches `g` in on `m` holding `pp`: records the
-/// latency if this runnable spell was sampled, and, when CPU time is
-/// measured, notes the switch-in time. Returns that time, for
-/// [`switch_out`]. With `quick` (found on the scheduler's quick path, no
-/// wait since this M's last switch-out) the time is that switch-out's,
-/// when the M kept it, with no clock read (module note, "CPU time per
-/// goroutine").
-#[inline(always)]
-pub(crate) fn switch_in(m: &M, pp: &P, g: &'static G, quick: bool) -> u64 {
-    if !cpu_time_on() {
-        if let Some(since) = g.take_ready_sample() {
-            record(pp, ticks(), since);
-        }
-        return 0;
-    }
-    let last = m.take_last_out();
-    let t = if quick && last != 0 { last } else { ticks() };
-    m.set_switch_in(t);
-    if let Some(since) = g.take_ready_sample() {
-        record(pp, t, since);
-    }
-    t
-}
-
-#[inline(never)]
-fn record(pp: &P, now: u64, since: u64) {
-    let mut mult = ticks_mult_cached();
-    if mult == 0 {
-        // Not calibrated yet (sysmon may not have run): try now.
-        mult = refresh_ticks_mult(None);
-        if mult == 0 {
-            return;
-        }
-    }
-    // Another CPU's counter may be a little behind: a negative difference
-    // is zero.
-    let d = (now.wrapping_sub(since) as i64).max(0) as u64;
-    pp.latency.record(ticks_to_ns(d, mult));
-}
-
-/// `execute`, once `g` has switched out on `m`: adds its time on the CPU
-/// since `t0` (from [`switch_in`]), and keeps the time for the next
-/// switch-in on the quick path. `execute` drops it (`M::take_last_out`)
-/// where the M may wait before its next switch-in outside the quick path's
-/// reach (a system call's return without a P, a locked-M switch).
-#[inline(always)]
-pub(crate) fn switch_out(m: &M, g: &'static G, t0: u64) {
-    if !cpu_time_on() {
-        return;
-    }
-    let t = ticks();
-    g.add_cpu_ticks((t.wrapping_sub(t0) as i64).max(0) as u64);
-    m.set_last_out(t);
-}
-
-/// When sysmon last refreshed the tick factor (nanotime).
-static LAST_CALIBRATION: AtomicI64 = AtomicI64::new(0);
-
-/// sysmon, each cycle, with the nanotime it just read: refreshes the
-/// tick factor while it has none, then once a second (the longer the
-/// measure, the better the factor).
-pub(crate) fn sysmon_calibrate(now: i64) {
-    let last = LAST_CALIBRATION.load(Ordering::Relaxed);
-    if ticks_mult_cached() == 0 || now - last >= 1_000_000_000 {
-        LAST_CALIBRATION.store(now, Ordering::Relaxed);
-        refresh_ticks_mult(Some(now));
-    }
-}
+use crate::sys::time::{ticks, ticks_mult, ticks_mult_cached, ticks_to_ns};
 
 /// What a metric is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -340,7 +231,7 @@ fn gather(s: &super::Sched) -> Gathered {
         gomaxprocs: s.gomaxprocs() as u64,
         goroutines: s.num_goroutine() as u64,
         created: s.ngoroutine_ext.load(Ordering::Relaxed) as u64,
-        blocked_threads: super::revoke::blocked_threads() as u64,
+        blocked_threads: super::retake::blocked_threads() as u64,
         ..Gathered::default()
     };
     let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
@@ -481,44 +372,4 @@ pub(crate) fn current_cpu_time() -> Option<Duration> {
     let g = m.curg()?;
     let t = g.cpu_ticks() + (ticks().wrapping_sub(m.switch_in()) as i64).max(0) as u64;
     Some(to_duration(t))
-}
-
-/// The CPU time of every live goroutine, in nanoseconds by id
-/// (`dump_json`): one walk of the Ms, one of the G records.
-pub(crate) fn cpu_times_ns() -> std::collections::HashMap<u64, u64> {
-    if !cpu_time_on() {
-        return std::collections::HashMap::new();
-    }
-    let now = ticks();
-    let running: Vec<(usize, u64)> = {
-        let allm = super::sched()
-            .allm
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        allm.iter()
-            .filter_map(|m| {
-                let g = m.curg_from_outside()?;
-                Some((g as *const G as usize, m.switch_in()))
-            })
-            .collect()
-    };
-    let mult = match ticks_mult() {
-        0 => ticks_mult_cached(),
-        m => m,
-    };
-    let mut out = std::collections::HashMap::new();
-    G::for_each(|g| {
-        let status = g.status();
-        if matches!(status, Status::Idle | Status::Dead) {
-            return;
-        }
-        let mut t = g.cpu_ticks();
-        if matches!(status, Status::Running | Status::Syscall) {
-            if let Some(&(_, t0)) = running.iter().find(|(a, _)| *a == g as *const G as usize) {
-                t += (now.wrapping_sub(t0) as i64).max(0) as u64;
-            }
-        }
-        out.insert(g.id(), ticks_to_ns(t, mult));
-    });
-    out
 }

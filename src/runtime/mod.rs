@@ -24,7 +24,7 @@
 //!   protocol is loom-checked).
 //! - `syscall.rs`: entering and leaving blocking system calls, `handoffp`.
 //! - `lockosthread.rs`: wiring a goroutine to its thread.
-//! - `preempt.rs`: the cooperative preemption check.
+//! - `coop_preempt.rs`: the cooperative preemption check.
 //! - `asyncpreempt.rs`: preemptible regions, the `InRuntime` guard, the
 //!   `SIGURG` decision and trampoline (asynchronous preemption).
 //! - `sysmon.rs`: the monitor thread: preemption, syscall retake, polling,
@@ -40,6 +40,7 @@
 
 pub(crate) mod asyncpreempt;
 pub(crate) mod checkdead;
+pub(crate) mod coop_preempt;
 pub(crate) mod dump;
 pub(crate) mod entry;
 pub(crate) mod env;
@@ -50,12 +51,11 @@ pub(crate) mod lockosthread;
 pub(crate) mod metrics;
 pub(crate) mod panics;
 pub(crate) mod park;
-pub(crate) mod preempt;
 pub(crate) mod proc;
 pub(crate) mod procresize;
 #[cfg(goroutine_randomize)]
 pub(crate) mod randomize;
-pub(crate) mod revoke;
+pub(crate) mod retake;
 pub(crate) mod schedtrace;
 pub(crate) mod schedule;
 pub(crate) mod spinning;
@@ -208,7 +208,7 @@ fn start_with(procs: Option<usize>) -> bool {
         started = true;
         START_NS.store(crate::sys::time::nanotime(), Ordering::Relaxed);
         crate::sys::time::ticks_init();
-        metrics::init();
+        stats::metrics_init();
         stats::refresh_coarse_now();
         let n = procs.unwrap_or_else(env::gomaxprocs_from_env);
         let s = &SCHED;
@@ -226,12 +226,12 @@ fn start_with(procs: Option<usize>) -> bool {
             throw(&format!("cannot create the netpoller (epoll/eventfd): {e}"));
         }
         checkdead::init();
-        crate::sys::signal::install_overflow_handler(crate::m::overflow_lookup);
+        crate::sys::overflow::install_overflow_handler(crate::m::overflow_lookup);
         dump::install_sigquit();
         env::godebug();
-        crate::trace::start_from_env(
+        crate::tracer::start_from_env(
             n as u32,
-            crate::trace::Hooks {
+            crate::tracer::Hooks {
                 thread_started: checkdead::internal_thread_started,
                 thread_exited: checkdead::internal_thread_exited,
                 wake_sysmon: sysmon::wake_if_waiting,

@@ -186,13 +186,13 @@ fn on_goroutine_panic(g: &'static G, info: &PanicHookInfo<'_>, prev: &Hook, prev
     // Runtime calls: the unwinder's and the symboliser's locks must not be
     // held across an asynchronous preemption.
     let frames = if want_frames {
-        crate::runtime::asyncpreempt::in_runtime(|| traceback::own_frames(g.stack_range()))
+        crate::runtime::entry::call(|| traceback::own_frames(g.stack_range()))
     } else {
         Vec::new()
     };
     let backtrace = if prints_default && backtrace_style() != Backtrace::Off {
         let full = backtrace_style() == Backtrace::Full;
-        Some(crate::runtime::asyncpreempt::in_runtime(|| {
+        Some(crate::runtime::entry::call(|| {
             traceback::format::rust_backtrace(&frames, full)
         }))
     } else {
@@ -370,7 +370,7 @@ fn abort_report(
             };
             // A runtime call: the symboliser's lock must not be held
             // across an asynchronous preemption.
-            crate::runtime::asyncpreempt::in_runtime(|| format::write_frames(&mut out, &g, level));
+            crate::runtime::entry::call(|| format::write_frames(&mut out, &g, level));
             // Where the program panicked: the cleanup panic that ended a
             // chain is std's, not the program's.
             let at = panics
@@ -383,8 +383,8 @@ fn abort_report(
     }
     if level >= Level::All {
         // As Go does with GOTRACEBACK=all: every other goroutine too.
-        let text = crate::runtime::asyncpreempt::in_runtime(|| {
-            let others: Vec<GInfo> = traceback::collect_stopped()
+        let text = crate::runtime::entry::call(|| {
+            let others: Vec<GInfo> = super::dump::collect_stopped()
                 .into_iter()
                 .filter(|g| g.id != id)
                 .collect();

@@ -23,10 +23,10 @@
 //! every primitive also works from plain threads outside the runtime.
 
 use super::{globrunq, idle, localrunq};
-use crate::g::context::Action;
+use crate::g::switch::Action;
 use crate::g::{WaitReason, G};
 use crate::m;
-use crate::trace;
+use crate::tracer;
 
 pub(crate) use crate::g::Waiter;
 
@@ -80,7 +80,7 @@ pub(crate) fn park(reason: WaitReason, unlock: &mut dyn FnMut(&'static G) -> boo
 /// `time::sleep`, the netpoller's `wait`, the sync primitives'
 /// `WaitCell::block`). Not for generic code: instantiated in another
 /// crate, the coroutine's suspend inside it would be a frame of its own
-/// again (`g::context`'s note, "Returns after a switch").
+/// again (`g::switch`'s note, "Returns after a switch").
 #[inline(always)]
 pub(crate) fn park_inline(
     here: m::Here,
@@ -190,9 +190,9 @@ fn ready_with(g: &'static G, here: m::Here, next: bool, wake: bool) {
     #[cfg(goroutine_randomize)]
     if super::randomize::one_in(4) {
         super::checkdead::progress();
-        if trace::on() {
+        if tracer::on() {
             let by = m::current_g().map_or(0, |c| c.id());
-            trace::go_unblock(g.id(), by, trace::GLOBAL);
+            tracer::go_unblock(g.id(), by, tracer::GLOBAL);
         }
         globrunq::put_woken(g);
         idle::wakep();
@@ -202,10 +202,10 @@ fn ready_with(g: &'static G, here: m::Here, next: bool, wake: bool) {
     // SAFETY: m is the calling thread's own M.
     match m.and_then(|m| unsafe { m.p() }) {
         Some(pp) => {
-            if trace::on() {
+            if tracer::on() {
                 trace_unblock(g, m, pp.id);
             }
-            super::metrics::runnable(pp, g);
+            super::stats::metrics_runnable(pp, g);
             localrunq::runqput(pp, g, next);
             if !wake {
                 return;
@@ -225,9 +225,9 @@ fn ready_with(g: &'static G, here: m::Here, next: bool, wake: bool) {
 #[cold]
 fn ready_global(g: &'static G, m: Option<&'static m::M>) {
     super::checkdead::progress();
-    super::metrics::runnable_unowned(g);
-    if trace::on() {
-        trace_unblock(g, m, trace::GLOBAL);
+    super::stats::metrics_runnable_unowned(g);
+    if tracer::on() {
+        trace_unblock(g, m, tracer::GLOBAL);
     }
     globrunq::put_woken(g)
 }
@@ -235,5 +235,5 @@ fn ready_global(g: &'static G, m: Option<&'static m::M>) {
 #[cold]
 fn trace_unblock(g: &'static G, m: Option<&'static m::M>, p: u32) {
     let by = m.and_then(|m| m.curg()).map_or(0, |c| c.id());
-    trace::go_unblock(g.id(), by, p);
+    tracer::go_unblock(g.id(), by, p);
 }

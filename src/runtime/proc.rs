@@ -20,7 +20,7 @@ use crate::g::task::TaskRef;
 use crate::g::{Status, G};
 use crate::m;
 use crate::p::PHandle;
-use crate::trace;
+use crate::tracer;
 
 const P_GFREE_MAX: usize = 64;
 const P_GFREE_KEEP: usize = 32;
@@ -49,11 +49,11 @@ pub(crate) fn newproc(
 ) -> u64 {
     if let Some(pp) = pp {
         let id = pp.next_goid();
-        if name.is_some() || trace::on() {
+        if name.is_some() || tracer::on() {
             named_or_traced(id, here.g().map_or(0, |g| g.id()), pp.id, &name);
         }
         init(g, id, task, stack_size, name);
-        super::metrics::runnable(pp, g);
+        super::stats::metrics_runnable(pp, g);
         pp.add_goroutines(1);
         stats::bump(&pp.counters.spawns, 1);
         // New goroutines go to runnext: they run next on this P, and the
@@ -64,11 +64,11 @@ pub(crate) fn newproc(
     }
     let s = start();
     let id = crate::g::new_goids(1);
-    if name.is_some() || trace::on() {
-        named_or_traced(id, 0, trace::GLOBAL, &name);
+    if name.is_some() || tracer::on() {
+        named_or_traced(id, 0, tracer::GLOBAL, &name);
     }
     init(g, id, task, stack_size, name);
-    super::metrics::runnable_unowned(g);
+    super::stats::metrics_runnable_unowned(g);
     // Counts both the live goroutines (exits are counted on the P they end
     // on) and, for `stats().spawns`, the spawns from outside the runtime.
     s.ngoroutine_ext.fetch_add(1, Ordering::Relaxed);
@@ -115,7 +115,7 @@ pub(crate) fn gfput_unused(g: &'static G, pp: Option<&'static PHandle>) {
 #[inline(never)]
 fn named_or_traced(id: u64, parent: u64, p: u32, name: &Option<Arc<str>>) {
     match name {
-        None => trace::go_create(id, parent, p),
+        None => tracer::go_create(id, parent, p),
         Some(name) => named(id, parent, p, name),
     }
 }
@@ -124,9 +124,9 @@ fn named_or_traced(id: u64, parent: u64, p: u32, name: &Option<Arc<str>>) {
 #[inline(never)]
 fn named(id: u64, parent: u64, p: u32, name: &Arc<str>) {
     crate::g::register_name(id, name.clone());
-    if trace::on() {
-        trace::go_create(id, parent, p);
-        trace::go_name(id, name);
+    if tracer::on() {
+        tracer::go_create(id, parent, p);
+        tracer::go_name(id, name);
     }
 }
 
@@ -187,8 +187,8 @@ pub(crate) fn g_body(g: &'static G) {
 
 /// A goroutine finished (or could not start): recycle its stack and G.
 pub(crate) fn gdestroy(pp: &PHandle, g: &'static G, stack: Option<Stack>) {
-    if trace::on() {
-        trace::go_end(g.id(), pp.id);
+    if tracer::on() {
+        tracer::go_end(g.id(), pp.id);
     }
     g.set_status(Status::Dead);
     g.set_stack_bounds((0, 0), 0);
@@ -211,7 +211,8 @@ pub(crate) fn gdestroy(pp: &PHandle, g: &'static G, stack: Option<Stack>) {
 }
 
 /// Inline (always): `gdestroy`, on every goroutine exit, is its common
-/// caller, and a call there cost about 18 instructions a goroutine.
+/// caller, and an out-of-line call there costs instructions on every
+/// goroutine's exit.
 #[inline(always)]
 fn gfput(pp: &PHandle, g: &'static G) {
     g.set_status(Status::Idle);

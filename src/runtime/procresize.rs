@@ -36,7 +36,7 @@
 //!
 //! - An M that stays in its goroutine's own code for a whole 100 us round
 //!   of the wait (blocked in the kernel outside the runtime, or computing
-//!   without runtime calls) has its P revoked (`revoke.rs`), which then
+//!   without runtime calls) has its P revoked (`retake.rs`), which then
 //!   counts as stopped: the M re-acquires a P at its next runtime call,
 //!   after the world restarts. So no goroutine can hold a stop-the-world
 //!   up for longer than about 200 us.
@@ -191,7 +191,7 @@ fn stop_the_world() {
         // here: it sleeps during a stop-the-world.
         // An M that stays in its goroutine's own code (blocked in the
         // kernel, or computing without runtime calls) for a whole round
-        // loses its P, which then counts as stopped (`revoke.rs`), as Go
+        // loses its P, which then counts as stopped (`retake.rs`), as Go
         // counts a P in a system call.
         let mut seen = vec![None; s.gomaxprocs() as usize];
         loop {
@@ -217,7 +217,7 @@ fn stop_the_world() {
                 if p.status() != PStatus::Running {
                     continue;
                 }
-                if let Some(pp) = super::revoke::take_for_stw(p, seen) {
+                if let Some(pp) = super::retake::take_for_stw(p, seen) {
                     super::syscall::stop_for_stw(pp);
                 }
             }

@@ -9,7 +9,7 @@
 //! The fields are Go's, computed from our state:
 //! - `threads`: the Ms plus sysmon (Go's `mcount` counts sysmon's M too);
 //! - `blockedthreads` (ours, not Go's): threads whose goroutine blocked in
-//!   the kernel outside the runtime and whose P was taken (`revoke.rs`),
+//!   the kernel outside the runtime and whose P was taken (`retake.rs`),
 //!   not yet back in the runtime;
 //! - `needspinning`: always 0 (Go 1.21's needspinning flag, which makes a
 //!   spinner that found no work re-check once more, is not implemented: our
@@ -63,7 +63,7 @@ pub(crate) fn render(detailed: bool) -> String {
         s.spin.npidle(),
         allm.len() + 1,
         s.spin.nmspinning(),
-        super::revoke::blocked_threads(),
+        super::retake::blocked_threads(),
         s.runqsize.load(Ordering::Relaxed),
     );
     if detailed {

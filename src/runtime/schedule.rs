@@ -30,16 +30,14 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{
-    globrunq, idle, localrunq, lockosthread, metrics, proc, sched, stats, steal, syscall, timers,
-};
-use crate::g::context::{self, Action, Switch};
+use super::{globrunq, idle, localrunq, lockosthread, proc, sched, stats, steal, syscall, timers};
+use crate::g::switch::{self, Action, Switch};
 use crate::g::{Status, WaitReason, G};
 use crate::m::{self, M};
 use crate::netpoll;
 use crate::p::{PHandle, PStatus};
 use crate::sys::time::nanotime;
-use crate::trace;
+use crate::tracer;
 
 /// The M loop. Entered by every M thread with a P; returns only when a
 /// goroutine exited while locked to this thread (the thread then ends).
@@ -67,7 +65,7 @@ pub(crate) fn schedule(m: &'static M) {
         };
         // The one call site of `execute`, inlined: the switch back from a
         // goroutine then lands in this loop's frame, with no `ret` out of a
-        // frame entered before the switch (`g::context`'s note, "Returns
+        // frame entered before the switch (`g::switch`'s note, "Returns
         // after a switch").
         if !execute(m, found) {
             return;
@@ -84,7 +82,7 @@ fn first_run(
     m: &'static M,
     pp: &crate::p::PHandle,
     g: &'static G,
-    co: &mut Option<context::GCoroutine>,
+    co: &mut Option<switch::GCoroutine>,
     inherit: bool,
 ) -> bool {
     if !inherit {
@@ -96,7 +94,7 @@ fn first_run(
     match unsafe { pp.local() }.stacks.get(size) {
         Ok(stack) => {
             g.set_stack_bounds(stack.guard_range(), stack.usable_size());
-            *co = Some(context::new(stack, g, proc::g_body));
+            *co = Some(switch::new(stack, g, proc::g_body));
             true
         }
         Err(e) => {
@@ -128,9 +126,8 @@ const COLD_LOOKAHEAD: usize = 4;
 /// miss whose page walk misses the cache too, and a prefetch waits for its
 /// walk before it retires. Walks issued back to back proceed side by side
 /// (a core has several walkers); one per resume would each stall the
-/// current G. In `parked`'s wake-up of 100K goroutines, a batch of 4
-/// against one header a resume, medians of 10 alternating rounds: 51.5 vs
-/// 55.5 ms at P=2, 64.4 vs 68.0 at P=1 (BENCHMARKS, seventeenth stop).
+/// current G. `parked`'s wake-up of 100K goroutines measures it
+/// (docs/bench/history.md, seventeenth stop).
 /// Out of line: `execute`'s hot path only tests whether to call it.
 #[cold]
 #[inline(never)]
@@ -188,7 +185,7 @@ struct Found {
     inherit: bool,
     /// Found on this P's run queue with no wait since the last slice ended
     /// on this M: its GoStart may share that end's timestamp
-    /// (`trace::go_start_quick`).
+    /// (`tracer::go_start_quick`).
     quick: bool,
 }
 
@@ -289,8 +286,8 @@ fn find_runnable(m: &'static M) -> Found {
             let mut list = netpoll::netpoll(0);
             if !list.is_empty() {
                 let g = list.remove(0);
-                if trace::on() {
-                    trace::go_unblock(g.id(), 0, pp.id);
+                if tracer::on() {
+                    tracer::go_unblock(g.id(), 0, pp.id);
                 }
                 inject(list);
                 return Found::new(g);
@@ -374,10 +371,10 @@ fn find_runnable(m: &'static M) -> Found {
                     unsafe { m.acquirep(pp) };
                     if !list.is_empty() {
                         let g = list.remove(0);
-                        if trace::on() {
+                        if tracer::on() {
                             // SAFETY: own thread, holding the P just acquired.
-                            let p = unsafe { m.p() }.map_or(trace::GLOBAL, |pp| pp.id);
-                            trace::go_unblock(g.id(), 0, p);
+                            let p = unsafe { m.p() }.map_or(tracer::GLOBAL, |pp| pp.id);
+                            tracer::go_unblock(g.id(), 0, p);
                         }
                         inject(list);
                         if was_spinning {
@@ -428,13 +425,13 @@ pub(crate) fn inject(mut list: Vec<&'static G>) {
         None => list.len(),
     };
     let rest = list.split_off(n);
-    if trace::on() {
+    if tracer::on() {
         for g in &list {
-            trace::go_unblock(g.id(), 0, trace::GLOBAL);
+            tracer::go_unblock(g.id(), 0, tracer::GLOBAL);
         }
-        let p = pp.map_or(trace::GLOBAL, |pp| pp.id);
+        let p = pp.map_or(tracer::GLOBAL, |pp| pp.id);
         for g in &rest {
-            trace::go_unblock(g.id(), 0, p);
+            tracer::go_unblock(g.id(), 0, p);
         }
     }
     if !list.is_empty() {
@@ -459,7 +456,7 @@ pub(crate) fn inject(mut list: Vec<&'static G>) {
 /// Runs the G `find_runnable` found on this M until it switches out, then
 /// carries out its action. Returns false if the M must exit (its locked
 /// goroutine exited).
-/// Always inlined into `schedule`'s loop, its one caller (`g::context`'s
+/// Always inlined into `schedule`'s loop, its one caller (`g::switch`'s
 /// note, "Returns after a switch").
 #[inline(always)]
 fn execute(m: &'static M, found: Found) -> bool {
@@ -490,11 +487,11 @@ fn execute(m: &'static M, found: Found) -> bool {
         debug_assert_eq!(g.status(), Status::Runnable);
         g.set_status(Status::Running);
         m.set_curg(Some(g));
-        if trace::on() {
+        if tracer::on() {
             if quick {
-                trace::go_start_quick(g.id(), pp.id);
+                tracer::go_start_quick(g.id(), pp.id);
             } else {
-                trace::go_start(g.id(), pp.id);
+                tracer::go_start(g.id(), pp.id);
             }
         }
 
@@ -521,9 +518,9 @@ fn execute(m: &'static M, found: Found) -> bool {
         // Where `local!` finds this goroutine's values (`M::locals`).
         m.set_locals(g.locals_slot().map_or(std::ptr::null_mut(), |p| p.as_ptr()));
         // CPU time and the scheduling-latency sample (`runtime::metrics`).
-        let t0 = metrics::switch_in(m, pp, g, quick);
-        let switch = context::resume(co);
-        metrics::switch_out(m, g, t0);
+        let t0 = stats::metrics_switch_in(m, pp, g, quick);
+        let switch = switch::resume(co);
+        stats::metrics_switch_out(m, g, t0);
         m.set_locals(std::ptr::null_mut());
         m.set_curg(None);
         if let Switch::Action(Action::ExitSyscall) = switch {
@@ -549,9 +546,9 @@ fn execute(m: &'static M, found: Found) -> bool {
             Switch::Action(Action::ExitSyscall) => unreachable!("handled above"),
             Switch::Action(Action::YieldLocal) => {
                 g.set_status(Status::Runnable);
-                metrics::runnable(pp, g);
-                if trace::on() {
-                    trace::go_stop(g.id(), pp.id, trace::STOP_YIELD_LOCAL);
+                stats::metrics_runnable(pp, g);
+                if tracer::on() {
+                    tracer::go_stop(g.id(), pp.id, tracer::STOP_YIELD_LOCAL);
                 }
                 localrunq::runqput(pp, g, false);
                 return true;
@@ -559,8 +556,8 @@ fn execute(m: &'static M, found: Found) -> bool {
             Switch::Action(Action::Park(unlock)) => {
                 g.set_status(Status::Waiting);
                 // Before `unlock`: once it ran, a waker may emit GoUnblock.
-                if trace::on() {
-                    trace::go_block(g.id(), pp.id, g.wait_reason() as u64);
+                if tracer::on() {
+                    tracer::go_block(g.id(), pp.id, g.wait_reason() as u64);
                 }
                 // SAFETY: `unlock` points to a closure on the G's stack, which
                 // is intact: the G cannot run until `unlock` made it findable.
@@ -583,7 +580,7 @@ fn execute(m: &'static M, found: Found) -> bool {
 #[inline(always)]
 fn exited(m: &'static M, pp: &PHandle, g: &'static G, stack: crate::g::stack::Stack) -> bool {
     // A recycled G's CPU time starts from zero. Here, not at spawn: the
-    // line was just written by `metrics::switch_out`, and a spawn touches
+    // line was just written by `stats::metrics_switch_out`, and a spawn touches
     // no other line of the G's third.
     g.reset_cpu_ticks();
     let locked = lockosthread::lockedm(g).is_some();
@@ -608,9 +605,9 @@ fn exited(m: &'static M, pp: &PHandle, g: &'static G, stack: crate::g::stack::St
 #[inline(always)]
 fn yielded(pp: &PHandle, g: &'static G) {
     g.set_status(Status::Runnable);
-    metrics::runnable(pp, g);
-    if trace::on() {
-        trace::go_stop(g.id(), pp.id, trace::STOP_YIELD);
+    stats::metrics_runnable(pp, g);
+    if tracer::on() {
+        tracer::go_stop(g.id(), pp.id, tracer::STOP_YIELD);
     }
     #[cfg(goroutine_randomize)]
     let to_global = super::randomize::coin();
@@ -629,14 +626,14 @@ fn yielded(pp: &PHandle, g: &'static G) {
 /// goroutine (readied into runnext by the timers that `find_runnable` runs
 /// first). From the global queue the fairness check (every 61st tick)
 /// could pick it again ahead of that goroutine, which would then wait a
-/// whole slice: the sleeper's 12 ms p99 in `hog_fairness`.
+/// whole slice (the sleeper's p99 in `hog_fairness` showed it).
 #[inline(always)]
 fn preempted(pp: &PHandle, g: &'static G) {
     g.set_status(Status::Runnable);
-    metrics::runnable(pp, g);
+    stats::metrics_runnable(pp, g);
     stats::bump(&pp.counters.preempt_yields, 1);
-    if trace::on() {
-        trace::go_stop(g.id(), pp.id, trace::STOP_PREEMPT);
+    if tracer::on() {
+        tracer::go_stop(g.id(), pp.id, tracer::STOP_PREEMPT);
     }
     if pp.preempt_for_timer.swap(false, Ordering::Relaxed) {
         localrunq::runqput(pp, g, false);

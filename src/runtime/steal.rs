@@ -32,7 +32,7 @@ use super::{idle, sched, stats, timers};
 use crate::g::G;
 use crate::m::M;
 use crate::p::{PHandle, PStatus};
-use crate::trace;
+use crate::tracer;
 
 const STEAL_TRIES: usize = 4;
 
@@ -88,8 +88,8 @@ pub(crate) fn steal_work(m: &'static M, pp: &PHandle, mut now: i64) -> Option<&'
 /// poll would return, and that P's M may be off the CPU (the kernel
 /// preempted it) while its queue waits. Go polls first, and a P that keeps
 /// finding network work then never helps: at GOMAXPROCS=2 on two cores
-/// shared with a load generator, echo_100's p99 was 4.5 ms, the time the
-/// kernel kept one M off its CPU with dozens of goroutines in its queue.
+/// shared with a load generator, echo_100's p99 became the time the kernel
+/// kept one M off its CPU with dozens of goroutines in its queue.
 pub(crate) fn steal_queued(m: &'static M, pp: &PHandle) -> Option<&'static G> {
     let s = sched();
     for id in RandomOrder::new(s.gomaxprocs(), m.fastrand()) {
@@ -111,8 +111,8 @@ pub(crate) fn steal_queued(m: &'static M, pp: &PHandle) -> Option<&'static G> {
 fn count_steal(pp: &PHandle, victim: &crate::p::P, n: u32) {
     stats::bump(&pp.counters.steals, 1);
     stats::bump(&pp.counters.stolen, n as u64);
-    if trace::on() {
-        trace::steal(pp.id, victim.id, n as u64);
+    if tracer::on() {
+        tracer::steal(pp.id, victim.id, n as u64);
     }
 }
 

@@ -47,20 +47,20 @@
 
 use std::sync::atomic::Ordering;
 
-use super::asyncpreempt::in_runtime;
+use super::entry;
 use super::{globrunq, idle, localrunq, sched, stats, throw};
-use crate::g::context::Action;
+use crate::g::switch::Action;
 use crate::g::Status;
 use crate::m::{self, M};
 use crate::p::{PHandle, PStatus};
 use crate::sys::time::cputicks;
-use crate::trace;
+use crate::tracer;
 
 /// Runs `f` as a blocking system call (see `crate::syscall`).
 pub(crate) fn syscall<R>(block: bool, f: impl FnOnce() -> R) -> R {
     // Guarded in two parts: `f` is the caller's code, and runs with the G in
     // `Syscall` status, where no signal preempts it anyway.
-    let entered = in_runtime(|| match m::current() {
+    let entered = entry::call(|| match m::current() {
         // SAFETY: m is the calling thread's own M. Without a P (a nested
         // call) there is nothing to hand off.
         Some(m) if m.curg().is_some() && unsafe { m.p() }.is_some() => {
@@ -75,7 +75,7 @@ pub(crate) fn syscall<R>(block: bool, f: impl FnOnce() -> R) -> R {
     struct Exit;
     impl Drop for Exit {
         fn drop(&mut self) {
-            in_runtime(exitsyscall);
+            entry::call(exitsyscall);
         }
     }
     let guard = Exit;
@@ -99,8 +99,8 @@ fn entersyscall(m: &'static M, block: bool) {
     let pp = unsafe { m.releasep() };
     pp.bump_syscalltick();
     g.set_status(Status::Syscall);
-    if trace::on() {
-        trace::syscall_enter(g.id(), pp.id);
+    if tracer::on() {
+        tracer::syscall_enter(g.id(), pp.id);
     }
     // Predicted to block, and goroutines wait for this P (module note).
     let handoff = block
@@ -111,8 +111,8 @@ fn entersyscall(m: &'static M, block: bool) {
     if handoff {
         m.set_oldp(Some(pp.get()));
         stats::bump(&pp.counters.blocking_handoffs, 1);
-        if trace::on() {
-            trace::syscall_handoff(pp.id);
+        if tracer::on() {
+            tracer::syscall_handoff(pp.id);
         }
         handoffp(pp);
     } else {
@@ -190,8 +190,8 @@ pub(crate) fn exitsyscall() {
                 // A stop-the-world counted this P as running: stop soon.
                 pp.preempt.store(true, Ordering::Release);
             }
-            if trace::on() {
-                trace::syscall_exit(g.id(), pp.id, true);
+            if tracer::on() {
+                tracer::syscall_exit(g.id(), pp.id, true);
             }
             // SAFETY: own thread, holding no P (released at entry).
             unsafe { m.acquirep(pp) };
@@ -204,8 +204,8 @@ pub(crate) fn exitsyscall() {
         let mut l = sched().lock();
         idle::pidleget(&mut l)
     } {
-        if trace::on() {
-            trace::syscall_exit(g.id(), pp.id, true);
+        if tracer::on() {
+            tracer::syscall_exit(g.id(), pp.id, true);
         }
         // SAFETY: own thread, holding no P.
         unsafe { m.acquirep(pp) };
@@ -219,7 +219,7 @@ pub(crate) fn exitsyscall() {
 }
 
 /// The M's goroutine was blocked in the kernel outside the runtime and its
-/// P was taken (`runtime::revoke`); it is now entering the runtime without
+/// P was taken (`runtime::retake`); it is now entering the runtime without
 /// one (`entry::settle`). As `exitsyscall`: an idle P (the old one was
 /// handed off, so any), else the slow path, where the scheduler queues the
 /// G globally and parks the M. Returns holding a P.
@@ -247,7 +247,7 @@ pub(crate) fn exit_revoked(m: &'static M) {
 /// The scheduler side of the slow path (Go's exitsyscall0): on g0, no P.
 pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
     g.set_status(Status::Runnable);
-    super::metrics::runnable_unowned(g);
+    super::stats::metrics_runnable_unowned(g);
     if m.lockedg().is_some() {
         // A locked G: queue it; the schedule loop's stoplockedm waits until
         // whoever picks it hands us a P (a locked-M switch, lockosthread.rs).
@@ -258,8 +258,8 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
     let mut l = sched().lock();
     if let Some(pp) = idle::pidleget(&mut l) {
         drop(l);
-        if trace::on() {
-            trace::syscall_exit(g.id(), pp.id, false);
+        if tracer::on() {
+            tracer::syscall_exit(g.id(), pp.id, false);
         }
         // SAFETY: own thread, holding no P.
         unsafe { m.acquirep(pp) };
@@ -273,8 +273,8 @@ pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
     }
     globrunq::put_woken_locked(&mut l, g);
     drop(l);
-    if trace::on() {
-        trace::syscall_exit(g.id(), trace::GLOBAL, false);
+    if tracer::on() {
+        tracer::syscall_exit(g.id(), tracer::GLOBAL, false);
     }
     idle::stopm(m);
 }

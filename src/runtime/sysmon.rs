@@ -25,7 +25,7 @@
 //!   case it waits 10 ms;
 //!   a P in `Running` state whose M is blocked in the kernel outside the
 //!   runtime (a plain `std` or C call) is taken from it the same way
-//!   (`revoke.rs`).
+//!   (`retake.rs`).
 //!
 //! Sleep: 20 us per cycle; after 50 cycles with nothing to do the sleep
 //! doubles each cycle up to 10 ms. When every P is idle (or the world is
@@ -74,8 +74,8 @@ struct PView {
     schedwhen: i64,
     syscalltick: u32,
     syscallwhen: i64,
-    /// The blocked-thread probe of this P's M (`revoke.rs`).
-    probe: super::revoke::Probe,
+    /// The blocked-thread probe of this P's M (`retake.rs`).
+    probe: super::retake::Probe,
 }
 
 /// Starts the sysmon thread (once, at runtime start).
@@ -141,7 +141,7 @@ pub(crate) fn wake_if_waiting() {
 
 fn sysmon() {
     let s = sched();
-    crate::trace::set_sysmon_thread();
+    crate::tracer::set_sysmon_thread();
     // Excess warm stacks are released here from now on, off any P.
     crate::g::stack::release_in_background(wake_from_nap);
     if env::godebug().blockrevoke || env::godebug().hogrevoke {
@@ -170,7 +170,7 @@ fn sysmon() {
         nap(timer_nap(s, delay_us));
         crate::g::stack::release_excess();
         let mut now = stats::refresh_coarse_now();
-        super::metrics::sysmon_calibrate(now);
+        stats::sysmon_calibrate(now);
 
         // `stw_waiting`: pairs with its stores in `stop_the_world` /
         // `start_the_world` (procresize.rs), made under the sched lock. The
@@ -188,7 +188,7 @@ fn sysmon() {
                 // lines and samples on time (Go: only if schedtrace <= 0),
                 // or stacks wait for their release (one chunk per cycle).
                 let still_idle = schedtrace_ns == 0
-                    && !crate::trace::on()
+                    && !crate::tracer::on()
                     && !crate::g::stack::release_pending()
                     && (s.stw_waiting.load(Ordering::SeqCst) || s.spin.npidle() == s.gomaxprocs());
                 let next = timers::next_when();
@@ -278,7 +278,7 @@ fn sysmon() {
             last_schedtrace = now;
             super::schedtrace::print(env::godebug().scheddetail);
         }
-        if crate::trace::on() && now - last_sample >= SAMPLE_NS {
+        if crate::tracer::on() && now - last_sample >= SAMPLE_NS {
             last_sample = now;
             trace_sample();
         }
@@ -325,9 +325,8 @@ fn prepare_revocation() {
 /// first sees the goroutine that holds its P) and how often a goroutine is
 /// stepped aside for timers: at most once per 100 us of its run, each a
 /// signal and two switches, and only while a timer waits. At 1 ms a sleep
-/// beside CPU-bound goroutines woke about a whole millisecond late at the
-/// median (hog_fairness's probe; the figures in docs/bench/history.md,
-/// fifteenth stop).
+/// beside CPU-bound goroutines woke late by about that much at the median
+/// (hog_fairness's probe; docs/bench/history.md, fifteenth stop).
 const TIMER_PREEMPT_NS: i64 = 100_000;
 
 /// When sysmon's current nap ends (nanotime), while it naps with every P
@@ -513,13 +512,13 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
             } else if pd.schedwhen + force_preempt_ns() <= now {
                 if !p.preempt.load(Ordering::Relaxed) {
                     stats::bump(&stats::SYSMON.preempt_requests, 1);
-                    if crate::trace::on() {
+                    if crate::tracer::on() {
                         let g = curg_of_p(s, p.id).map_or(0, |g| g.id());
-                        crate::trace::preempt(g, p.id);
+                        crate::tracer::preempt(g, p.id);
                     }
                 }
                 // Release, though no load pairs with it: every reader
-                // (preempt.rs, `execute`) loads Relaxed, as the flag is a
+                // (coop_preempt.rs, `execute`) loads Relaxed, as the flag is a
                 // request that carries no data.
                 p.preempt.store(true, Ordering::Release);
                 sysretake = true;
@@ -529,9 +528,9 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
             }
         }
         if status == PStatus::Running {
-            // An M blocked in the kernel outside the runtime (`revoke.rs`).
+            // An M blocked in the kernel outside the runtime (`retake.rs`).
             if let Some(look) = pd.probe.look(p, now) {
-                if super::revoke::retake(p, look) {
+                if super::retake::retake(p, look) {
                     taken += 1;
                 }
             }
@@ -557,8 +556,8 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
             pp.bump_syscalltick();
             taken += 1;
             stats::bump(&stats::SYSMON.retakes, 1);
-            if crate::trace::on() {
-                crate::trace::syscall_handoff(pp.id);
+            if crate::tracer::on() {
+                crate::tracer::syscall_handoff(pp.id);
             }
             syscall::handoffp(pp);
         }
@@ -573,11 +572,11 @@ fn trace_sample() {
     let global = s.runqsize.load(Ordering::Relaxed) as u64;
     for id in 0..s.gomaxprocs() as usize {
         if let Some(p) = s.allp(id) {
-            crate::trace::runq_sample(p.id, p.runq_len() as u64, global);
+            crate::tracer::runq_sample(p.id, p.runq_len() as u64, global);
         }
     }
     let c = stats::gcounts();
-    crate::trace::go_count(
+    crate::tracer::go_count(
         c.runnable as u64,
         c.running as u64,
         c.waiting as u64,

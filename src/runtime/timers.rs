@@ -121,8 +121,8 @@ pub(crate) fn check_timers(pp: &P, now: i64) -> (i64, i64) {
         pp.counters
             .timers_fired
             .fetch_add(fired as u64, Ordering::Relaxed);
-        if crate::trace::on() {
-            crate::trace::timer_fire(pp.id, fired as u64);
+        if crate::tracer::on() {
+            crate::tracer::timer_fire(pp.id, fired as u64);
         }
     }
     (now, pp.timers.next())

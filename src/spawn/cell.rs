@@ -93,7 +93,7 @@ impl<T> Drop for JoinRef<T> {
 #[inline(never)]
 unsafe fn drop_last(cell: NonNull<Header>) {
     // SAFETY: per the contract.
-    crate::runtime::asyncpreempt::in_runtime(move || unsafe { drop_joiner(cell) })
+    crate::runtime::entry::call(move || unsafe { drop_joiner(cell) })
 }
 
 /// Allocates the cell for `f`: the G's reference and the JoinHandle's.

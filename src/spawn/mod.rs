@@ -39,7 +39,7 @@ where
 {
     let pc = crate::traceback::caller_pc();
     crate::runtime::entry::call_here(move |here| {
-        let here = crate::runtime::preempt::check_here(here);
+        let here = crate::runtime::coop_preempt::check_here(here);
         let site = spawn_site(pc, here);
         match spawn_here(f, site, stack::default_stack_size(), None, here) {
             Ok(h) => h,
@@ -323,7 +323,7 @@ impl Builder {
             let name = self.name.map(Arc::from);
             if self.lock_os_thread {
                 let pinned = move || {
-                    crate::runtime::asyncpreempt::in_runtime(crate::runtime::lockosthread::pin);
+                    crate::runtime::entry::call(crate::runtime::lockosthread::pin);
                     f()
                 };
                 spawn_here(pinned, site, size, name, here).map_err(Unspawned::Pinned)
@@ -367,11 +367,11 @@ impl<T> JoinHandle<T> {
     /// calling thread.
     ///
     /// Inlined into the caller; the wait is the one frame `wait_complete`
-    /// (as a channel receive's is `RawChan::block`: `g::context`'s note,
+    /// (as a channel receive's is `RawChan::block`: `g::switch`'s note,
     /// "Returns after a switch").
     #[inline]
     pub fn join(self) -> Result<T, JoinError> {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             assert!(!self.taken, "JoinHandle joined after it returned Ready");
             let header = self.task.header();
             if !header.is_complete() {
@@ -436,7 +436,7 @@ impl<T> std::future::Future for JoinHandle<T> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Result<T, JoinError>> {
         let this = self.get_mut();
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             assert!(!this.taken, "JoinHandle polled after it returned Ready");
             let header = this.task.header();
             if !header.is_complete() {

@@ -49,7 +49,7 @@ impl Condvar {
     /// Unlocks the guard's mutex, waits for a notification, and locks the
     /// mutex again before returning (Go's `Cond.Wait`).
     pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             let mutex = guard.mutex();
             let t = self.notify.add();
             drop(guard);
@@ -74,7 +74,7 @@ impl Condvar {
     /// Wakes the longest-waiting waiter, if any (Go's `Cond.Signal`).
     #[inline]
     pub fn notify_one(&self) {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             self.notify.notify_one();
         })
     }
@@ -82,7 +82,7 @@ impl Condvar {
     /// Wakes every current waiter (Go's `Cond.Broadcast`).
     #[inline]
     pub fn notify_all(&self) {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             self.notify.notify_all();
         })
     }

@@ -22,7 +22,7 @@
 //!   starving bits, waiter count; normal and starvation modes).
 //! - `rawrwlock.rs`: Go's `sync.RWMutex` (writer preference).
 //! - `notify.rs`: Go's ticket-based `notifyList`, FIFO wakeup for `Condvar`.
-//! - `wait.rs`: the wait record cell and the park/block/wake protocol
+//! - `waitcell.rs`: the wait record cell and the park/block/wake protocol
 //!   shared by all queues, and the std/loom switch for this module.
 //!
 //! Wait records live on the waiter's stack (a parked goroutine's stack
@@ -39,7 +39,7 @@ mod rawrwlock;
 mod rwlock;
 mod sema;
 mod semaphore;
-mod wait;
+mod waitcell;
 mod waitgroup;
 
 pub use condvar::Condvar;

@@ -11,7 +11,7 @@ use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 
 use super::rawmutex::RawMutex;
-use super::wait::WaitReason;
+use super::waitcell::WaitReason;
 
 /// A mutual exclusion lock that parks goroutines, not threads (Go's
 /// `sync.Mutex`, holding its data like `std::sync::Mutex`).
@@ -104,8 +104,8 @@ impl<T: ?Sized> Mutex<T> {
     /// calling thread) until it is available.
     #[inline]
     pub fn lock(&self) -> MutexGuard<'_, T> {
-        crate::runtime::asyncpreempt::in_runtime(move || {
-            crate::runtime::preempt::check();
+        crate::runtime::entry::call(move || {
+            crate::runtime::coop_preempt::check();
             self.raw.lock(WaitReason::SyncMutexLock);
             MutexGuard {
                 mutex: self,
@@ -161,7 +161,7 @@ impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
 impl<T: ?Sized> Drop for MutexGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             self.mutex.raw.unlock();
         })
     }

@@ -32,7 +32,7 @@
 
 use std::ptr;
 
-use super::wait::{lock, Lock, UnsafeCell, WaitCell, WaitReason};
+use super::waitcell::{lock, Lock, UnsafeCell, WaitCell, WaitReason};
 use crate::loom::atomic::{AtomicU32, Ordering};
 
 struct Waiter {
@@ -65,7 +65,7 @@ fn less(a: u32, b: u32) -> bool {
 }
 
 impl NotifyList {
-    super::wait::loom_const_fn! {
+    super::waitcell::loom_const_fn! {
         pub(crate) fn new() -> NotifyList {
             NotifyList {
                 wait: AtomicU32::new(0),
@@ -180,7 +180,7 @@ impl NotifyList {
 mod loom_tests {
     //! Loom model (`RUSTFLAGS="--cfg loom" cargo test --release --lib notify`).
     use super::*;
-    use crate::sync::wait::model;
+    use crate::sync::waitcell::model;
     use loom::sync::Arc;
     use loom::thread;
 

@@ -14,7 +14,7 @@
 //! the caller, and later calls do not run anything.
 
 use super::rawmutex::RawMutex;
-use super::wait::WaitReason;
+use super::waitcell::WaitReason;
 use crate::loom::atomic::{AtomicU32, Ordering};
 
 /// Runs a function exactly once (Go's `sync.Once`).
@@ -77,7 +77,7 @@ impl Once {
         }
         impl Drop for Finish<'_> {
             fn drop(&mut self) {
-                crate::runtime::asyncpreempt::in_runtime(|| {
+                crate::runtime::entry::call(|| {
                     if self.ran {
                         // Release: pairs with the Acquire loads of the fast
                         // path.
@@ -89,7 +89,7 @@ impl Once {
         }
 
         // Not around `f`: the caller's code (see `in_runtime`).
-        crate::runtime::asyncpreempt::in_runtime(|| self.m.lock(WaitReason::SyncOnceDo));
+        crate::runtime::entry::call(|| self.m.lock(WaitReason::SyncOnceDo));
         let mut finish = Finish {
             once: self,
             ran: false,

@@ -56,7 +56,7 @@
 //! sema.
 
 use super::sema;
-use super::wait::{self, WaitReason};
+use super::waitcell::{self, WaitReason};
 use crate::loom::atomic::{AtomicI32, AtomicU32, Ordering};
 
 const LOCKED: i32 = 1;
@@ -196,7 +196,7 @@ impl RawMutex {
             if awoke {
                 // We own WOKEN (we set it, or unlock set it for us).
                 if new & WOKEN == 0 {
-                    wait::fatal("sync: inconsistent mutex state");
+                    waitcell::fatal("sync: inconsistent mutex state");
                 }
                 new &= !WOKEN;
             }
@@ -219,7 +219,7 @@ impl RawMutex {
                         // Handed over: the mutex is ours, LOCKED is clear
                         // and we are still counted as a waiter.
                         if old & (LOCKED | WOKEN) != 0 || old >> WAITER_SHIFT == 0 {
-                            wait::fatal("sync: inconsistent mutex state");
+                            waitcell::fatal("sync: inconsistent mutex state");
                         }
                         let mut delta = LOCKED - (1 << WAITER_SHIFT);
                         if !starving || old >> WAITER_SHIFT == 1 {
@@ -245,7 +245,7 @@ impl RawMutex {
     #[inline(never)]
     fn unlock_slow(&self, new: i32) {
         if (new + LOCKED) & LOCKED == 0 {
-            wait::fatal("sync: unlock of unlocked mutex");
+            waitcell::fatal("sync: unlock of unlocked mutex");
         }
         if new & STARVING == 0 {
             let mut old = new;
@@ -386,7 +386,7 @@ mod loom_tests {
     //! Loom models of the state word with loom threads as waiters
     //! (`RUSTFLAGS="--cfg loom" cargo test --release --lib rawmutex`).
     use super::*;
-    use crate::sync::wait::model;
+    use crate::sync::waitcell::model;
     use loom::cell::UnsafeCell;
     use loom::sync::Arc;
     use loom::thread;

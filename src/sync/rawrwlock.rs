@@ -36,7 +36,7 @@
 
 use super::rawmutex::RawMutex;
 use super::sema;
-use super::wait::{self, WaitReason};
+use super::waitcell::{self, WaitReason};
 use crate::loom::atomic::{AtomicI32, AtomicU32, Ordering};
 
 /// The most readers (Go's `rwmutexMaxReaders`).
@@ -51,7 +51,7 @@ pub(crate) struct RawRwLock {
 }
 
 impl RawRwLock {
-    wait::loom_const_fn! {
+    waitcell::loom_const_fn! {
         pub(crate) fn new() -> RawRwLock {
             RawRwLock {
                 w: RawMutex::new(),
@@ -105,7 +105,7 @@ impl RawRwLock {
     #[cold]
     fn read_unlock_slow(&self, r: i32) {
         if r + 1 == 0 || r + 1 == -MAX_READERS {
-            wait::fatal("sync: RUnlock of unlocked RWMutex");
+            waitcell::fatal("sync: RUnlock of unlocked RWMutex");
         }
         // AcqRel: the Release half orders our reads before the writer's
         // writes (the last departer wakes it); the Acquire half collects the
@@ -153,7 +153,7 @@ impl RawRwLock {
         // blocked ones we wake below).
         let r = self.reader_count.fetch_add(MAX_READERS, Ordering::Release) + MAX_READERS;
         if r >= MAX_READERS {
-            wait::fatal("sync: Unlock of unlocked RWMutex");
+            waitcell::fatal("sync: Unlock of unlocked RWMutex");
         }
         // Unblock the readers that arrived while we held the lock.
         for _ in 0..r {
@@ -168,7 +168,7 @@ impl RawRwLock {
 mod loom_tests {
     //! Loom models (`RUSTFLAGS="--cfg loom" cargo test --release --lib rawrwlock`).
     use super::*;
-    use crate::sync::wait::model;
+    use crate::sync::waitcell::model;
     use loom::cell::UnsafeCell;
     use loom::sync::Arc;
     use loom::thread;

@@ -94,7 +94,7 @@ impl<T: ?Sized> RwLock<T> {
     /// waiting for it (Go's `RLock`).
     #[inline]
     pub fn read(&self) -> RwLockReadGuard<'_, T> {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             self.raw.read();
             RwLockReadGuard {
                 lock: self,
@@ -116,7 +116,7 @@ impl<T: ?Sized> RwLock<T> {
     /// Locks for writing, waiting for other writers and for the readers
     /// inside; new readers queue behind us meanwhile (Go's `Lock`).
     pub fn write(&self) -> RwLockWriteGuard<'_, T> {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             self.raw.write();
             RwLockWriteGuard {
                 lock: self,
@@ -129,7 +129,7 @@ impl<T: ?Sized> RwLock<T> {
     pub fn try_write(&self) -> Option<RwLockWriteGuard<'_, T>> {
         // A failed attempt unlocks the writer mutex, which may wake a
         // waiter: a runtime call.
-        let locked = crate::runtime::asyncpreempt::in_runtime(|| self.raw.try_write());
+        let locked = crate::runtime::entry::call(|| self.raw.try_write());
         locked.then(|| RwLockWriteGuard {
             lock: self,
             _marker: PhantomData,
@@ -155,7 +155,7 @@ impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
 impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             self.lock.raw.read_unlock();
         })
     }
@@ -181,7 +181,7 @@ impl<T: ?Sized> DerefMut for RwLockWriteGuard<'_, T> {
 impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             self.lock.raw.write_unlock();
         })
     }

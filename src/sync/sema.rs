@@ -12,7 +12,7 @@
 //!   no root is touched). Otherwise, under the root lock: `nwait += 1`, try
 //!   the token again, and if there is still none enqueue a [`Sudog`] on the
 //!   caller's stack and park (the lock is released by the park's unlock
-//!   step, see `wait.rs`). Woken with the `ticket` set (a direct grant), the
+//!   step, see `waitcell.rs`). Woken with the `ticket` set (a direct grant), the
 //!   token is already ours; otherwise compete for it again (a newcomer may have taken
 //!   it) and, on losing, requeue.
 //! - `semrelease(addr, handoff)`: add a token; if `nwait == 0` return (no
@@ -52,7 +52,7 @@
 
 use std::ptr;
 
-use super::wait::{self, lock, Lock, UnsafeCell, WaitCell, WaitReason};
+use super::waitcell::{self, lock, Lock, UnsafeCell, WaitCell, WaitReason};
 use crate::loom::atomic::{AtomicU32, Ordering};
 
 /// Roots in the table (Go's `semTabSize`, a prime); two under loom so that
@@ -234,7 +234,7 @@ struct Root {
 }
 
 impl Root {
-    wait::loom_const_fn! {
+    waitcell::loom_const_fn! {
         fn new() -> Root {
             Root {
                 queue: Lock::new(Queue { heads: ptr::null() }),
@@ -354,7 +354,7 @@ pub(crate) fn semrelease(addr: &AtomicU32, handoff: bool) {
     // SAFETY: unlinked by us above, not yet woken; `s` is not used after.
     unsafe { WaitCell::wake(&(*s).cell) };
     if handed {
-        wait::yield_after_grant();
+        waitcell::yield_after_grant();
     }
 }
 
@@ -373,7 +373,7 @@ mod loom_tests {
     //! Loom models of the acquire/release handoff with loom threads as
     //! waiters (`RUSTFLAGS="--cfg loom" cargo test --release --lib sema`).
     use super::*;
-    use crate::sync::wait::model;
+    use crate::sync::waitcell::model;
     use loom::sync::Arc;
     use loom::thread;
 

@@ -20,7 +20,7 @@
 
 use std::ptr;
 
-use super::wait::{lock, Lock, UnsafeCell, WaitCell, WaitReason};
+use super::waitcell::{lock, Lock, UnsafeCell, WaitCell, WaitReason};
 
 struct Waiter {
     n: usize,
@@ -89,7 +89,7 @@ impl Semaphore {
     /// The body of [`acquire`](Self::acquire), out of line.
     #[inline(never)]
     fn acquire_n(&self, n: usize) {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             let mut st = lock(&self.state);
             if self.size - st.cur >= n && st.head.is_null() {
                 st.cur += n;
@@ -124,7 +124,7 @@ impl Semaphore {
     /// Acquires `n` units if they are available now and nobody is waiting
     /// (a waiter at the front has priority).
     pub fn try_acquire(&self, n: usize) -> bool {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             let mut st = lock(&self.state);
             let ok = self.size - st.cur >= n && st.head.is_null();
             if ok {
@@ -140,7 +140,7 @@ impl Semaphore {
     /// If more units are released than are held (`semaphore: released more
     /// than held`).
     pub fn release(&self, n: usize) {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             let mut st = lock(&self.state);
             if n > st.cur {
                 drop(st);
@@ -189,7 +189,7 @@ impl Semaphore {
 
 impl std::fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (held, waiting) = crate::runtime::asyncpreempt::in_runtime(|| {
+        let (held, waiting) = crate::runtime::entry::call(|| {
             let st = lock(&self.state);
             (st.cur, !st.head.is_null())
         });

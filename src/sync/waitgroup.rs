@@ -32,7 +32,7 @@
 use std::sync::Arc;
 
 use super::sema;
-use super::wait::{self, WaitReason};
+use super::waitcell::{self, WaitReason};
 use crate::loom::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// The shared state of a [`WaitGroup`] (Go's `WaitGroup` struct).
@@ -42,7 +42,7 @@ pub(crate) struct RawWaitGroup {
 }
 
 impl RawWaitGroup {
-    wait::loom_const_fn! {
+    waitcell::loom_const_fn! {
         pub(crate) fn new() -> RawWaitGroup {
             RawWaitGroup {
                 state: AtomicU64::new(0),
@@ -177,7 +177,7 @@ impl WaitGroup {
     #[inline]
     pub fn add(&self, delta: isize) {
         #[cfg(not(loom))]
-        crate::runtime::asyncpreempt::in_runtime(|| self.inner.add(delta));
+        crate::runtime::entry::call(|| self.inner.add(delta));
         #[cfg(loom)]
         self.inner.add(delta);
     }
@@ -186,7 +186,7 @@ impl WaitGroup {
     #[inline]
     pub fn done(&self) {
         #[cfg(not(loom))]
-        crate::runtime::asyncpreempt::in_runtime(|| self.inner.add(-1));
+        crate::runtime::entry::call(|| self.inner.add(-1));
         #[cfg(loom)]
         self.inner.add(-1);
     }
@@ -204,7 +204,7 @@ impl WaitGroup {
     #[inline(never)]
     fn wait_zero(&self) {
         #[cfg(not(loom))]
-        crate::runtime::asyncpreempt::in_runtime(|| self.inner.wait());
+        crate::runtime::entry::call(|| self.inner.wait());
         #[cfg(loom)]
         self.inner.wait();
     }
@@ -231,7 +231,7 @@ impl std::fmt::Debug for WaitGroup {
 mod loom_tests {
     //! Loom model (`RUSTFLAGS="--cfg loom" cargo test --release --lib waitgroup`).
     use super::*;
-    use crate::sync::wait::model;
+    use crate::sync::waitcell::model;
     use loom::cell::UnsafeCell;
     use loom::sync::Arc;
     use loom::thread;

@@ -3,7 +3,7 @@
 //!
 //! Everything here is a thin, checked wrapper around one system call; policy
 //! (what to reserve, where guards go, when to give pages back) lives in
-//! `g::stack` and `sys::signal`.
+//! `g::stack` and `sys::overflow`.
 
 use std::io;
 use std::ptr::{self, NonNull};
@@ -274,10 +274,8 @@ static NO_RELEASE_BATCH: AtomicBool = AtomicBool::new(false);
 /// Why: each `madvise(MADV_DONTNEED)` on a multi-threaded process ends with
 /// a TLB shootdown, an interrupt to every other CPU running one of our
 /// threads, and waits for them. A recent kernel (6.18 here) flushes once
-/// per `process_madvise` call instead of once per range. Measured on the
-/// 2-core VM, 64 separate 256 KiB ranges with one touched page each and a
-/// second thread running: 64 `madvise` calls took 980 us, one batched call
-/// 64 us.
+/// per `process_madvise` call instead of once per range, so a batch costs
+/// about one flush instead of one per range.
 ///
 /// # Safety
 /// As for [`release`], for every range.

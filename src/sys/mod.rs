@@ -12,11 +12,11 @@ pub(crate) mod cgroup;
 pub(crate) mod fdio;
 pub(crate) mod futex;
 pub(crate) mod mem;
+pub(crate) mod overflow;
 pub(crate) mod poll;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub(crate) mod preempt;
 pub(crate) mod procfs;
-pub(crate) mod signal;
 pub(crate) mod socket;
 pub(crate) mod thread;
 pub(crate) mod time;

@@ -63,7 +63,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Once;
 
-use super::signal::{call_handler, default_action, PrevAction};
+use super::overflow::{call_handler, default_action, PrevAction};
 
 /// The kernel's `struct ucontext` on x86-64 (uapi `asm/ucontext.h`), with
 /// `struct sigcontext` flattened: what `rt_sigreturn` reads. glibc's

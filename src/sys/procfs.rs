@@ -1,5 +1,5 @@
 //! Files of `/proc` the runtime reads while the program runs: a thread's
-//! scheduler state (sysmon's blocked-thread probe, `runtime::revoke`), the
+//! scheduler state (sysmon's blocked-thread probe, `runtime::retake`), the
 //! process's thread count (deadlock detection, `runtime::checkdead`), and a
 //! blocked thread's system call (the opt-in views of a revocation).
 //!

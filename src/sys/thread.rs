@@ -1,5 +1,5 @@
 //! Looking at another thread of this process: its CPU clock, for sysmon's
-//! blocked-thread probe (`runtime::revoke`; its scheduler state and system
+//! blocked-thread probe (`runtime::retake`; its scheduler state and system
 //! call come from `/proc`, in `procfs.rs`), and the process-wide barrier of
 //! the revocation handshake (`m::revoke`).
 
@@ -64,7 +64,7 @@ fn barrier_kind() -> Kind {
 
 /// Registers for [`heavy_barrier`] ahead of need (a thread sysmon starts:
 /// `sysmon::prepare_revocation`). Registration waits for the kernel to
-/// sync every thread of the process, measured here at 15-25 ms: paid by
+/// sync every thread of the process, which takes milliseconds: paid by
 /// the first P revocation, it made the goroutines waiting for that P wait
 /// as long.
 pub(crate) fn prepare_heavy_barrier() {

@@ -3,8 +3,8 @@
 //!
 //! Why: `epoll_wait` takes its timeout in whole milliseconds (mio rounds up,
 //! so it never wakes early), so every timer that the blocked poller waits
-//! for fired up to 1 ms late: the p50 oversleep of 100K sleepers was about
-//! 0.5 ms, for Go (which rounds the same way) as for us. A timerfd armed for
+//! for fired up to 1 ms late (half a millisecond at the median, for Go,
+//! which rounds the same way, as for us). A timerfd armed for
 //! the exact delay, in the same epoll set, ends the wait on time; the
 //! millisecond timeout stays as the backstop. (`epoll_pwait2`, Linux 5.11,
 //! takes a nanosecond timeout, but mio does not use it.)

@@ -66,9 +66,9 @@ pub fn sleep(d: Duration) {
 /// The body of [`sleep`], out of line.
 #[inline(never)]
 fn sleep_for(d: Duration) {
-    crate::runtime::asyncpreempt::in_runtime(move || {
+    crate::runtime::entry::call(move || {
         if d.is_zero() {
-            crate::runtime::preempt::check();
+            crate::runtime::coop_preempt::check();
             return;
         }
         let Some(g) = m::current_g() else {
@@ -77,7 +77,7 @@ fn sleep_for(d: Duration) {
         };
         let when = deadline_after(nanotime(), d);
         let t = timers::Timer::new(TimerFn::Ready(g));
-        // The park inlined into this frame (not generic): `g::context`'s
+        // The park inlined into this frame (not generic): `g::switch`'s
         // note, "Returns after a switch".
         park::park_inline(m::Here::lookup(), WaitReason::Sleep, &mut |_g| {
             t.start(when, 0);
@@ -117,7 +117,7 @@ pub fn after_func<F>(d: Duration, f: F) -> Timer
 where
     F: Fn() + Send + Sync + 'static,
 {
-    crate::runtime::asyncpreempt::in_runtime(move || {
+    crate::runtime::entry::call(move || {
         let f = Arc::new(f);
         let (tx, rx) = chan(0);
         let t = timers::Timer::new(TimerFn::Call(Box::new(move || {
@@ -189,7 +189,7 @@ impl Timer {
     /// timer was pending, or it had fired and its value was not taken yet;
     /// false if the value was received already or the timer was stopped.
     pub fn stop(&self) -> bool {
-        crate::runtime::asyncpreempt::in_runtime(move || self.kit.timer().stop())
+        crate::runtime::entry::call(move || self.kit.timer().stop())
     }
 
     /// Re-arms the timer to fire after `d` (Go 1.23's `Reset`): once this
@@ -266,7 +266,7 @@ impl Ticker {
     /// even one sent before and not taken yet (it is withdrawn), until a
     /// [`reset`](Self::reset). The channel stays open.
     pub fn stop(&self) {
-        crate::runtime::asyncpreempt::in_runtime(move || {
+        crate::runtime::entry::call(move || {
             self.kit.timer().stop();
         })
     }

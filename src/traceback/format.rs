@@ -328,7 +328,7 @@ pub(crate) fn header(out: &mut String, g: &GInfo, now: u32) {
 }
 
 /// The header of a goroutine whose thread is blocked in system call `nr`
-/// outside the runtime (a plain `std` call: `runtime::revoke`'s blocked
+/// outside the runtime (a plain `std` call: `runtime::retake`'s blocked
 /// threads), as `goroutine 7 [syscall, blocked outside the runtime:
 /// nanosleep]:`.
 pub(crate) fn header_blocked(out: &mut String, g: &GInfo, nr: i64) {

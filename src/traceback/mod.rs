@@ -7,7 +7,7 @@
 //! [`HEADER_BYTES`](crate::g::stack::HEADER_BYTES), above what corosensei
 //! uses, in the cache line of corosensei's parent link (which every switch
 //! reads and writes anyway). Just before a goroutine switches to its M's
-//! scheduler (`g::context::switch_to_scheduler`, the only way out of a
+//! scheduler (`g::switch::switch_to_scheduler`, the only way out of a
 //! goroutine stack) it stores its exact PC, SP and frame pointer there: three
 //! stores into an L1-hot line, nothing else on any fast path. When it first
 //! runs it also copies its spawn record there from the task cell: its
@@ -24,8 +24,7 @@
 //! `backtrace` crate (addr2line over the DWARF of `debug = 1` builds). Both
 //! are cached per address (the decoded CFI step for one collection, the
 //! symbols for the process), so 100,000 identical stacks cost one decoding
-//! and one symbolisation per distinct PC: `dump_grouped` of 100,000 parked
-//! goroutines took 0.3 to 0.5 s on the 2-vCPU development machine.
+//! and one symbolisation per distinct PC.
 //!
 //! A stack may only be read while nothing can run on it. The rule:
 //! **a goroutine's stack is walked only while the world is stopped**, as Go's
@@ -78,7 +77,7 @@
 //!   in the goroutine's own code (its handshake word is even: `m::revoke`)
 //!   and whose thread is in a system call (`/proc/self/task/TID/syscall`,
 //!   read for these goroutines only, on the dump's request) is blocked in a
-//!   plain `std` call (`runtime::revoke`'s blocked threads, what
+//!   plain `std` call (`runtime::retake`'s blocked threads, what
 //!   `GODEBUG=blockwarn` reports): it shows as `goroutine 7 [syscall,
 //!   blocked outside the runtime: nanosleep]:`, and `dump()` says
 //!   `goroutine blocked on other thread; stack unavailable`.
@@ -87,7 +86,7 @@
 //!   a time; the thread's handler records the interrupted registers and
 //!   waits in the handler while the dump walks its stack from them, as for
 //!   a parked goroutine, then returns ([`ThreadWalker`],
-//!   `sys::signal::capture_registers`). Sound: the stack is read only
+//!   `sys::overflow::capture_registers`). Sound: the stack is read only
 //!   while its thread is held (the handler publishes with Release after
 //!   the interrupted code's writes; the dump acquires), the walk is
 //!   bounds-checked to the goroutine's stack and ignored unless the
@@ -546,7 +545,7 @@ impl ThreadWalker {
     /// The frames and the spawn record of the goroutine whose stack is
     /// `range`, running on thread `tid` (its M's): the thread records its registers in its
     /// SIGQUIT handler and waits there while its stack is walked
-    /// (`sys::signal::capture_registers`). `None` if it did not answer by
+    /// (`sys::overflow::capture_registers`). `None` if it did not answer by
     /// `deadline`, or was not on that stack (it moved on meanwhile).
     ///
     /// Sound for any thread, anywhere: the stack is read only while its
@@ -570,7 +569,7 @@ impl ThreadWalker {
         }
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
         {
-            let regs = crate::sys::signal::capture_registers(tid, deadline)?;
+            let regs = crate::sys::overflow::capture_registers(tid, deadline)?;
             let top = crate::g::stack::header_addr(range.1);
             let on_stack = regs.sp >= range.0 && regs.sp < top;
             let mut spawn = Spawn::default();
@@ -590,7 +589,7 @@ impl ThreadWalker {
                 // is mapped and does not change until the release.
                 unsafe { self.walker.walk_into(r, top, &mut self.buf) };
             }
-            crate::sys::signal::release_captured();
+            crate::sys::overflow::release_captured();
             on_stack.then(|| (self.buf.clone(), spawn))
         }
         #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
@@ -610,20 +609,4 @@ fn unwind_max_frames() -> usize {
     {
         0
     }
-}
-
-/// Collects with every parked goroutine's frames: stops the world (module
-/// note) unless the runtime never started. Like every stop-the-world here
-/// (and Go's before asynchronous preemption), it waits for each running
-/// goroutine to reach a runtime call or to be stopped by a signal inside a
-/// preemptible region.
-pub(crate) fn collect_stopped() -> Vec<GInfo> {
-    if crate::runtime::start_time() == 0 {
-        return collect(Pinned::Yes, true);
-    }
-    // A runtime call: no asynchronous preemption while the world is
-    // stopped and the scheduler's locks are held.
-    crate::runtime::asyncpreempt::in_runtime(|| {
-        crate::runtime::procresize::with_world_stopped(|| collect(Pinned::Yes, true))
-    })
 }

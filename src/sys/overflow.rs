@@ -844,7 +844,7 @@ pub(crate) mod tests {
     /// `SIGABRT` only under `GOTRACEBACK=crash` (measured with Go 1.19).
     #[test]
     fn goroutine_overflow_is_reported_and_exits_2() {
-        let name = "sys::signal::tests::goroutine_overflow_is_reported_and_exits_2";
+        let name = "sys::overflow::tests::goroutine_overflow_is_reported_and_exits_2";
         if child_scenario(name) {
             use crate::g::stack::{StackCache, DEFAULT_STACK_SIZE};
             use corosensei::Coroutine;
@@ -905,7 +905,7 @@ pub(crate) mod tests {
                   the page below the alternate stack while it writes the thread's name)"
     )]
     fn thread_overflow_still_gets_std_report() {
-        let name = "sys::signal::tests::thread_overflow_still_gets_std_report";
+        let name = "sys::overflow::tests::thread_overflow_still_gets_std_report";
         if child_scenario(name) {
             install_overflow_handler(test_lookup);
             std::thread::Builder::new()
@@ -945,7 +945,7 @@ pub(crate) mod tests {
 
     #[test]
     fn other_faults_chain_to_std_and_kill_with_sigsegv() {
-        let name = "sys::signal::tests::other_faults_chain_to_std_and_kill_with_sigsegv";
+        let name = "sys::overflow::tests::other_faults_chain_to_std_and_kill_with_sigsegv";
         if child_scenario(name) {
             install_overflow_handler(test_lookup);
             fault_elsewhere();
@@ -965,7 +965,7 @@ pub(crate) mod tests {
 
     #[test]
     fn previous_default_action_is_restored_for_other_faults() {
-        let name = "sys::signal::tests::previous_default_action_is_restored_for_other_faults";
+        let name = "sys::overflow::tests::previous_default_action_is_restored_for_other_faults";
         if child_scenario(name) {
             for sig in [libc::SIGSEGV, libc::SIGBUS] {
                 let dfl = default_action();
@@ -1005,7 +1005,7 @@ pub(crate) mod tests {
 
     #[test]
     fn previous_siginfo_handler_gets_the_same_arguments() {
-        let name = "sys::signal::tests::previous_siginfo_handler_gets_the_same_arguments";
+        let name = "sys::overflow::tests::previous_siginfo_handler_gets_the_same_arguments";
         if child_scenario(name) {
             let mut host = default_action();
             host.sa_sigaction = host_handler as *const () as libc::sighandler_t;

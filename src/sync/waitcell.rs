@@ -192,7 +192,7 @@ impl WaitCell {
         #[cfg(not(loom))]
         if mode == Mode::Goroutine {
             let mut guard = Some(guard);
-            // The park inlined here (callers are not generic): `g::context`'s
+            // The park inlined here (callers are not generic): `g::switch`'s
             // note, "Returns after a switch".
             crate::runtime::park::park_inline(crate::m::Here::lookup(), reason, &mut |_g| {
                 // Runs on the scheduler after the switch: only now may a

@@ -302,8 +302,8 @@ fn take(p: &'static P, m: &'static M, seen: u32, hog: bool) -> Option<PHandle> {
     let g = m.curg_from_outside();
     // The system call is read only for the opt-in views (module note).
     let nr = || procfs::blocked_syscall(m.tid());
-    if crate::trace::on() {
-        crate::trace::proc_revoke(g.map_or(0, |g| g.id()), pp.id, nr().unwrap_or(-1));
+    if crate::tracer::on() {
+        crate::tracer::proc_revoke(g.map_or(0, |g| g.id()), pp.id, nr().unwrap_or(-1));
     }
     if env::godebug().blockwarn && !WARNED.swap(true, Ordering::Relaxed) {
         warn(g, nr());

@@ -56,8 +56,8 @@
 //! reading converts to it with one multiply.
 //!
 //! # Shared timestamps
-//! A clock read is most of an event's cost (a TSC read takes 12-18 ns on
-//! the VMs we measure on, and skynet writes 6.7M events a round), so the
+//! A clock read is most of an event's cost (`examples/clock_floor.rs`
+//! measures it; skynet writes millions of events a round), so the
 //! GoStart of the scheduler's quick path (a third of skynet's events)
 //! reads none:
 //! - The scheduler passes `quick` when it found the goroutine without

@@ -14,7 +14,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::g::context::Action;
+use crate::g::switch::Action;
 use crate::m;
 
 /// Yields if sysmon asked the running goroutine to; a no-op outside one.

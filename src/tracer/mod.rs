@@ -1,21 +1,6 @@
-//! The execution tracer: scheduler events written to a file in the binary
-//! format of `docs/trace-format.md` (read by the `goroutine-trace` tool).
-//!
-//! ```no_run
-//! goroutine::trace::start("app.trace")?;
-//! goroutine::run(|| { /* the work to look at */ });
-//! goroutine::trace::stop()?;
-//! # Ok::<(), std::io::Error>(())
-//! ```
-//!
-//! `GOROUTINE_TRACE=path` starts a trace when the runtime starts.
-//!
-//! # Stopping
-//! Call [`stop`]: it writes the last events and the trailer and closes the
-//! file. As a safety net, an `atexit` hook stops a running trace when the
-//! process exits through `exit` (returning from `main`,
-//! `std::process::exit`, the SIGQUIT dump); a process that aborts or dies
-//! of a signal leaves a trace without its last batches and trailer.
+//! The execution tracer's engine: the event sites the scheduler calls,
+//! the per-thread buffers and the writer (the public control is
+//! `crate::trace`; the format is `docs/trace-format.md`).
 //!
 //! # Cost
 //! Off, each event site is one predictable branch on a global flag
@@ -24,29 +9,24 @@
 //! path: it shares the timestamp of the slice end just before it, see
 //! `buf.rs`, "Shared timestamps"), a few varint bytes written in place into
 //! the calling thread's buffer, and two plain stores of a busy flag that
-//! let [`stop`] collect every buffer safely (its StoreLoad barrier is a
+//! let `stop` collect every buffer safely (its StoreLoad barrier is a
 //! `membarrier` issued by `stop`, so the hot path has no locked
 //! instruction; see `buf.rs`). Full buffers (64 KiB) go to a writer
-//! thread. Measured on skynet (6.7M events per 1M-leaf round, about 8
-//! bytes each), where a TSC read alone costs 12-14 ns on a 2-vCPU VM.
-//! Each event function is one call with the buffer write inlined: its
+//! thread. Each event function is one call with the buffer write inlined: its
 //! fast path tests two words (the session's generation against the
 //! buffer's, the room left), reads the TSC, and
 //! writes the varints through a raw pointer into the batch's reserved
 //! room; everything else (first event, new session, full batch, no TSC or
 //! no membarrier) is one tail call to an out-of-line path. Full batches
-//! reach the file without a copy. Callgrind, one skynet round at P=1,
-//! traced minus untraced per event (event sites and writer included): 130
-//! instructions before the fast path, 93 with it. Wall time there (a
-//! noisy shared box, 30 rounds each, alternating): traced rounds' median
-//! 1,069 ms before, 989 ms after, untraced about 780 ms.
+//! reach the file without a copy. What this costs on skynet, the
+//! event-heaviest workload, is in BENCHMARKS.md.
 //!
 //! # Design
 //! - Buffers (`buf.rs`): one per OS thread (an M, sysmon, or a plain thread
 //!   that spawns or wakes goroutines), each a batch in the making, with
 //!   the M id in its batch header (threads that are not Ms get ids counting
 //!   down from `u32::MAX`: sysmon is `u32::MAX`).
-//! - Sessions: [`start`] bumps a generation; a buffer whose generation is
+//! - Sessions: a start bumps a generation; a buffer whose generation is
 //!   older is reset before its next event, so a batch never mixes traces.
 //! - Timestamps: the invariant TSC scaled to nanotime where available
 //!   (calibrated against nanotime at the first start, 2 ms), else nanotime.
@@ -66,31 +46,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 static ON: AtomicBool = AtomicBool::new(false);
 
 /// Is a trace being written? Every event site tests this first:
-/// `if trace::on() { trace::event(..) }`.
+/// `if tracer::on() { tracer::event(..) }`.
 #[inline(always)]
 pub(crate) fn on() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
-/// Starts writing an execution trace to `path` (created or truncated).
-/// Fails if a trace is already being written or the file cannot be
-/// created. Starts the runtime if needed.
-pub fn start(path: impl AsRef<Path>) -> io::Result<()> {
-    let s = crate::runtime::start();
-    buf::start(path.as_ref(), s.gomaxprocs())
+/// Starts writing a trace to `path` for a runtime of `gomaxprocs` Ps
+/// (`crate::trace::start`, which starts the runtime first). Fails if a
+/// trace is already being written or the file cannot be created.
+pub(crate) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
+    buf::start(path, gomaxprocs)
 }
 
-/// Stops the trace: flushes every thread's buffer, writes the trailer and
-/// closes the file. Returns the first write error the writer met, if any.
-/// A no-op if no trace is running.
-pub fn stop() -> io::Result<()> {
+/// Stops the trace (`crate::trace::stop`); a no-op if none is running.
+pub(crate) fn stop() -> io::Result<()> {
     buf::stop()
-}
-
-/// Whether a trace is being written.
-// entry: one atomic load of the trace switch
-pub fn is_enabled() -> bool {
-    on()
 }
 
 /// What the tracer needs of the runtime, registered by the runtime when it

@@ -26,12 +26,10 @@
 //! sides of a switch share. corosensei keeps its own switch balanced (the
 //! resume is a `call` that the goroutine's suspend answers with a `ret`),
 //! but a function entered before a switch and left after it returns to an
-//! address the other side's calls pushed: a mispredicted return, about
-//! 15-20 cycles here. Measured with a bare coroutine pair
-//! (`examples/switch_returns.rs`): 4.9 ns per resume and suspend with the
-//! switch in the loop's own frame, 19.6 ns with two frames between the
-//! coroutine's loop and its suspend, 31 ns with a frame around the resume
-//! as well. So:
+//! address the other side's calls pushed: a mispredicted return. A bare
+//! coroutine pair (`examples/switch_returns.rs`) measures it: each frame
+//! between a loop and its switch, on either side, multiplies the cost of
+//! a resume and suspend. So:
 //!
 //! - the scheduler's side has none: `schedule::execute`, which resumes, is
 //!   inlined into the M's loop, and after the switch back only calls (and
@@ -149,8 +147,7 @@ pub(crate) fn new(stack: Stack, g: &'static G, body: fn(&'static G)) -> GCorouti
 /// Runs `g` (which must own `co`) until it switches out or returns.
 /// Inline: called from one place (the scheduler's `execute`), once per switch;
 /// left to the compiler it is inlined or not depending on how unrelated code
-/// falls into codegen units (measured: about 50 instructions per ping-pong
-/// round trip).
+/// falls into codegen units, which shows in the ping-pong round trip.
 #[inline]
 pub(crate) fn resume(co: &mut Option<GCoroutine>) -> Switch {
     let c = co
