@@ -86,6 +86,9 @@
 //!   and its spawn site, as Go's goroutine dump; [`dump_grouped()`] folds
 //!   identical stacks (pprof's `debug=1`); SIGQUIT prints the dump on stderr
 //!   and exits 2; `GOTRACEBACK` is honoured.
+//! - [`metrics`]: Go's scheduler metrics (`runtime/metrics` names: goroutines
+//!   by state, threads, the scheduling-latency histogram), for exporters;
+//!   [`cpu_time`] per goroutine.
 //! - [`trace`]: the execution tracer (`docs/trace-format.md`, read by the
 //!   `goroutine-trace` tool).
 //!
@@ -519,6 +522,72 @@ pub fn set_max_procs(n: usize) -> usize {
 #[cfg(not(loom))]
 pub fn stats() -> Stats {
     runtime::stats::stats()
+}
+
+/// Runtime metrics in the form of Go's `runtime/metrics`: names such as
+/// `/sched/goroutines/runnable:goroutines` and `/sched/latencies:seconds`
+/// ([`all`](metrics::all) lists them with their kind and help text), read
+/// into caller-owned [`Sample`](metrics::Sample)s by [`read`](metrics::read).
+/// An exporter (Prometheus, OpenTelemetry) needs nothing else: see
+/// `examples/metrics_exporter.rs`.
+///
+/// Reading costs a walk of the Ps and the Ms and no stop of the world; the
+/// goroutine counts by state are each exact for their instant but not one
+/// atomic snapshot (a goroutine between a queue and a thread counts as
+/// waiting). `/sched/latencies:seconds` is the time goroutines spent
+/// runnable before they ran, sampled about one transition in 8 as Go
+/// samples it, always on; its buckets are exponential, four per power of
+/// two from 256 ns to about 275 s (the module note of the implementation,
+/// `src/runtime/metrics.rs`, has the details).
+///
+/// ```
+/// use goroutine::metrics::{self, Sample, Value};
+/// goroutine::go(|| ()).join().unwrap();
+/// let mut samples: Vec<Sample> = metrics::all().iter().map(|d| Sample::new(d.name)).collect();
+/// metrics::read(&mut samples);
+/// let created = samples.iter().find(|s| s.name == "/sched/goroutines-created:goroutines");
+/// assert!(matches!(created.unwrap().value, Value::U64(n) if n >= 1));
+/// ```
+#[cfg(not(loom))]
+pub mod metrics {
+    pub use crate::runtime::metrics::{Description, Kind, Sample, Value};
+
+    /// Every supported metric: name, kind and description.
+    // entry: copies a constant table; touches no runtime state
+    pub fn all() -> Vec<Description> {
+        crate::runtime::metrics::all()
+    }
+
+    /// Fills each sample's `value` for its `name` ([`Value::Unknown`] for a
+    /// name that is not supported). Starts the runtime if needed. A
+    /// histogram's vectors are reused: read the same samples again and it
+    /// allocates nothing.
+    pub fn read(samples: &mut [Sample]) {
+        crate::runtime::entry::call(|| crate::runtime::metrics::read(samples))
+    }
+}
+
+/// The CPU time of live goroutine `id` so far, measured with
+/// `GODEBUG=cputime=1` (`None` without it, or if there is no such
+/// goroutine; off by default because it reads the clock at every switch):
+/// the wall time it spent switched in on a thread, added up at
+/// each switch from the time-stamp counter. It counts time the OS took
+/// the thread away and time blocked in the kernel while the goroutine
+/// kept its thread (system calls, plain blocking calls), and it is read
+/// without stopping a running goroutine. Finds the goroutine by walking
+/// every goroutine record: not for hot paths.
+#[cfg(not(loom))]
+pub fn cpu_time(id: u64) -> Option<std::time::Duration> {
+    runtime::entry::call(|| runtime::metrics::cpu_time(id))
+}
+
+/// The calling goroutine's CPU time so far (see [`cpu_time`]); `None` on
+/// a thread that is not running a goroutine, or without
+/// `GODEBUG=cputime=1`. Cheap: two loads and a clock
+/// read.
+#[cfg(not(loom))]
+pub fn current_cpu_time() -> Option<std::time::Duration> {
+    runtime::entry::call(runtime::metrics::current_cpu_time)
 }
 
 /// Writes every live goroutine to `w` as Go's `debug=2` goroutine dump

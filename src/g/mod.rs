@@ -31,6 +31,19 @@
 //! the atomic fields (id, status, wait reason, `waitsince`). A goroutine's
 //! name lives in `Inner` (owner-only), so named goroutines are also
 //! registered by id in `NAMES` for readers on other threads.
+//!
+//! # Metrics fields
+//! Two words in the third line's spare room, after the sudog
+//! (`crate::runtime::metrics`' note): the G's accumulated on-CPU time,
+//! added by the M that ran it at each switch-out, and the time of a
+//! *sampled* ready (the scheduling-latency histogram). Whether the G's
+//! current runnable spell is sampled is the top bit of `wait_reason`
+//! ([`READY_SAMPLED`]), which is in the first line that the readier (its
+//! status CAS) and `execute` (its status store) touch anyway: an
+//! unsampled switch-in reads no other line. The bit is set only by the
+//! party that made the G runnable, before it publishes the G on a run
+//! queue, and cleared by `execute` before the G runs, so it is never set
+//! while the G runs or waits; `wait_reason()` masks it off.
 
 pub(crate) mod arena;
 pub(crate) mod stack;
@@ -218,14 +231,30 @@ pub(crate) struct G {
     /// its type (the layer rule: this layer never names `chan`), which it
     /// checks fits ([`SudogRoom`]).
     chan_sudog: UnsafeCell<SudogRoom>,
+    /// After the sudog's room, in the third line's spare room (cold:
+    /// touched once per switch-out, and by sampled readies): see "Metrics
+    /// fields" in the module note.
+    metrics: GMetrics,
 }
 
-/// Room for one channel sudog in the G record: 64 bytes, zeroed at
+/// The per-G fields of the scheduler metrics (module note, "Metrics
+/// fields").
+struct GMetrics {
+    /// On-CPU time so far, in `sys::time::ticks`: written by the M that
+    /// runs the G as it switches out, read by anyone.
+    cpu_ticks: AtomicU64,
+    /// When a sampled ready made the G runnable (`ticks`); meaningful only
+    /// while `wait_reason` carries [`READY_SAMPLED`].
+    ready_ticks: AtomicU64,
+}
+
+/// Room for one channel sudog in the G record: 48 bytes (the rest of the
+/// third line holds the metrics fields), zeroed at
 /// creation. `chan::wait` asserts at compile time that its `Sudog` fits
 /// (size and alignment) and that all-zero bytes are its unused value, so
 /// the room is a valid `Sudog` from the start.
 #[repr(C, align(8))]
-pub(crate) struct SudogRoom([usize; 8]);
+pub(crate) struct SudogRoom([usize; 6]);
 
 /// Who to wake: a parked goroutine, a blocked OS thread or an async task.
 /// Waking is the runtime's (`Waiter::wake`, in `runtime/park.rs`).
@@ -238,6 +267,11 @@ pub(crate) enum Waiter {
     /// header, which must keep small spawns in the 64-byte block class).
     Waker(Box<std::task::Waker>),
 }
+
+/// The top bit of `wait_reason`: the G's current runnable spell is
+/// sampled for the scheduling-latency histogram (module note, "Metrics
+/// fields").
+const READY_SAMPLED: u8 = 0x80;
 
 /// Fresh Gs are carved from chunks of this many.
 const G_CHUNK: usize = 64;
@@ -316,7 +350,11 @@ impl G {
                 locked: 0,
                 lockedm: None,
             }),
-            chan_sudog: UnsafeCell::new(SudogRoom([0; 8])),
+            chan_sudog: UnsafeCell::new(SudogRoom([0; 6])),
+            metrics: GMetrics {
+                cpu_ticks: AtomicU64::new(0),
+                ready_ticks: AtomicU64::new(0),
+            },
         }
     }
 
@@ -432,13 +470,59 @@ impl G {
 
     #[inline]
     pub(crate) fn wait_reason(&self) -> WaitReason {
-        let r = self.wait_reason.load(Ordering::Relaxed) as usize;
+        let r = (self.wait_reason.load(Ordering::Relaxed) & !READY_SAMPLED) as usize;
         WaitReason::ALL.get(r).copied().unwrap_or(WaitReason::None)
     }
 
     #[inline]
     pub(crate) fn set_wait_reason(&self, r: WaitReason) {
         self.wait_reason.store(r as u8, Ordering::Relaxed)
+    }
+
+    /// Marks the G's runnable spell as sampled for the scheduling-latency
+    /// histogram, made runnable at `ticks` (module note, "Metrics
+    /// fields"). The caller made it runnable and has not published it yet.
+    #[inline]
+    pub(crate) fn mark_ready_sampled(&self, ticks: u64) {
+        self.metrics.ready_ticks.store(ticks, Ordering::Relaxed);
+        let r = self.wait_reason.load(Ordering::Relaxed);
+        self.wait_reason.store(r | READY_SAMPLED, Ordering::Relaxed);
+    }
+
+    /// If the runnable spell that ends now was sampled, clears the mark
+    /// and returns when it began (`execute`, the G's owner).
+    #[inline(always)]
+    pub(crate) fn take_ready_sample(&self) -> Option<u64> {
+        let r = self.wait_reason.load(Ordering::Relaxed);
+        if r & READY_SAMPLED == 0 {
+            return None;
+        }
+        self.wait_reason
+            .store(r & !READY_SAMPLED, Ordering::Relaxed);
+        Some(self.metrics.ready_ticks.load(Ordering::Relaxed))
+    }
+
+    /// Adds `ticks` of on-CPU time (the M that ran the G, as it switches
+    /// out: the only writer, so a load and a store).
+    #[inline(always)]
+    pub(crate) fn add_cpu_ticks(&self, ticks: u64) {
+        let c = &self.metrics.cpu_ticks;
+        c.store(
+            c.load(Ordering::Relaxed).wrapping_add(ticks),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// On-CPU time up to the G's last switch-out, in ticks.
+    #[inline]
+    pub(crate) fn cpu_ticks(&self) -> u64 {
+        self.metrics.cpu_ticks.load(Ordering::Relaxed)
+    }
+
+    /// Starts a recycled G's CPU time from zero (its exit, the owner).
+    #[inline]
+    pub(crate) fn reset_cpu_ticks(&self) {
+        self.metrics.cpu_ticks.store(0, Ordering::Relaxed);
     }
 
     /// When the G last parked (see the field), 0 if never.
@@ -683,6 +767,7 @@ mod tests {
         assert!(std::mem::offset_of!(G, status) + 4 <= 64);
         assert!(std::mem::offset_of!(G, wait_reason) < 64);
         assert!(std::mem::offset_of!(G, in_runtime) < 64);
+        assert!(std::mem::offset_of!(G, metrics) >= 128);
     }
 
     #[test]

@@ -73,6 +73,16 @@ pub(crate) struct M {
     /// The time-stamp counter when the running system call began (own
     /// thread only; `runtime::syscall`).
     syscall_tsc: Cell<u64>,
+    /// When the running goroutine switched in (`sys::time::ticks`), for
+    /// the CPU time of a goroutine still running (`runtime::metrics`).
+    /// Written by the own thread in `execute`, read by anyone (Relaxed:
+    /// an estimate).
+    switch_in: AtomicU64,
+    /// When this M's last goroutine switched out (`ticks`), for the next
+    /// switch-in on the scheduler's quick path to reuse instead of reading
+    /// the clock again; 0 when there is none to reuse (own thread only;
+    /// `runtime::metrics`' note).
+    last_out: Cell<u64>,
     /// Id of the P held (`NO_P` if none): a mirror of `p` that other threads
     /// may read (schedtrace, sysmon's preemption event). Own thread writes.
     p_id: AtomicU32,
@@ -345,6 +355,8 @@ impl M {
             tid: AtomicI32::new(0),
             oldp: Cell::new(None),
             syscall_tsc: Cell::new(0),
+            switch_in: AtomicU64::new(0),
+            last_out: Cell::new(0),
             p_id: AtomicU32::new(NO_P),
             parks: AtomicU64::new(0),
             wakes: AtomicU64::new(0),
@@ -596,6 +608,30 @@ impl M {
     #[inline]
     pub(crate) fn syscall_tsc(&self) -> u64 {
         self.syscall_tsc.get()
+    }
+
+    /// Notes when the goroutine about to run switched in (see the field).
+    #[inline(always)]
+    pub(crate) fn set_switch_in(&self, t: u64) {
+        self.switch_in.store(t, Ordering::Relaxed)
+    }
+
+    /// Takes the last switch-out's time, leaving 0 (see the field).
+    #[inline(always)]
+    pub(crate) fn take_last_out(&self) -> u64 {
+        self.last_out.replace(0)
+    }
+
+    /// Notes the last switch-out's time (see the field; 0: none).
+    #[inline(always)]
+    pub(crate) fn set_last_out(&self, t: u64) {
+        self.last_out.set(t)
+    }
+
+    /// When the running goroutine switched in (see the field).
+    #[inline]
+    pub(crate) fn switch_in(&self) -> u64 {
+        self.switch_in.load(Ordering::Relaxed)
     }
 
     /// A per-M xorshift random number (steal order, randomized scheduling).

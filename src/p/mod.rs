@@ -45,7 +45,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, Ordering};
 
 use self::chantimers::ChanTimerCache;
-use self::counters::PCounters;
+use self::counters::{PCounters, SchedLatency};
 use self::runq::RunQueue;
 use self::timerheap::Timers;
 use crate::g::stack::StackCache;
@@ -118,6 +118,9 @@ pub(crate) struct P {
     pub(crate) timers: Timers,
     /// Statistics, written by the owner only (`runtime::stats`).
     pub(crate) counters: PCounters,
+    /// This P's share of the scheduling-latency histogram, written by the
+    /// owner only (`runtime::metrics`).
+    pub(crate) latency: SchedLatency,
     /// The M holding this P (Go's `p.m`): set by `acquirep`, cleared by
     /// `releasep`, read by sysmon to signal that M's thread (asynchronous
     /// preemption). A hint only: the signal handler re-checks everything on
@@ -159,6 +162,7 @@ impl P {
             preempt_for_timer: AtomicBool::new(false),
             timers: Timers::new(),
             counters: PCounters::default(),
+            latency: SchedLatency::default(),
             m: AtomicPtr::new(std::ptr::null_mut()),
             local: UnsafeCell::new(PLocal {
                 gfree: Vec::new(),

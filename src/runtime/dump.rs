@@ -138,8 +138,9 @@ pub(crate) fn dump_json(w: &mut dyn Write) -> io::Result<()> {
         let mut gs = collect_stopped();
         let blocked = other_threads(&mut gs, None);
         let names: HashMap<u64, _> = crate::g::names().into_iter().collect();
+        let cpu = super::stats::cpu_times_ns();
         let now = crate::runtime::stats::ms_since_start(crate::sys::time::nanotime());
-        traceback::json::render(&gs, &names, &blocked, now, level)
+        traceback::json::render(&gs, &names, &blocked, &cpu, now, level)
     });
     w.write_all(text.as_bytes())?;
     w.flush()

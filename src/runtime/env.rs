@@ -127,6 +127,9 @@ pub(crate) struct GoDebug {
     /// `updatemaxprocs=0`: sysmon does not follow changes of the cgroup
     /// CPU limit, as in Go 1.25 (default on).
     pub(crate) updatemaxprocs: bool,
+    /// `cputime=1`: measure CPU time per goroutine (`runtime::metrics`; a
+    /// clock read at every switch, so off by default).
+    pub(crate) cputime: bool,
 }
 
 impl Default for GoDebug {
@@ -140,6 +143,7 @@ impl Default for GoDebug {
             syscallhandoff: true,
             containermaxprocs: true,
             updatemaxprocs: true,
+            cputime: false,
         }
     }
 }
@@ -180,6 +184,7 @@ pub(crate) fn parse_godebug(value: &str) -> (GoDebug, Vec<String>) {
             "syscallhandoff",
             "containermaxprocs",
             "updatemaxprocs",
+            "cputime",
         ]
         .contains(&key)
         {
@@ -194,6 +199,7 @@ pub(crate) fn parse_godebug(value: &str) -> (GoDebug, Vec<String>) {
                 "hogrevoke" => d.hogrevoke = n > 0,
                 "containermaxprocs" => d.containermaxprocs = n > 0,
                 "updatemaxprocs" => d.updatemaxprocs = n > 0,
+                "cputime" => d.cputime = n > 0,
                 _ => d.syscallhandoff = n > 0,
             },
             _ => warnings.push(format!(
@@ -238,6 +244,8 @@ mod tests {
         assert!(!parse_godebug("syscallhandoff=0").0.syscallhandoff);
         assert!(GoDebug::default().hogrevoke && !parse_godebug("hogrevoke=0").0.hogrevoke);
         assert_eq!(parse_godebug("hogrevoke=x").1.len(), 1);
+        assert!(!GoDebug::default().cputime && parse_godebug("cputime=1").0.cputime);
+        assert_eq!(parse_godebug("cputime=on").1.len(), 1);
     }
 
     #[test]

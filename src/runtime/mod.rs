@@ -49,6 +49,7 @@ pub(crate) mod globrunq;
 pub(crate) mod idle;
 pub(crate) mod localrunq;
 pub(crate) mod lockosthread;
+pub(crate) mod metrics;
 pub(crate) mod panics;
 pub(crate) mod park;
 pub(crate) mod proc;
@@ -207,6 +208,8 @@ fn start_with(procs: Option<usize>) -> bool {
     START.call_once(|| {
         started = true;
         START_NS.store(crate::sys::time::nanotime(), Ordering::Relaxed);
+        crate::sys::time::ticks_init();
+        stats::metrics_init();
         stats::refresh_coarse_now();
         let n = procs.unwrap_or_else(env::gomaxprocs_from_env);
         let s = &SCHED;

@@ -205,6 +205,7 @@ fn ready_with(g: &'static G, here: m::Here, next: bool, wake: bool) {
             if tracer::on() {
                 trace_unblock(g, m, pp.id);
             }
+            super::stats::metrics_runnable(pp, g);
             localrunq::runqput(pp, g, next);
             if !wake {
                 return;
@@ -224,6 +225,7 @@ fn ready_with(g: &'static G, here: m::Here, next: bool, wake: bool) {
 #[cold]
 fn ready_global(g: &'static G, m: Option<&'static m::M>) {
     super::checkdead::progress();
+    super::stats::metrics_runnable_unowned(g);
     if tracer::on() {
         trace_unblock(g, m, tracer::GLOBAL);
     }

@@ -55,6 +55,7 @@ pub(crate) fn newproc(
             named_or_traced(id, here.g().map_or(0, |g| g.id()), pp.id, &name);
         }
         init(g, id, task, stack_size, name);
+        super::stats::metrics_runnable(pp, g);
         pp.add_goroutines(1);
         stats::bump(&pp.counters.spawns, 1);
         // New goroutines go to runnext: they run next on this P, and the
@@ -69,6 +70,7 @@ pub(crate) fn newproc(
         named_or_traced(id, 0, tracer::GLOBAL, &name);
     }
     init(g, id, task, stack_size, name);
+    super::stats::metrics_runnable_unowned(g);
     // Counts both the live goroutines (exits are counted on the P they end
     // on) and, for `stats().spawns`, the spawns from outside the runtime.
     s.ngoroutine_ext.fetch_add(1, Ordering::Relaxed);

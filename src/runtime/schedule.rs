@@ -55,6 +55,8 @@ pub(crate) fn schedule(m: &'static M) {
             }
             if let Some(target) = lockosthread::lockedm(found.g) {
                 if !std::ptr::eq(target, m) {
+                    // This M parks: no switch-out time to reuse.
+                    m.take_last_out();
                     lockosthread::startlockedm(m, target);
                     continue;
                 }
@@ -515,10 +517,14 @@ fn execute(m: &'static M, found: Found) -> bool {
         }
         // Where `local!` finds this goroutine's values (`M::locals`).
         m.set_locals(g.locals_slot().map_or(std::ptr::null_mut(), |p| p.as_ptr()));
+        // CPU time and the scheduling-latency sample (`runtime::metrics`).
+        let t0 = stats::metrics_switch_in(m, pp, g, quick);
         let switch = switch::resume(co);
+        stats::metrics_switch_out(m, g, t0);
         m.set_locals(std::ptr::null_mut());
         m.set_curg(None);
         if let Switch::Action(Action::ExitSyscall) = switch {
+            m.take_last_out();
             // Back from a system call with no P to run on.
             syscall::exitsyscall0(m, g);
             return true;
@@ -540,6 +546,7 @@ fn execute(m: &'static M, found: Found) -> bool {
             Switch::Action(Action::ExitSyscall) => unreachable!("handled above"),
             Switch::Action(Action::YieldLocal) => {
                 g.set_status(Status::Runnable);
+                stats::metrics_runnable(pp, g);
                 if tracer::on() {
                     tracer::go_stop(g.id(), pp.id, tracer::STOP_YIELD_LOCAL);
                 }
@@ -574,6 +581,10 @@ fn execute(m: &'static M, found: Found) -> bool {
 /// `execute` runs once per switch.
 #[inline(always)]
 fn exited(m: &'static M, pp: &PHandle, g: &'static G, stack: crate::g::stack::Stack) -> bool {
+    // A recycled G's CPU time starts from zero. Here, not at spawn: the
+    // line was just written by `stats::metrics_switch_out`, and a spawn touches
+    // no other line of the G's third.
+    g.reset_cpu_ticks();
     let locked = lockosthread::lockedm(g).is_some();
     let ends_thread = locked && lockosthread::exit_ends_thread(g);
     if locked && !ends_thread {
@@ -596,6 +607,7 @@ fn exited(m: &'static M, pp: &PHandle, g: &'static G, stack: crate::g::stack::St
 #[inline(always)]
 fn yielded(pp: &PHandle, g: &'static G) {
     g.set_status(Status::Runnable);
+    stats::metrics_runnable(pp, g);
     if tracer::on() {
         tracer::go_stop(g.id(), pp.id, tracer::STOP_YIELD);
     }
@@ -620,6 +632,7 @@ fn yielded(pp: &PHandle, g: &'static G) {
 #[inline(always)]
 fn preempted(pp: &PHandle, g: &'static G) {
     g.set_status(Status::Runnable);
+    stats::metrics_runnable(pp, g);
     stats::bump(&pp.counters.preempt_yields, 1);
     if tracer::on() {
         tracer::go_stop(g.id(), pp.id, tracer::STOP_PREEMPT);

@@ -45,12 +45,16 @@
 //! every park (a `clock_gettime` would cost about as much as the park
 //! itself). Go itself only stamps `waitsince` during garbage collections.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 use super::sched;
 use crate::cacheline::CacheLine;
-use crate::g::Status;
-use crate::sys::time::nanotime;
+use crate::g::{Status, G};
+use crate::m::M;
+use crate::p::P;
+use crate::sys::time::{
+    nanotime, refresh_ticks_mult, ticks, ticks_mult, ticks_mult_cached, ticks_to_ns,
+};
 
 /// Adds `n` to a counter that only the calling thread writes (module
 /// note): a relaxed load and store, no read-modify-write.
@@ -198,6 +202,8 @@ pub(crate) struct GCounts {
     pub(crate) running: usize,
     pub(crate) waiting: usize,
     pub(crate) syscall: usize,
+    /// Live Ms (the same walk of `allm`).
+    pub(crate) threads: usize,
 }
 
 /// Counts goroutines by status without walking the Gs (module note).
@@ -205,6 +211,7 @@ pub(crate) fn gcounts() -> GCounts {
     let s = sched();
     let mut c = GCounts::default();
     for m in s.allm.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        c.threads += usize::from(!m.is_dead());
         if let Some(g) = m.curg_from_outside() {
             match g.status() {
                 Status::Running => c.running += 1,
@@ -279,4 +286,161 @@ pub(crate) fn stats() -> Stats {
     st.waiting = c.waiting;
     st.syscall = c.syscall;
     st
+}
+
+// ---------------------------------------------------------------------------
+// The metrics' hot paths (`runtime::metrics`' note): here, in a module the
+// scheduler already uses, so that `metrics` (the reader) stays outside the
+// runtime's import cycle (`tests/layers.rs`).
+// ---------------------------------------------------------------------------
+
+/// A runnable transition made on `pp` (module note, "Scheduling
+/// latency"): counts it, and samples one in about 8. The caller owns `pp`
+/// and has made `g` runnable but not yet published it.
+#[inline(always)]
+pub(crate) fn metrics_runnable(pp: &P, g: &'static G) {
+    let c = &pp.latency.countdown;
+    let n = c.load(Ordering::Relaxed);
+    if n > 1 {
+        c.store(n - 1, Ordering::Relaxed);
+    } else {
+        sample(pp, g);
+    }
+}
+
+#[inline(never)]
+fn sample(pp: &P, g: &'static G) {
+    let t = ticks();
+    pp.latency.restart(t);
+    g.mark_ready_sampled(t);
+}
+
+/// A runnable transition made without a P: always sampled.
+#[inline]
+pub(crate) fn metrics_runnable_unowned(g: &'static G) {
+    g.mark_ready_sampled(ticks());
+}
+
+/// Whether CPU time per goroutine is measured (`GODEBUG=cputime=1`, read
+/// at runtime start by [`metrics_init`]).
+static CPU_TIME: AtomicBool = AtomicBool::new(false);
+
+/// Runtime start: reads `GODEBUG=cputime`.
+pub(crate) fn metrics_init() {
+    CPU_TIME.store(super::env::godebug().cputime, Ordering::Relaxed);
+}
+
+/// Whether CPU time per goroutine is measured (`GODEBUG=cputime=1`).
+#[inline(always)]
+pub(crate) fn cpu_time_on() -> bool {
+    CPU_TIME.load(Ordering::Relaxed)
+}
+
+/// `execute`, as it switches `g` in on `m` holding `pp`: records the
+/// latency if this runnable spell was sampled, and, when CPU time is
+/// measured, notes the switch-in time. Returns that time, for
+/// [`metrics_switch_out`]. With `quick` (found on the scheduler's quick path, no
+/// wait since this M's last switch-out) the time is that switch-out's,
+/// when the M kept it, with no clock read (module note, "CPU time per
+/// goroutine").
+#[inline(always)]
+pub(crate) fn metrics_switch_in(m: &M, pp: &P, g: &'static G, quick: bool) -> u64 {
+    if !cpu_time_on() {
+        if let Some(since) = g.take_ready_sample() {
+            record(pp, ticks(), since);
+        }
+        return 0;
+    }
+    let last = m.take_last_out();
+    let t = if quick && last != 0 { last } else { ticks() };
+    m.set_switch_in(t);
+    if let Some(since) = g.take_ready_sample() {
+        record(pp, t, since);
+    }
+    t
+}
+
+#[inline(never)]
+fn record(pp: &P, now: u64, since: u64) {
+    let mut mult = ticks_mult_cached();
+    if mult == 0 {
+        // Not calibrated yet (sysmon may not have run): try now.
+        mult = refresh_ticks_mult(None);
+        if mult == 0 {
+            return;
+        }
+    }
+    // Another CPU's counter may be a little behind: a negative difference
+    // is zero.
+    let d = (now.wrapping_sub(since) as i64).max(0) as u64;
+    pp.latency.record(ticks_to_ns(d, mult));
+}
+
+/// `execute`, once `g` has switched out on `m`: adds its time on the CPU
+/// since `t0` (from [`metrics_switch_in`]), and keeps the time for the next
+/// switch-in on the quick path. `execute` drops it (`M::take_last_out`)
+/// where the M may wait before its next switch-in outside the quick path's
+/// reach (a system call's return without a P, a locked-M switch).
+#[inline(always)]
+pub(crate) fn metrics_switch_out(m: &M, g: &'static G, t0: u64) {
+    if !cpu_time_on() {
+        return;
+    }
+    let t = ticks();
+    g.add_cpu_ticks((t.wrapping_sub(t0) as i64).max(0) as u64);
+    m.set_last_out(t);
+}
+
+/// When sysmon last refreshed the tick factor (nanotime).
+static LAST_CALIBRATION: AtomicI64 = AtomicI64::new(0);
+
+/// sysmon, each cycle, with the nanotime it just read: refreshes the
+/// tick factor while it has none, then once a second (the longer the
+/// measure, the better the factor).
+pub(crate) fn sysmon_calibrate(now: i64) {
+    let last = LAST_CALIBRATION.load(Ordering::Relaxed);
+    if ticks_mult_cached() == 0 || now - last >= 1_000_000_000 {
+        LAST_CALIBRATION.store(now, Ordering::Relaxed);
+        refresh_ticks_mult(Some(now));
+    }
+}
+
+/// The CPU time of every live goroutine, in nanoseconds by id
+/// (`dump_json`): one walk of the Ms, one of the G records.
+pub(crate) fn cpu_times_ns() -> std::collections::HashMap<u64, u64> {
+    if !cpu_time_on() {
+        return std::collections::HashMap::new();
+    }
+    let now = ticks();
+    let running: Vec<(usize, u64)> = {
+        let allm = super::sched()
+            .allm
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        allm.iter()
+            .filter_map(|m| {
+                let g = m.curg_from_outside()?;
+                Some((g as *const G as usize, m.switch_in()))
+            })
+            .collect()
+    };
+    let mult = match ticks_mult() {
+        0 => ticks_mult_cached(),
+        m => m,
+    };
+    let mut out = std::collections::HashMap::new();
+    G::for_each(|g| {
+        let status = g.status();
+        if matches!(status, Status::Idle | Status::Dead) {
+            return;
+        }
+        let mut t = g.cpu_ticks();
+        if matches!(status, Status::Running | Status::Syscall) {
+            if let Some(&(_, t0)) = running.iter().find(|(a, _)| *a == g as *const G as usize) {
+                t += (now.wrapping_sub(t0) as i64).max(0) as u64;
+            }
+        }
+        out.insert(g.id(), ticks_to_ns(t, mult));
+    });
+    out
 }

@@ -259,6 +259,7 @@ pub(crate) fn exit_revoked(m: &'static M) {
 /// The scheduler side of the slow path (Go's exitsyscall0): on g0, no P.
 pub(crate) fn exitsyscall0(m: &'static M, g: &'static crate::g::G) {
     g.set_status(Status::Runnable);
+    super::stats::metrics_runnable_unowned(g);
     if m.lockedg().is_some() {
         // A locked G: queue it; the schedule loop's stoplockedm waits until
         // whoever picks it hands us a P (a locked-M switch, lockosthread.rs).

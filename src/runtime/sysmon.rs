@@ -170,6 +170,7 @@ fn sysmon() {
         nap(timer_nap(s, delay_us));
         crate::g::stack::release_excess();
         let mut now = stats::refresh_coarse_now();
+        stats::sysmon_calibrate(now);
 
         // `stw_waiting`: pairs with its stores in `stop_the_world` /
         // `start_the_world` (procresize.rs), made under the sched lock. The

@@ -150,6 +150,89 @@ pub(crate) fn cputicks() -> u64 {
     }
 }
 
+/// Whether [`ticks`] reads the TSC (set once by [`ticks_init`]).
+static TICKS_TSC: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The first [`ticks`] and [`nanotime`] readings, for [`ticks_per_ns`]'s
+/// calibration (set by [`ticks_init`]).
+static TICKS_BASE: AtomicI64 = AtomicI64::new(0);
+static TICKS_BASE_NS: AtomicI64 = AtomicI64::new(0);
+
+/// Chooses the scheduler's cheap clock ([`ticks`]) and notes its first
+/// reading for calibration. Called once, at runtime start; until then
+/// `ticks` reads nanotime.
+pub(crate) fn ticks_init() {
+    if tsc_usable() {
+        TICKS_TSC.store(true, Ordering::Relaxed);
+    }
+    TICKS_BASE.store(ticks() as i64, Ordering::Relaxed);
+    TICKS_BASE_NS.store(nanotime(), Ordering::Relaxed);
+}
+
+/// The scheduler's cheap clock, for the scheduling-latency samples and
+/// per-goroutine CPU time: the time-stamp counter where it is a usable
+/// clock ([`tsc_usable`]), else nanotime. Only differences of two readings
+/// mean anything; [`ticks_to_ns`] converts them.
+#[inline(always)]
+pub(crate) fn ticks() -> u64 {
+    if TICKS_TSC.load(Ordering::Relaxed) {
+        cputicks()
+    } else {
+        nanotime() as u64
+    }
+}
+
+/// Nanoseconds per tick, 32.32 fixed point: measured against nanotime
+/// since [`ticks_init`] (the longer the runtime has run, the better; 0 in
+/// the first 100 us, when the measure is too short to trust). Costs a
+/// nanotime read and a division: callers refresh a cached copy now and
+/// then (sysmon, readers), not per sample.
+pub(crate) fn ticks_mult() -> u64 {
+    ticks_mult_at(nanotime())
+}
+
+/// [`ticks_mult`] with a nanotime just read.
+fn ticks_mult_at(n: i64) -> u64 {
+    if !TICKS_TSC.load(Ordering::Relaxed) {
+        return 1 << 32;
+    }
+    let base_ns = TICKS_BASE_NS.load(Ordering::Relaxed);
+    let base = TICKS_BASE.load(Ordering::Relaxed) as u64;
+    let t = cputicks();
+    let dn = n - base_ns;
+    let dt = t.wrapping_sub(base);
+    if base_ns == 0 || dn < 100_000 || dt == 0 || dt > i64::MAX as u64 {
+        return 0;
+    }
+    ((dn as u128) << 32).checked_div(dt as u128).unwrap_or(0) as u64
+}
+
+/// `ticks` (a difference of two [`ticks`] readings) in nanoseconds, with
+/// `mult` from [`ticks_mult`].
+#[inline]
+pub(crate) fn ticks_to_ns(ticks: u64, mult: u64) -> u64 {
+    ((ticks as u128 * mult as u128) >> 32) as u64
+}
+
+/// [`ticks_mult`]'s latest value, for the hot paths (0 until first
+/// refreshed).
+static TICKS_MULT: AtomicI64 = AtomicI64::new(0);
+
+/// The cached [`ticks_mult`] (0: not calibrated yet).
+#[inline]
+pub(crate) fn ticks_mult_cached() -> u64 {
+    TICKS_MULT.load(Ordering::Relaxed) as u64
+}
+
+/// Recomputes the cached [`ticks_mult`] (metric readers), with `now`
+/// a nanotime just read if the caller has one (sysmon).
+pub(crate) fn refresh_ticks_mult(now: Option<i64>) -> u64 {
+    let m = ticks_mult_at(now.unwrap_or_else(nanotime));
+    if m != 0 {
+        TICKS_MULT.store(m as i64, Ordering::Relaxed);
+    }
+    m
+}
+
 /// How many [`cputicks`] make `us` microseconds, for a threshold that
 /// needs no precision: from the stated frequency on aarch64; on x86-64,
 /// whose rate is 1-5 GHz and unmeasured here, `us` times 2^12 (so 32 us

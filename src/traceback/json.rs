@@ -23,11 +23,13 @@ pub(crate) const SCHEMA_VERSION: u32 = 1;
 /// the runtime started), as `GInfo::waitsince`.
 ///
 /// `blocked`: the goroutines whose thread is blocked in a system call
-/// outside the runtime, with the call's number (`runtime::dump`).
+/// outside the runtime, with the call's number (`runtime::dump`). `cpu`:
+/// each goroutine's CPU time in ns (`runtime::metrics`).
 pub(crate) fn render(
     gs: &[GInfo],
     names: &HashMap<u64, Arc<str>>,
     blocked: &HashMap<u64, i64>,
+    cpu: &HashMap<u64, u64>,
     now: u32,
     level: Level,
 ) -> String {
@@ -67,6 +69,13 @@ pub(crate) fn render(
                 Some(name) => string(&mut out, name),
                 None => string(&mut out, &format!("system call {nr}")),
             },
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"cpu_time_ns\":");
+        match cpu.get(&g.id) {
+            Some(ns) => {
+                let _ = write!(out, "{ns}");
+            }
             None => out.push_str("null"),
         }
         let _ = write!(out, ",\"locked_to_thread\":{}", g.locked);

@@ -180,11 +180,15 @@ fn measure(procs: usize, load: impl FnOnce() -> String + Send + 'static) -> Seen
             })
         };
         goroutine::time::sleep(WARM);
+        let hist0 = sched_latencies();
         let start = Instant::now();
         let answer = load();
         let end = Instant::now();
         stop.store(true, Ordering::Release);
         let ticks = ticker.join().expect("ticker goroutine");
+        if std::env::var_os("BENCH_SCHED_LATENCY").is_some() {
+            report_sched_latencies(&hist0, &sched_latencies(), &ticks, start);
+        }
         Seen {
             ticks,
             start,
@@ -192,6 +196,60 @@ fn measure(procs: usize, load: impl FnOnce() -> String + Send + 'static) -> Seen
             answer,
         }
     })
+}
+
+/// The runtime's `/sched/latencies:seconds` histogram (bounds, counts).
+fn sched_latencies() -> (Vec<f64>, Vec<u64>) {
+    let mut s = [goroutine::metrics::Sample::new("/sched/latencies:seconds")];
+    goroutine::metrics::read(&mut s);
+    match std::mem::take(&mut s[0].value) {
+        goroutine::metrics::Value::Histogram {
+            buckets, counts, ..
+        } => (buckets, counts),
+        v => panic!("/sched/latencies:seconds: {v:?}"),
+    }
+}
+
+/// `BENCH_SCHED_LATENCY=1` (a check of the metric, not a figure): prints
+/// on stderr the scheduling-latency histogram's percentiles over the load
+/// (the bucket that holds each, in ms) beside the ticker's gap
+/// percentiles minus the period (its own lateness), to compare.
+fn report_sched_latencies(
+    before: &(Vec<f64>, Vec<u64>),
+    after: &(Vec<f64>, Vec<u64>),
+    ticks: &[Instant],
+    start: Instant,
+) {
+    let (bounds, counts) = after;
+    let d: Vec<u64> = counts.iter().zip(&before.1).map(|(a, b)| a - b).collect();
+    let total: u64 = d.iter().sum();
+    let pct = |p: f64| {
+        let rank = ((p * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in d.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return (bounds[i] * 1e3, bounds[i + 1] * 1e3);
+            }
+        }
+        (f64::NAN, f64::NAN)
+    };
+    let mut gaps: Vec<i64> = ticks
+        .windows(2)
+        .filter(|w| w[1] > start)
+        .map(|w| (w[1] - w[0]).as_nanos() as i64 - PERIOD.as_nanos() as i64)
+        .collect();
+    gaps.sort_unstable();
+    for p in [0.5, 0.99] {
+        let (lo, hi) = pct(p);
+        eprintln!(
+            "sched_latency p{:.0}: histogram [{lo:.3}, {hi:.3}) ms over {total} samples; \
+             ticker gap - period: {:.3} ms over {} gaps",
+            p * 100.0,
+            percentile(&gaps, p * 100.0) as f64 / 1e6,
+            gaps.len()
+        );
+    }
 }
 
 /// Spins on the clock for `d`; returns the clock reads.
