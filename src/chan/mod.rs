@@ -509,6 +509,13 @@ impl<T: Send> Receiver<T> {
     /// values are. What cancelling may change is who receives the value,
     /// and where a full buffer was, its order.
     ///
+    /// On a timer's channel (`time::Timer`, `Ticker`, `after`) the value
+    /// given back is a firing's: Go 1.23's promise that no value from
+    /// before a `stop` or `reset` is received after it covers receives and
+    /// `select!`, but not a future that was handed a firing, then dropped
+    /// after such a `stop` or `reset`: that value is received later. Poll
+    /// the future to completion, or drop it before you stop or reset.
+    ///
     /// [`recv`]: Receiver::recv
     ///
     /// ```
