@@ -574,8 +574,11 @@ pub mod metrics {
 /// each switch from the time-stamp counter. It counts time the OS took
 /// the thread away and time blocked in the kernel while the goroutine
 /// kept its thread (system calls, plain blocking calls), and it is read
-/// without stopping a running goroutine. Finds the goroutine by walking
-/// every goroutine record: not for hot paths.
+/// without stopping a running goroutine. The counter's ticks are turned
+/// into time with a factor calibrated against the monotonic clock and
+/// refined once a second, so a parked goroutine's reading may still move
+/// by a fraction of a percent. Finds the goroutine by walking every
+/// goroutine record: not for hot paths.
 #[cfg(not(loom))]
 pub fn cpu_time(id: u64) -> Option<std::time::Duration> {
     runtime::entry::call(|| runtime::metrics::cpu_time(id))

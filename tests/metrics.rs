@@ -190,7 +190,13 @@ isolated_test! {
         goroutine::time::sleep(Duration::from_millis(200));
         let p1 = goroutine::cpu_time(pid).unwrap();
         let s1 = goroutine::cpu_time(sid).unwrap();
-        assert_eq!(p1, p0, "a parked goroutine's CPU time stands still");
+        // Its ticks stand still; their conversion to time is refined once
+        // a second (`cpu_time`'s doc), which may move it by a hair.
+        let drift = p1.abs_diff(p0);
+        assert!(
+            drift <= p0 / 100 + Duration::from_nanos(1),
+            "a parked goroutine's CPU time stands still: {p0:?} -> {p1:?}"
+        );
         // The spinner shares the CPUs with the rest of the box: loosely.
         assert!(s1 - s0 >= Duration::from_millis(10), "{s0:?} -> {s1:?}");
         assert!(s1 - s0 <= Duration::from_secs(5), "{s0:?} -> {s1:?}");
