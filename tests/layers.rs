@@ -64,12 +64,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
          sends and drains it under the timer's lock (Go 1.23's timer channels); to cut: \
          send and drain hooks in `Hooks`, as `ready` is",
     ),
-    (
-        "src/traceback/unwind.rs",
-        "runtime",
-        "the unwinder recognises asynchronous preemption's trampoline frame; to cut: move \
-         the trampoline's address down to `sys::preempt`",
-    ),
 ];
 
 /// The crate's top-level modules (the `mod` items of `lib.rs`), and the

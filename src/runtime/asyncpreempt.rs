@@ -46,11 +46,6 @@
 //!
 //! Counters ([`stats`]) are kept for tests and tuning.
 
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
-pub(crate) use imp::trampoline_addr;
 pub(crate) use imp::{preempt_m, region};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -236,7 +231,7 @@ mod imp {
     #[cold]
     fn enable() {
         static ONCE: Once = Once::new();
-        ONCE.call_once(|| match sys::install(on_signal) {
+        ONCE.call_once(|| match sys::install(on_signal, trampoline_addr()) {
             // Relaxed: the entering G reads it in program order; sysmon's
             // reads are hints (the handler re-checks everything).
             Ok(()) => REGIONS_USED.store(true, Ordering::Relaxed),
@@ -367,9 +362,10 @@ mod imp {
     /// handler raised its `in_runtime`). Switches to the scheduler as a
     /// cooperative preemption does; when resumed (maybe on another thread),
     /// restores the interrupted context.
-    /// The trampoline's address: tracebacks continue through its save area
-    /// into the interrupted code (`traceback::unwind`).
-    pub(crate) fn trampoline_addr() -> usize {
+    /// The trampoline's address, registered with the handler
+    /// (`sys::preempt::trampoline_addr`): tracebacks continue through its
+    /// save area into the interrupted code (`traceback::unwind`).
+    fn trampoline_addr() -> usize {
         trampoline as *const () as usize
     }
 

@@ -242,12 +242,28 @@ static CODE: [AtomicUsize; 2 * MAX_RANGES] = [const { AtomicUsize::new(0) }; 2 *
 /// Our process id, for `tgkill`.
 static PID: AtomicUsize = AtomicUsize::new(0);
 
+/// The address of the runtime's trampoline, the function a preempted
+/// goroutine is redirected to (`runtime::asyncpreempt`): registered with
+/// the handler, read by the unwinder (`traceback::unwind`), which
+/// continues through its save area into the interrupted code. 0 until a
+/// handler is installed, when no frame can be the trampoline's.
+static TRAMPOLINE: AtomicUsize = AtomicUsize::new(0);
+
+/// The trampoline's address (0 before [`install`]).
+#[inline]
+pub(crate) fn trampoline_addr() -> usize {
+    TRAMPOLINE.load(Ordering::Acquire)
+}
+
 /// Installs the `SIGURG` handler once per process: finds the code range
 /// first (the handler refuses every PC until it is known), then swaps in
-/// our action, saving the previous one for chaining. `decide` is stored on
-/// every call. Fails if the code range cannot be found or `sigaction`
-/// fails; asynchronous preemption is then off.
-pub(crate) fn install(decide: Decide) -> io::Result<()> {
+/// our action, saving the previous one for chaining. `decide` and the
+/// runtime's `trampoline` address are stored on every call (a hook
+/// registered at start: this layer never names the runtime). Fails if the
+/// code range cannot be found or `sigaction` fails; asynchronous
+/// preemption is then off.
+pub(crate) fn install(decide: Decide, trampoline: usize) -> io::Result<()> {
+    TRAMPOLINE.store(trampoline, Ordering::Release);
     DECIDE.store(decide as *mut (), Ordering::Release);
     INSTALL.call_once(|| {
         PID.store(std::process::id() as usize, Ordering::Relaxed);

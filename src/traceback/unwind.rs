@@ -272,8 +272,7 @@ impl Walker {
             ra,
             fp: rule(arch::FP)?,
             bx: rule(arch::EXTRA)?,
-            trampoline: fde.initial_address() as usize
-                == crate::runtime::asyncpreempt::trampoline_addr(),
+            trampoline: fde.initial_address() as usize == crate::sys::preempt::trampoline_addr(),
         })
     }
 
