@@ -71,14 +71,16 @@
 //!
 //! # Lock order
 //! A bubble's `advance` lock is taken with no other lock held (on the
-//! scheduler's stack, after a park or exit); under it, the `state` lock
+//! scheduler's stack, as a member parks, held through the park's unlock
+//! step and the check after it ([`parking`]), or after an exit); under
+//! it, the park's unlock step (a channel's or a timer's lock), the `state` lock
 //! (short, with nothing under it but the membership table, a leaf), and
 //! the bubble's timers fire (their locks, their channels' locks, the
 //! scheduler's ready path) with `state` released.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::g::{Status, WaitReason, G};
@@ -398,19 +400,40 @@ fn inherit_slow(here: m::Here, g: &'static G) {
     }
 }
 
-/// The scheduler's hook after a park became final (on g0, no lock held).
+/// A member's park in progress: its bubble and the bubble's `advance`
+/// lock, held from before the G's status becomes `Waiting` until the check
+/// after its park's unlock step ([`parked`]).
+pub(crate) struct Parking(Option<(&'static Bubble, MutexGuard<'static, ()>)>);
+
+/// The scheduler's hook before a park's status change (on g0, no lock
+/// held). Between `Waiting` and the end of the park's unlock step a G
+/// looks durably blocked while what will wake it is not registered yet (a
+/// sleep's timer starts in that step): a check made by another member's
+/// park meanwhile would move the clock past the sleeper's deadline, or
+/// call the bubble deadlocked. So a member parks holding its bubble's
+/// `advance` lock, which every check takes; the lock order is the one
+/// checks already keep (`advance`, then a timer's or a channel's lock).
 #[inline(always)]
-pub(crate) fn parked(g: &'static G) {
+pub(crate) fn parking(g: &'static G) -> Parking {
     if active() {
-        parked_slow(g)
+        parking_slow(g)
+    } else {
+        Parking(None)
     }
 }
 
 #[cold]
 #[inline(never)]
-fn parked_slow(g: &'static G) {
-    if let Some(b) = lookup(g) {
-        check(b);
+fn parking_slow(g: &'static G) -> Parking {
+    Parking(lookup(g).map(|b| (b, lock(&b.advance))))
+}
+
+/// The scheduler's hook after a park became final (on g0): a member's
+/// bubble is checked, under the lock [`parking`] took.
+#[inline(always)]
+pub(crate) fn parked(p: Parking) {
+    if let Parking(Some((b, guard))) = p {
+        check_locked(b, guard);
     }
 }
 
@@ -460,7 +483,11 @@ const MAX_IDLE_JUMPS: usize = 1 << 20;
 
 /// The check of the module note.
 fn check(b: &'static Bubble) {
-    let _adv = lock(&b.advance);
+    check_locked(b, lock(&b.advance));
+}
+
+/// [`check`] with the bubble's `advance` lock held (`_adv`).
+fn check_locked(b: &'static Bubble, _adv: MutexGuard<'static, ()>) {
     b.epoch.fetch_add(1, Ordering::Relaxed);
     if !b.virt {
         // A real-time group: only its end is noted here; its deadlock is

@@ -554,6 +554,8 @@ fn execute(m: &'static M, found: Found) -> bool {
                 return true;
             }
             Switch::Action(Action::Park(unlock)) => {
+                // A synctest bubble's member parks under its bubble's lock.
+                let parking = super::bubble::parking(g);
                 g.set_status(Status::Waiting);
                 // Before `unlock`: once it ran, a waker may emit GoUnblock.
                 if tracer::on() {
@@ -563,9 +565,10 @@ fn execute(m: &'static M, found: Found) -> bool {
                 // is intact: the G cannot run until `unlock` made it findable.
                 if unsafe { (*unlock)(g) } {
                     // A synctest bubble's member: maybe its clock moves.
-                    super::bubble::parked(g);
+                    super::bubble::parked(parking);
                     return true;
                 }
+                drop(parking);
                 // Park cancelled: run it again at once, same time slice
                 // (its GoStart right after its GoBlock).
                 g.set_status(Status::Runnable);
