@@ -1167,7 +1167,7 @@ impl<T> Chan<T> {
     /// Whether the channel has one sender and one receiver left and is
     /// open, empty and without waiters: for a caller that holds both
     /// handles and so knows nobody else can reach the channel, it is as
-    /// good as new (`p::chantimers`). A stale sudog counts as a waiter.
+    /// good as new (`time::kit`). A stale sudog counts as a waiter.
     pub(crate) fn is_unused_pair(&self) -> bool {
         // Acquire: pairs with the Release of the other handles' drops, so
         // whatever they did to the channel is seen here.

@@ -37,6 +37,7 @@ mod hchan;
 mod lock;
 pub(crate) mod select;
 mod slot;
+pub(crate) mod timechan;
 pub(crate) mod wait;
 
 use std::fmt;
@@ -195,20 +196,14 @@ impl<T> Sender<T> {
     }
 
     /// [`try_send`](Self::try_send) that hands back the receiver it gave
-    /// the value to instead of waking it: a channel timer's firing sends
-    /// under the timer's lock, and wakes the receiver (which may take the
-    /// scheduler's locks) once it has released it.
+    /// the value to instead of waking it, for a caller that sends under a
+    /// lock of its own and wakes the receiver (which may take the
+    /// scheduler's locks) once it has released it (a synctest bubble's
+    /// outcome; a channel timer's firing does the same through
+    /// `timechan`).
     #[inline]
     pub(crate) fn try_send_defer_wake(&self, v: T) -> Result<Handoff, TrySendError<T>> {
         self.chan.try_send_claim(v).map(Handoff)
-    }
-
-    /// Takes and drops the values buffered in a timer's channel; true if
-    /// there was one (`Chan::take_buffered`: for the timer, under its
-    /// lock).
-    #[inline]
-    pub(crate) fn take_buffered(&self) -> bool {
-        self.chan.take_buffered()
     }
 }
 
@@ -353,7 +348,7 @@ impl<T> Receiver<T> {
     /// Whether this receiver and one sender are the channel's only handles
     /// (and its only references), and it is open, empty and without
     /// waiters: a caller that holds that sender too may hand the pair out
-    /// as a new channel (`p::chantimers`).
+    /// as a new channel (`time::kit`).
     pub(crate) fn is_unused_pair(&self) -> bool {
         Arc::strong_count(&self.chan) == 2 && self.chan.is_unused_pair()
     }

@@ -664,6 +664,23 @@ impl Claimed {
         self.sg.as_ptr()
     }
 
+    /// The claim as a raw pointer, to carry through a type-erased hand-off
+    /// (a channel timer's firing: `chan::timechan`); [`from_raw`]
+    /// (Self::from_raw) takes it back, and the duty to complete it with it.
+    #[cfg(not(loom))]
+    pub(crate) fn into_raw(self) -> NonNull<()> {
+        self.sg.cast()
+    }
+
+    /// The claim [`into_raw`](Self::into_raw) gave.
+    ///
+    /// # Safety
+    /// `raw` came from `into_raw` and is taken back once.
+    #[cfg(not(loom))]
+    pub(crate) unsafe fn from_raw(raw: NonNull<()>) -> Claimed {
+        Claimed { sg: raw.cast() }
+    }
+
     /// Whether this is a send future's sudog ([`ASYNC_SEND`]): it has no
     /// value to take, and completing it with success grants it.
     #[inline]

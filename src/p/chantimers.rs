@@ -1,115 +1,75 @@
-//! A P's cache of channel timers: the parts of a dropped `time::Timer` or
-//! `time::Ticker` (the timer record and its channel), kept for the next one.
-//!
-//! `time::Timer::new` is the timeout of every `select!` with a timeout arm
-//! and of every `recv_timeout` / `send_timeout`: a timer made, raced
-//! against a channel, stopped and dropped, once per call. Made from
-//! scratch, each costs two allocations and two frees (the record and the
-//! channel), a quarter of the instructions of a start-and-stop. Go pays the
-//! same two allocations, from its per-P caches of small-object memory; here
-//! a P keeps up to [`CAP`] (16) dropped channel timers whole and hands them
-//! out again, as it keeps dead Gs and stacks.
+//! A P's cache of channel timer kits: the parts of a dropped `time::Timer`
+//! or `time::Ticker` (its timer record and its channel's receiver), kept
+//! whole for the next one, as a P keeps dead Gs and stacks. Why and when a
+//! kit may be kept is `time::kit`'s business; the P only stores kits. The
+//! receiver is type-erased here (a raw pointer and the function that drops
+//! it), so that this layer names no channel type.
 //!
 //! # Invariants
-//! - A cached [`ChanTimer`] is indistinguishable from a new one, and nobody
-//!   else can reach it: its timer is stopped (no heap entry); its record's
-//!   `Arc` is unique, so no timer runner still holds an entry it popped
-//!   (and so no send of a firing is in flight); its channel's only handles
-//!   are the two inside the kit (the record's sender and the receiver), and
-//!   it is open, empty and has no waiter. [`ChanTimerCache::keep`] checks
-//!   all of it, with one compare-and-swap (`Arc::get_mut`) and plain loads,
-//!   and drops a kit that fails any check as before.
-//! - The one moment those checks can race is excluded by uniqueness: every
-//!   other path to the channel goes through an `Arc` the checks count.
-//! - Only the P's owner touches its cache (it is in `PLocal`). A kit is
-//!   dropped (closing its channel, which wakes nobody) outside the borrow of
-//!   `PLocal`. A P removed by `set_max_procs` drops its kits.
+//! - Only the P's owner touches its cache (it is in `PLocal`).
+//! - A cached kit passed `time::kit`'s checks when it was kept: nobody else
+//!   can reach its timer or its channel, so it may be handed out as new.
+//! - A kit owns its receiver: it is turned back into a channel end once,
+//!   by whoever takes the kit out ([`Kit::into_raw_parts`]), or dropped
+//!   once, by the kit's own drop function, when a kit is dropped (a P
+//!   removed by `set_max_procs` drops its kits, outside the borrow of
+//!   `PLocal`).
 
 use std::mem::ManuallyDrop;
+use std::ptr::NonNull;
 use std::sync::Arc;
-use std::time::Instant;
 
-use super::timerheap::{Timer, TimerFn};
-use crate::chan::{timer_chan, Receiver};
+use super::timerheap::Timer;
 
-/// Channel timers a P keeps.
+/// Channel timer kits a P keeps.
 pub(crate) const CAP: usize = 16;
 
-/// A channel timer's parts: the timer record, whose function sends the time
-/// on the channel, and the channel's receiver.
-pub(crate) struct ChanTimer {
+/// A kept channel timer: its record and its channel's receiver, erased.
+pub(crate) struct Kit {
     timer: Arc<Timer>,
-    /// Dropped first, quietly (`Drop`): with it gone, the sender's drop in
-    /// `timer` has no receiver to close the channel for.
-    rx: ManuallyDrop<Receiver<Instant>>,
+    rx: NonNull<()>,
+    /// Drops `rx` (dropped first: the receiver goes before the sender in
+    /// `timer`, as a `time::Timer`'s parts do).
+    drop_rx: unsafe fn(NonNull<()>),
 }
 
-impl ChanTimer {
-    /// A new channel timer, not started: a timer's channel (one value of
-    /// room inside, as Go's `make(chan Time, 1)`, capacity 0 to the user,
-    /// as Go 1.23's).
-    pub(crate) fn new() -> ChanTimer {
-        let (tx, rx) = timer_chan();
-        ChanTimer::from_parts(Timer::new(TimerFn::SendTime(tx)), rx)
+// SAFETY: a kit's receiver is owned by the kit alone (`from_raw_parts`'
+// contract) and may move to another thread with it.
+unsafe impl Send for Kit {}
+
+impl Kit {
+    /// A kit of `timer` and the receiver `rx`.
+    ///
+    /// # Safety
+    /// `rx` is owned by the kit from now on; `drop_rx(rx)` drops it, and it
+    /// may move to another thread.
+    pub(crate) unsafe fn from_raw_parts(
+        timer: Arc<Timer>,
+        rx: NonNull<()>,
+        drop_rx: unsafe fn(NonNull<()>),
+    ) -> Kit {
+        Kit { timer, rx, drop_rx }
     }
 
-    /// A kit of a timer and a channel of the caller's (`after_func`'s,
-    /// whose timer calls a function: [`keep`](ChanTimerCache::keep)
-    /// refuses it).
-    pub(crate) fn from_parts(timer: Arc<Timer>, rx: Receiver<Instant>) -> ChanTimer {
-        ChanTimer {
-            timer,
-            rx: ManuallyDrop::new(rx),
-        }
-    }
-
-    #[inline]
-    pub(crate) fn timer(&self) -> &Arc<Timer> {
-        &self.timer
-    }
-
-    #[inline]
-    pub(crate) fn rx(&self) -> &Receiver<Instant> {
-        &self.rx
-    }
-
-    /// Splits the kit for a timer that its heap entry owns (`time::after`):
-    /// the channel is the caller's from now on.
-    pub(crate) fn into_parts(self) -> (Arc<Timer>, Receiver<Instant>) {
-        let mut this = ManuallyDrop::new(self);
-        // SAFETY: `this` is never dropped or used again, so each field is
-        // moved out exactly once.
-        unsafe {
-            (
-                std::ptr::read(&this.timer),
-                ManuallyDrop::take(&mut this.rx),
-            )
-        }
-    }
-
-    /// Whether the kit can be handed out again as new (module note). The
-    /// caller has stopped the timer.
-    fn reusable(&mut self) -> bool {
-        let Some(t) = Arc::get_mut(&mut self.timer) else {
-            return false;
-        };
-        t.is_idle_channel_timer() && self.rx.is_unused_pair()
+    /// Takes the kit apart: the caller owns the receiver from now on.
+    pub(crate) fn into_raw_parts(self) -> (Arc<Timer>, NonNull<()>) {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped or used again, so the Arc is moved
+        // out exactly once.
+        (unsafe { std::ptr::read(&this.timer) }, this.rx)
     }
 }
 
-impl Drop for ChanTimer {
+impl Drop for Kit {
     fn drop(&mut self) {
-        // SAFETY: taken once, here; `rx` is not used again.
-        let rx = unsafe { ManuallyDrop::take(&mut self.rx) };
-        // The channel's only sender is in `timer` (dropped next) and only
-        // ever try-sends: the receiver may go quietly (`drop_unobserved`).
-        rx.drop_unobserved();
+        // SAFETY: the kit owns `rx`, dropped once, here (`from_raw_parts`).
+        unsafe { (self.drop_rx)(self.rx) }
     }
 }
 
-/// A P's free channel timers (module note).
+/// A P's kept channel timer kits (module note).
 pub(crate) struct ChanTimerCache {
-    free: Vec<ChanTimer>,
+    free: Vec<Kit>,
 }
 
 impl ChanTimerCache {
@@ -117,97 +77,30 @@ impl ChanTimerCache {
         ChanTimerCache { free: Vec::new() }
     }
 
-    /// A kept channel timer, if there is one.
+    /// A kept kit, if there is one.
     #[inline]
-    pub(crate) fn take(&mut self) -> Option<ChanTimer> {
+    pub(crate) fn take(&mut self) -> Option<Kit> {
         self.free.pop()
     }
 
-    /// Keeps `kit` if it can be reused and there is room; otherwise hands
-    /// it back, for the caller to drop once it no longer borrows the P.
-    pub(crate) fn keep(&mut self, mut kit: ChanTimer) -> Option<ChanTimer> {
-        if self.free.len() >= CAP || !kit.reusable() {
-            return Some(kit);
-        }
+    /// Whether the cache holds [`CAP`] kits already.
+    #[inline]
+    pub(crate) fn is_full(&self) -> bool {
+        self.free.len() >= CAP
+    }
+
+    /// Keeps `kit`; the caller checked that it may be reused and that the
+    /// cache is not full.
+    pub(crate) fn push(&mut self, kit: Kit) {
+        debug_assert!(!self.is_full());
         if self.free.capacity() == 0 {
             self.free.reserve_exact(CAP);
         }
         self.free.push(kit);
-        None
     }
 
     /// Empties the cache (a P being destroyed); the caller drops the kits.
-    pub(crate) fn drain(&mut self) -> Vec<ChanTimer> {
+    pub(crate) fn drain(&mut self) -> Vec<Kit> {
         std::mem::take(&mut self.free)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::chan::chan;
-    use crate::p::timerheap::{Quiet, Timers};
-
-    fn heap() -> &'static Timers {
-        Box::leak(Box::new(Timers::new()))
-    }
-
-    #[test]
-    fn a_stopped_unused_timer_is_kept_and_handed_out_again() {
-        let mut c = ChanTimerCache::new();
-        let k = ChanTimer::new();
-        let p = Arc::as_ptr(k.timer());
-        Timer::start_on::<Quiet>(k.timer(), heap(), 1 << 40, 0);
-        assert!(k.timer().stop_with::<Quiet>());
-        assert!(c.keep(k).is_none(), "a stopped, unused timer is kept");
-        let k = c.take().expect("the kept timer");
-        assert_eq!(Arc::as_ptr(k.timer()), p, "the kept timer comes back");
-        assert!(!k.timer().stop_with::<Quiet>(), "and it is stopped");
-        assert!(c.take().is_none());
-    }
-
-    #[test]
-    fn a_timer_still_reachable_or_used_is_not_kept() {
-        let mut c = ChanTimerCache::new();
-        let h = heap();
-
-        // Pending: its heap entry holds the record.
-        let k = ChanTimer::new();
-        Timer::start_on::<Quiet>(k.timer(), h, 1 << 40, 0);
-        assert!(c.keep(k).is_some(), "a pending timer");
-
-        // A clone of the receiver is out there.
-        let k = ChanTimer::new();
-        let rx2 = k.rx().clone();
-        assert!(c.keep(k).is_some(), "a receiver clone");
-        drop(rx2);
-
-        // A value waits in the channel (the timer fired, nobody received).
-        let k = ChanTimer::new();
-        Timer::start_on::<Quiet>(k.timer(), h, 1, 0);
-        h.run_due::<Quiet>(2);
-        assert!(k.rx().buffered() == 1, "the firing sent the time");
-        assert!(c.keep(k).is_some(), "a buffered value");
-
-        // Someone else holds the record.
-        let k = ChanTimer::new();
-        let t2 = k.timer().clone();
-        assert!(c.keep(k).is_some(), "a second reference to the record");
-        drop(t2);
-
-        // A function timer (after_func's).
-        let (_tx, rx) = chan(0);
-        let k = ChanTimer::from_parts(Timer::new(TimerFn::Call(Box::new(|| ()))), rx);
-        assert!(c.keep(k).is_some(), "a function timer");
-    }
-
-    #[test]
-    fn the_cache_holds_at_most_cap() {
-        let mut c = ChanTimerCache::new();
-        for _ in 0..CAP {
-            assert!(c.keep(ChanTimer::new()).is_none());
-        }
-        assert!(c.keep(ChanTimer::new()).is_some());
-        assert_eq!(c.drain().len(), CAP);
     }
 }

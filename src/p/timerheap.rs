@@ -52,10 +52,12 @@
 //!   value went to is woken after the unlock (waking may take the
 //!   scheduler's locks, ranked before a timer's).
 //! - Stop and reset take the timer's lock, then drain the channel's buffer
-//!   (`Sender::take_buffered`): a value delivered and not yet received is
+//!   (`TimeChanOps::take_buffered`): a value delivered and not yet received is
 //!   dropped. No firing runs meanwhile, so no old value can arrive later;
-//!   and the drain's lock-free look at the count (no value: no lock) is
-//!   exact, since every delivery happened under the lock held now. A value
+//!   and the drain's looks before it (the timer's `sent` flag: no firing
+//!   since the last drain, nothing to do; then the channel's count: no
+//!   value, no channel lock) are exact, since every delivery happened
+//!   under the lock held now. A value
 //!   that a receiver took before that was received before the stop.
 //! - So `stop` returns true iff it prevented a value from being received:
 //!   the arm was pending, or its value was still in the buffer (Go 1.23's
@@ -87,6 +89,9 @@
 //! left or arrives once a stop or reset racing the firing returns, and
 //! that a stop returns true exactly when a racing receive got nothing.
 
+#[cfg(not(loom))]
+use std::ptr::NonNull;
+
 use crate::loom::atomic::{AtomicI64, AtomicUsize, Ordering};
 use crate::loom::sync::{Arc, Mutex, MutexGuard};
 
@@ -113,7 +118,7 @@ pub(crate) enum TimerFn {
     /// under the timer's lock (module note, "Channel timers"). A variant of
     /// its own, not a `Call`: that would be one more allocation per timer.
     #[cfg(not(loom))]
-    SendTime(crate::chan::Sender<std::time::Instant>),
+    SendTime(TimeChan),
     /// Call a function: `after_func` and I/O deadlines.
     Call(Box<dyn Fn() + Send + Sync>),
     /// The models' channel timer: a count of values sent and not received
@@ -136,6 +141,11 @@ struct State {
     seq: u64,
     /// The heap that holds (or whose runner has just popped) the live entry.
     queued_on: Option<&'static Timers>,
+    /// A channel timer fired since its channel was last drained, so the
+    /// channel may hold a value: a stop or reset that finds it false has
+    /// nothing to drain and leaves the channel alone (every send happens
+    /// under this lock, so it is exact in that direction).
+    sent: bool,
 }
 
 #[cfg(not(loom))]
@@ -172,10 +182,66 @@ pub(crate) struct Timer {
     func: TimerFn,
 }
 
-/// What a channel timer's send under the lock leaves to do after it: the
-/// receiver to wake (`chan::Handoff`), if the send was made.
+/// A channel timer's channel as the heap holds it: the sending end of a
+/// channel of `Instant`s, type-erased, with what the heap may do with it
+/// (send, wake the receiver a send handed its value to, drain, drop) in a
+/// table the channel layer provides (`chan::timechan`). So this layer names
+/// no channel type, and a timer needs no allocation beyond its record.
 #[cfg(not(loom))]
-type Handoff = Option<crate::chan::Handoff>;
+pub(crate) struct TimeChan {
+    /// The sender, as `ops` knows it.
+    raw: NonNull<()>,
+    ops: &'static TimeChanOps,
+}
+
+/// What the heap does with a [`TimeChan`] (module note, "Channel timers").
+/// Each function gets the `raw` sender of the `TimeChan` it is called for.
+#[cfg(not(loom))]
+pub(crate) struct TimeChanOps {
+    /// Sends the time without blocking (a full channel drops it, as Go's
+    /// `sendTime`), under the timer's lock; returns the receiver the value
+    /// was handed to, to wake once the lock is released.
+    pub(crate) send: unsafe fn(NonNull<()>, std::time::Instant) -> Option<NonNull<()>>,
+    /// Wakes a receiver that `send` returned (no timer lock held).
+    pub(crate) wake: unsafe fn(NonNull<()>),
+    /// Drops a value delivered and not received; true if there was one.
+    pub(crate) take_buffered: unsafe fn(NonNull<()>) -> bool,
+    /// Drops the sender.
+    pub(crate) drop: unsafe fn(NonNull<()>),
+}
+
+#[cfg(not(loom))]
+impl TimeChan {
+    /// # Safety
+    /// `raw` is a sender that `ops`' functions accept, owned from now on by
+    /// the `TimeChan` (its drop runs `ops.drop`); the channel behind it may
+    /// be used from any thread.
+    pub(crate) unsafe fn from_raw(raw: NonNull<()>, ops: &'static TimeChanOps) -> TimeChan {
+        TimeChan { raw, ops }
+    }
+}
+
+// SAFETY: the sender behind `raw` is owned by the `TimeChan` alone and may be
+// used from any thread (`from_raw`'s contract).
+#[cfg(not(loom))]
+unsafe impl Send for TimeChan {}
+// SAFETY: as above; `ops`' functions take the channel's own lock where
+// they need one, so calls from several threads at once are sound.
+#[cfg(not(loom))]
+unsafe impl Sync for TimeChan {}
+
+#[cfg(not(loom))]
+impl Drop for TimeChan {
+    fn drop(&mut self) {
+        // SAFETY: `raw` is the sender `ops` accepts, dropped once, here.
+        unsafe { (self.ops.drop)(self.raw) }
+    }
+}
+
+/// What a channel timer's send under the lock leaves to do after it: the
+/// receiver to wake, if the send handed its value to one.
+#[cfg(not(loom))]
+type Handoff = Option<NonNull<()>>;
 #[cfg(loom)]
 type Handoff = ();
 
@@ -209,6 +275,7 @@ impl Timer {
                 period: 0,
                 seq: 0,
                 queued_on: None,
+                sent: false,
             }),
             idx: AtomicUsize::new(NOT_QUEUED),
             func,
@@ -232,7 +299,7 @@ impl Timer {
         let mut st = lock(&this.state);
         st.when = when;
         st.period = period;
-        let drained = this.drain_locked();
+        let drained = this.drain_locked(&mut st);
         if st.queued_on.is_some() && when >= st.queued_when {
             // Pending, and not earlier than its entry: the entry stays, and
             // whoever pops it re-queues it at `when` (module note). No heap
@@ -283,7 +350,7 @@ impl Timer {
     #[inline]
     fn stop_inner<H: Hooks>(&self, drain: bool) -> bool {
         let mut st = lock(&self.state);
-        let drained = drain && self.drain_locked();
+        let drained = drain && self.drain_locked(&mut st);
         let Some(heap) = st.queued_on.take() else {
             return drained;
         };
@@ -299,10 +366,14 @@ impl Timer {
     /// Drops the value a channel timer delivered and nobody received; true
     /// if there was one. The caller holds the state lock (module note).
     #[inline]
-    fn drain_locked(&self) -> bool {
+    fn drain_locked(&self, st: &mut State) -> bool {
+        if !std::mem::take(&mut st.sent) {
+            return false;
+        }
         match &self.func {
             #[cfg(not(loom))]
-            TimerFn::SendTime(tx) => tx.take_buffered(),
+            // SAFETY: `raw` is the sender `ops` accepts (`TimeChan::from_raw`).
+            TimerFn::SendTime(tc) => unsafe { (tc.ops.take_buffered)(tc.raw) },
             #[cfg(loom)]
             TimerFn::SendCount(n) => n.swap(0, Ordering::SeqCst) != 0,
             _ => false,
@@ -319,7 +390,7 @@ impl Timer {
     /// Whether this is a channel timer (its function sends the time) with
     /// no pending firing and no heap entry: with the `&mut` that proves
     /// nobody else holds it, it can be handed out as new
-    /// (`p::chantimers`).
+    /// (`time::kit`).
     #[cfg(not(loom))]
     pub(crate) fn is_idle_channel_timer(&mut self) -> bool {
         let st = match self.state.get_mut() {
@@ -334,10 +405,12 @@ impl Timer {
     /// The part of a firing done under the state lock: a channel timer's
     /// send (module note). Returns the receiver to wake after the unlock.
     #[inline]
-    fn fire_locked(&self) -> Handoff {
+    fn fire_locked(&self, st: &mut State) -> Handoff {
+        st.sent = true;
         match &self.func {
             #[cfg(not(loom))]
-            TimerFn::SendTime(tx) => tx.try_send_defer_wake(fire_instant()).ok(),
+            // SAFETY: as in `drain_locked`.
+            TimerFn::SendTime(tc) => unsafe { (tc.ops.send)(tc.raw, fire_instant()) },
             #[cfg(loom)]
             TimerFn::SendCount(n) => {
                 n.fetch_add(1, Ordering::SeqCst);
@@ -354,9 +427,11 @@ impl Timer {
             #[cfg(not(loom))]
             TimerFn::Ready(g) => H::ready(g),
             #[cfg(not(loom))]
-            TimerFn::SendTime(_) => {
+            TimerFn::SendTime(tc) => {
                 if let Some(h) = handoff {
-                    h.wake();
+                    // SAFETY: `h` came from this channel's `send`, and is
+                    // woken once, with no timer lock held.
+                    unsafe { (tc.ops.wake)(h) }
                 }
             }
             TimerFn::Call(f) => f(),
@@ -512,7 +587,7 @@ impl Timers {
             };
             // A channel timer sends now, under the lock that its stop and
             // reset take (module note, "Channel timers").
-            let handoff = e.timer.fire_locked();
+            let handoff = e.timer.fire_locked(&mut st);
             drop(st);
             if !rearmed && self.next() == 0 {
                 H::drained();

@@ -19,7 +19,7 @@
 //!   receiver of an `after` channel, stops the timer: nothing unreferenced
 //!   stays pending or keeps firing. A dropped `Timer` or `Ticker` gives its
 //!   record and channel to its P's cache for the next one
-//!   (`p::chantimers`, with the conditions that make that safe).
+//!   (`time::kit`, with the conditions that make that safe).
 //! - **`select!` as usual.** A timer fires from its heap at its time,
 //!   whether or not anybody waits on its channel, so a receive, a
 //!   `select!` arm or `recv_async` on it is an ordinary receive.
@@ -47,12 +47,15 @@ use std::time::{Duration, Instant};
 use crate::chan::{chan, Receiver, Sender};
 use crate::g::WaitReason;
 use crate::m;
-use crate::p::chantimers::ChanTimer;
 use crate::runtime::bubble::{self, nanotime};
 use crate::runtime::entry::call_here;
 use crate::runtime::park;
 use crate::runtime::timers::{self, TimerFn};
 use crate::sys::time::after as deadline_after;
+
+mod kit;
+
+use self::kit::ChanTimer;
 
 /// Pauses the calling goroutine for at least `d` (Go's `time.Sleep`): the
 /// goroutine parks and its P runs others. Called outside the runtime, it
@@ -176,7 +179,7 @@ where
 /// ```
 pub struct Timer {
     /// The timer record and its channel, from the P's cache of dropped
-    /// channel timers when it has one (`p::chantimers`), and given back to
+    /// channel timers when it has one (`kit`), and given back to
     /// it on drop.
     kit: ManuallyDrop<ChanTimer>,
     /// after_func's timers keep their never-used sender here.
@@ -339,7 +342,7 @@ impl Drop for Ticker {
     }
 }
 
-/// A channel timer from the calling M's P's cache (`p::chantimers`), or a
+/// A channel timer from the calling M's P's cache (`kit`), or a
 /// new one.
 #[inline]
 fn take_kit(here: m::Here) -> ChanTimer {
@@ -348,13 +351,13 @@ fn take_kit(here: m::Here) -> ChanTimer {
         // belongs to the bubble (`crate::synctest`'s note).
         return ChanTimer::new();
     }
-    here.p_local(|l| l.chan_timers.take())
+    here.p_local(|l| kit::take(&mut l.chan_timers))
         .flatten()
         .unwrap_or_else(ChanTimer::new)
 }
 
 /// Stops a dropped channel timer and gives its parts to the P's cache
-/// (`p::chantimers`), or drops them if they cannot be reused.
+/// (`kit`), or drops them if they cannot be reused.
 fn stop_and_recycle(kit: ChanTimer) {
     call_here(move |here| {
         // A record nobody else holds has no heap entry (an entry, or a
@@ -370,7 +373,7 @@ fn stop_and_recycle(kit: ChanTimer) {
             return;
         }
         // Without a P the closure (and the kit in it) is dropped unrun.
-        let rest = here.p_local(move |l| l.chan_timers.keep(kit));
+        let rest = here.p_local(move |l| kit::keep(&mut l.chan_timers, kit));
         // Dropped with no borrow of the P's local state live.
         drop(rest);
     });
