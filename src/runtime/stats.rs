@@ -338,7 +338,7 @@ pub(crate) fn cpu_time_on() -> bool {
 
 /// `execute`, as it switches `g` in on `m` holding `pp`: records the
 /// latency if this runnable spell was sampled, and, when CPU time is
-/// measured, notes the switch-in time. Returns that time, for
+/// measured, notes the switch-in time. Returns that time (0 when it is not measured: a clock read is never 0), for
 /// [`metrics_switch_out`]. With `quick` (found on the scheduler's quick path, no
 /// wait since this M's last switch-out) the time is that switch-out's,
 /// when the M kept it, with no clock read (module note, "CPU time per
@@ -377,13 +377,14 @@ fn record(pp: &P, now: u64, since: u64) {
 }
 
 /// `execute`, once `g` has switched out on `m`: adds its time on the CPU
-/// since `t0` (from [`metrics_switch_in`]), and keeps the time for the next
-/// switch-in on the quick path. `execute` drops it (`M::take_last_out`)
+/// since `t0` (from [`metrics_switch_in`]; 0 when CPU time is not
+/// measured, so this tests a register, not the flag), and keeps the time
+/// for the next switch-in on the quick path. `execute` drops it (`M::take_last_out`)
 /// where the M may wait before its next switch-in outside the quick path's
 /// reach (a system call's return without a P, a locked-M switch).
 #[inline(always)]
 pub(crate) fn metrics_switch_out(m: &M, g: &'static G, t0: u64) {
-    if !cpu_time_on() {
+    if t0 == 0 {
         return;
     }
     let t = ticks();
