@@ -134,6 +134,12 @@ pub(crate) fn internal_thread_exited() {
     INTERNAL_THREADS.fetch_sub(1, Ordering::Relaxed);
 }
 
+/// The runtime's own threads alive now that are not Ms (sysmon, the
+/// tracer's writer...): `/sched/threads/total` counts them, as Go's does.
+pub(crate) fn internal_threads() -> usize {
+    INTERNAL_THREADS.load(Ordering::Relaxed)
+}
+
 /// Marks the calling plain thread as blocked in a runtime wait until the
 /// guard drops.
 pub(crate) fn thread_blocked() -> ThreadBlocked {
