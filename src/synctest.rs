@@ -22,6 +22,13 @@
 //! blocked (Go's `synctest.Wait`): after it, whatever the others could do
 //! without the clock moving is done.
 //!
+//! A timer that is due when it is started (a zero duration:
+//! `Timer::new(Duration::ZERO)`, `after(ZERO)`, `after_func(ZERO, f)`, a
+//! reset to zero) fires at once, as in Go, without waiting for the bubble
+//! to block: a `select!` with `default` finds its value, and a zero
+//! `after_func`'s goroutine starts while its creator keeps running. The
+//! clock does not move for it, so virtual times stay the same.
+//!
 //! ```
 //! use std::time::Duration;
 //! use goroutine::{synctest, time};

@@ -189,15 +189,63 @@ fn test_time_after() {
     });
 }
 
-/// Go's TestTimerRunsImmediately / TestTimerRanInPast: a zero timer fires
-/// at once, without the clock moving.
+/// Go's TestTimerRunsImmediately: a zero timer's channel holds its value
+/// as soon as the timer is made, without the bubble blocking: a `select!`
+/// with `default` finds it, and the clock has not moved. A reset to zero
+/// does the same.
 #[test]
 fn test_timer_runs_immediately() {
     synctest::test(|| {
         let start = time::instant();
         let t = time::Timer::new(Duration::ZERO);
+        select! {
+            recv(t.c()) -> at => assert_eq!(at.unwrap(), start),
+            default => panic!("a zero timer's channel is not readable at once"),
+        }
+        assert!(!t.reset(Duration::ZERO), "its value was received");
+        assert_eq!(t.c().try_recv(), Ok(start));
+        // The blocking form.
+        let t = time::Timer::new(Duration::ZERO);
         assert_eq!(t.c().recv().unwrap(), start);
         assert_eq!(time::instant(), start);
+        // `after` and a zero timeout.
+        assert_eq!(time::after(Duration::ZERO).try_recv(), Ok(start));
+        assert_eq!(time::instant(), start);
+    });
+}
+
+/// Go's TestTimerRanInPast: a timer that fired during a sleep is readable
+/// with `default`, and holds the time it fired at.
+#[test]
+fn test_timer_ran_in_past() {
+    synctest::test(|| {
+        let want = time::instant() + Duration::from_secs(1);
+        let t = time::Timer::new(Duration::from_secs(1));
+        time::sleep(Duration::from_secs(2));
+        select! {
+            recv(t.c()) -> at => assert_eq!(at.unwrap(), want),
+            default => panic!("a fired timer's channel is not readable"),
+        }
+    });
+}
+
+/// Go's TestAfterFuncRunsImmediately: a zero `after_func` runs while its
+/// creator keeps running (yielding, never blocking), so the bubble never
+/// has to block for it.
+#[test]
+fn test_after_func_runs_immediately() {
+    synctest::test(|| {
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let r = ran.clone();
+        let _t = time::after_func(Duration::ZERO, move || r.store(true, Ordering::SeqCst));
+        // Go spins for ever; a bound turns a regression into a failure.
+        let mut spins = 0u64;
+        while !ran.load(Ordering::SeqCst) {
+            goroutine::yield_now();
+            spins += 1;
+            assert!(spins < 10_000_000, "a zero after_func did not run");
+        }
+        assert_eq!(since_y2k(), Duration::ZERO);
     });
 }
 

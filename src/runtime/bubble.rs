@@ -37,7 +37,9 @@
 //!
 //! Invariant that makes "every member durably blocked" stable while the
 //! check reads it: a durable wait can end only through a member (all of
-//! them parked) or a bubble timer (fired only here, under `advance`).
+//! them parked) or a bubble timer, fired here, under `advance`, or by a
+//! running member that started it due ([`fire_due`]: not while every
+//! member is blocked).
 //! Using a bubble's channels or timers from outside the bubble is misuse;
 //! the public types panic where they can tell (`time::Timer` from outside
 //! its bubble, channels made in a bubble: `crate::synctest`'s note).
@@ -342,6 +344,30 @@ pub(crate) fn current_virtual() -> Option<&'static Bubble> {
         return None;
     }
     current().filter(|b| b.virt)
+}
+
+/// A timer of bubble `b` was started due already (a zero duration:
+/// `time::Timer::new(ZERO)`, `after_func(ZERO, ..)`, a reset to zero): it
+/// fires now, on the caller's side, at the bubble's current time, as in
+/// Go, rather than when the bubble next blocks. So a `select!` with
+/// `default` on a zero timer's channel finds its value, and a zero
+/// `after_func` runs while its creator keeps running.
+///
+/// The clock does not move here, so virtual times stay what they were
+/// (the module note's determinism): whoever fires a due timer, it fires at
+/// `now`. The caller is a member (running, so no check is moving the
+/// clock), or the check itself (a timer function that starts a timer,
+/// under `advance`); a heap entry fires once however many run the heap
+/// (`p/timerheap.rs`), so racing the check's own `run_due` is harmless.
+#[cold]
+#[inline(never)]
+pub(crate) fn fire_due(b: &'static Bubble) {
+    let now = b.nanotime();
+    let prev_bubble = FIRING.with(|f| f.replace(Some(b)));
+    let prev_instant = crate::p::timerheap::replace_fire_instant(Some(b.instant()));
+    b.timers.run_due::<super::timers::Sched>(now);
+    crate::p::timerheap::replace_fire_instant(prev_instant);
+    FIRING.with(|f| f.set(prev_bubble));
 }
 
 /// `nanotime`, or the calling goroutine's bubble's virtual one.
