@@ -76,8 +76,8 @@
 //! - A channel made in a bubble panics when used from outside it (or from
 //!   another bubble), with Go's messages: `send on synctest channel from
 //!   outside bubble`, `receive on ...`, `close of ...` (blocking, `try_`,
-//!   timed operations and `select!` arms; the async futures
-//!   `recv_async`/`send_async` are not checked).
+//!   timed operations, `select!` arms, and each poll of the
+//!   `recv_async`/`send_async` futures).
 //! - Bubble goroutines that wait on channels made *outside* the bubble are
 //!   counted as durably blocked too (Go does not count those): a test
 //!   that feeds a bubble from outside may see its clock move, or a

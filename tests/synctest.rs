@@ -538,6 +538,43 @@ fn test_wait_group_in_bubble() {
     });
 }
 
+/// The async bridge's channel futures check as the blocking operations
+/// do: a bubble's channel polled from outside panics; inside, they work.
+#[test]
+fn channel_futures_moved_out_of_bubble() {
+    let (tx, rx) = synctest::test(|| {
+        let (tx, rx) = chan::<i32>(1);
+        goroutine::block_on(tx.send_async(1)).unwrap();
+        assert_eq!(goroutine::block_on(rx.recv_async()), Ok(1));
+        (tx, rx)
+    });
+    let e = catch_unwind(AssertUnwindSafe(|| {
+        futures::executor::block_on(rx.recv_async())
+    }))
+    .unwrap_err();
+    assert_eq!(
+        panic_text(e),
+        "receive on synctest channel from outside bubble"
+    );
+    let e = catch_unwind(AssertUnwindSafe(|| {
+        futures::executor::block_on(tx.send_async(2))
+    }))
+    .unwrap_err();
+    assert_eq!(
+        panic_text(e),
+        "send on synctest channel from outside bubble"
+    );
+    // From a goroutine of another bubble.
+    let e = catch_unwind(AssertUnwindSafe(move || {
+        synctest::test(move || goroutine::block_on(rx.recv_async()))
+    }))
+    .unwrap_err();
+    assert_eq!(
+        panic_text(e),
+        "receive on synctest channel from outside bubble"
+    );
+}
+
 /// Go's TestHappensBefore: what a goroutine did before blocking is seen
 /// after `wait`.
 #[test]
