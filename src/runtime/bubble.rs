@@ -346,6 +346,30 @@ pub(crate) fn current_virtual() -> Option<&'static Bubble> {
     current().filter(|b| b.virt)
 }
 
+/// Whether any synctest bubble (not a real-time group) exists: the one
+/// relaxed load that the `sync` types' bubble checks cost otherwise.
+#[inline(always)]
+pub(crate) fn virtual_active() -> bool {
+    VIRTUAL.load(Ordering::Relaxed) != 0
+}
+
+/// Go's rule for `sync.Cond`: a goroutine of a synctest bubble may be
+/// woken from a notify list only by a member of the same bubble. False if
+/// the caller may not wake `g` (the caller panics with Go's message,
+/// [`WAKE_FROM_OUTSIDE`]). Called only while [`virtual_active`].
+#[cold]
+pub(crate) fn may_wake(g: &'static G) -> bool {
+    match lookup(g).filter(|b| b.virt) {
+        None => true,
+        Some(b) => current_virtual().is_some_and(|c| std::ptr::eq(c, b)),
+    }
+}
+
+/// The panic of a notify that would wake a bubble's goroutine from outside
+/// the bubble (Go's text).
+pub(crate) const WAKE_FROM_OUTSIDE: &str =
+    "semaphore wake of synctest goroutine from outside bubble";
+
 /// A timer of bubble `b` was started due already (a zero duration:
 /// `time::Timer::new(ZERO)`, `after_func(ZERO, ..)`, a reset to zero): it
 /// fires now, on the caller's side, at the bubble's current time, as in
@@ -719,21 +743,42 @@ fn check_chan_slow(addr: usize, op: &str, may_block: bool) {
         (Some(o), h) if h.map(|b| b.id) != Some(o) => {
             panic!("{op} synctest channel from outside bubble")
         }
-        (None, Some(b)) if may_block => {
-            if let Some(g) = m::current_g_checked() {
-                let key = g as *const G as usize;
-                let mut st = lock(&b.state);
-                if !st.foreign.contains(&key) {
-                    st.foreign.push(key);
-                }
-            }
-        }
+        (None, Some(b)) if may_block => mark_not_durable(b),
         _ => {}
     }
 }
 
-/// A channel operation (or `select!`) of the calling goroutine ended: it
-/// no longer waits on a channel made outside its bubble.
+/// Marks the calling member of `b` as not durably blocked until
+/// [`chan_op_done`]: it is about to wait on something made outside `b`.
+fn mark_not_durable(b: &'static Bubble) {
+    if let Some(g) = m::current_g_checked() {
+        let key = g as *const G as usize;
+        let mut st = lock(&b.state);
+        if !st.foreign.contains(&key) {
+            st.foreign.push(key);
+        }
+    }
+}
+
+/// The calling goroutine is about to wait on an object that binds it to
+/// no bubble, or to another one (a `WaitGroup` whose count was added
+/// outside its bubble: `sync/waitgroup.rs`): if it is a synctest
+/// bubble's member, that wait is not durable until [`chan_op_done`].
+/// True if it was marked.
+#[cold]
+pub(crate) fn not_durable_begin() -> bool {
+    match current_virtual() {
+        Some(b) => {
+            mark_not_durable(b);
+            true
+        }
+        None => false,
+    }
+}
+
+/// A channel operation (or `select!`) of the calling goroutine ended, or
+/// a wait marked by [`not_durable_begin`]: it no longer waits on
+/// something made outside its bubble.
 #[inline]
 pub(crate) fn chan_op_done() {
     if VIRTUAL.load(Ordering::Relaxed) != 0 {
