@@ -105,6 +105,9 @@ static MEMBERS: Mutex<Option<HashMap<usize, &'static Bubble>>> = Mutex::new(None
 /// panics (`crate::synctest`'s note, "Misuse"). Untagged when the channel
 /// is freed. While none is tagged, the check is one relaxed load.
 static CHANS_TAGGED: AtomicUsize = AtomicUsize::new(0);
+/// [`VIRTUAL`] plus [`CHANS_TAGGED`]: while 0, a channel operation's
+/// check ([`check_chan`]) is this one relaxed load.
+static CHAN_CHECKS: AtomicUsize = AtomicUsize::new(0);
 static CHANS: Mutex<Option<HashMap<usize, u64>>> = Mutex::new(None);
 
 thread_local! {
@@ -220,6 +223,7 @@ impl Bubble {
         ACTIVE.fetch_add(1, Ordering::Relaxed);
         if virt {
             VIRTUAL.fetch_add(1, Ordering::Relaxed);
+            CHAN_CHECKS.fetch_add(1, Ordering::Relaxed);
         }
         Box::leak(Box::new(Bubble {
             id: if virt {
@@ -623,6 +627,7 @@ fn finish(b: &'static Bubble, tx: Option<Done>, outcome: Outcome) {
             st.live = false;
             ACTIVE.fetch_sub(1, Ordering::Relaxed);
             VIRTUAL.fetch_sub(1, Ordering::Relaxed);
+            CHAN_CHECKS.fetch_sub(1, Ordering::Relaxed);
         }
     }
     tx(outcome);
@@ -701,6 +706,7 @@ pub(crate) fn tag_chan(addr: usize) {
             .get_or_insert_with(HashMap::new)
             .insert(addr, b.id);
         CHANS_TAGGED.fetch_add(1, Ordering::Relaxed);
+        CHAN_CHECKS.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -720,6 +726,7 @@ fn untag_slow(addr: usize) {
         .is_some()
     {
         CHANS_TAGGED.fetch_sub(1, Ordering::Relaxed);
+        CHAN_CHECKS.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -729,7 +736,7 @@ fn untag_slow(addr: usize) {
 /// it is marked as not durably blocked until [`chan_op_done`].
 #[inline]
 pub(crate) fn check_chan(addr: usize, op: &str, may_block: bool) {
-    if CHANS_TAGGED.load(Ordering::Relaxed) != 0 || VIRTUAL.load(Ordering::Relaxed) != 0 {
+    if CHAN_CHECKS.load(Ordering::Relaxed) != 0 {
         check_chan_slow(addr, op, may_block)
     }
 }
