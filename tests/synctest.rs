@@ -742,7 +742,7 @@ fn test_monotonic_clock() {
 }
 
 /// Go's TestHappensBefore: what a goroutine did before blocking is seen
-/// after `wait`.
+/// after `wait`, including the goroutines of zero `after_func`s.
 #[test]
 fn test_happens_before() {
     synctest::test(|| {
@@ -753,6 +753,30 @@ fn test_happens_before() {
         }
         synctest::wait();
         assert_eq!(v.lock().unwrap().len(), 10);
+        // `wait` returns after zero timers' functions ran, and after the
+        // goroutines they start are blocked.
+        let n = Arc::new(AtomicUsize::new(0));
+        let mut timers = Vec::new();
+        for _ in 0..2 {
+            let n = n.clone();
+            timers.push(time::after_func(Duration::ZERO, move || {
+                n.fetch_add(1, Ordering::SeqCst);
+            }));
+        }
+        synctest::wait();
+        assert_eq!(n.load(Ordering::SeqCst), 2);
+        let (tx, rx) = chan::<()>(0);
+        for _ in 0..2 {
+            let (n, rx) = (n.clone(), rx.clone());
+            timers.push(time::after_func(Duration::ZERO, move || {
+                n.fetch_add(1, Ordering::SeqCst);
+                let _ = rx.recv();
+            }));
+        }
+        synctest::wait();
+        assert_eq!(n.load(Ordering::SeqCst), 4);
+        drop(tx);
+        assert_eq!(since_y2k(), Duration::ZERO);
     });
 }
 

@@ -42,7 +42,8 @@
 //! member is blocked).
 //! Using a bubble's channels or timers from outside the bubble is misuse;
 //! the public types panic where they can tell (`time::Timer` from outside
-//! its bubble, channels made in a bubble: `crate::synctest`'s note).
+//! its bubble, channels made in a bubble, a `WaitGroup` bound to it, a
+//! `Condvar` notify that would wake a member: `crate::synctest`'s note).
 //! Statuses are read under the `state` lock, which every member's check
 //! takes after its own park's status store, so of two members parking at
 //! once the second to lock sees the first parked.
