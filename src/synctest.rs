@@ -22,6 +22,13 @@
 //! blocked (Go's `synctest.Wait`): after it, whatever the others could do
 //! without the clock moving is done.
 //!
+//! A timer that is due when it is started (a zero duration:
+//! `Timer::new(Duration::ZERO)`, `after(ZERO)`, `after_func(ZERO, f)`, a
+//! reset to zero) fires at once, as in Go, without waiting for the bubble
+//! to block: a `select!` with `default` finds its value, and a zero
+//! `after_func`'s goroutine starts while its creator keeps running. The
+//! clock does not move for it, so virtual times stay the same.
+//!
 //! ```
 //! use std::time::Duration;
 //! use goroutine::{synctest, time};
@@ -41,8 +48,8 @@
 //! |---|---|---|
 //! | channel send, receive, `select!` (`chan send`, `chan receive`, `select`, `select (no cases)`) | yes | A bubble's goroutines use its channels; a peer outside the bubble is misuse (see below), so another member is the only waker. |
 //! | `time::sleep`, timer and ticker channels, timeouts (`sleep`, `select`) | yes | Their timers are the bubble's, fired only when its clock moves. |
-//! | `Condvar` wait (`sync.Cond.Wait`) | yes | As Go: the notifier is another member. |
-//! | `WaitGroup::wait` (`sync.WaitGroup.Wait`) | yes | As Go: `done` comes from the members it counts. |
+//! | `Condvar` wait (`sync.Cond.Wait`) | yes | As Go: the notifier is another member (a notify from outside that would wake a member panics: below). |
+//! | `WaitGroup::wait` (`sync.WaitGroup.Wait`) | yes, if the group is bound to the bubble | As Go: a group whose counter a member raised from zero is bound to the bubble until it is back at zero; `done` then comes from the members it counts (from outside, it panics: below). A group raised outside the bubble is not bound: its `done` may come from outside, so waiting on it is not durable. |
 //! | `JoinHandle::join` (`join`) | yes | Go has no join; joining a member ends only when that member ends. |
 //! | [`wait`] (`synctest.Wait`) | yes | It is what `wait` waits for. |
 //! | `Mutex`, `RwLock`, `Once`, `Semaphore` (`sync.Mutex.Lock`, `semacquire`, ...) | no | As Go: a lock's holder may be outside the bubble, and a lock wait is short; the clock waits for it. |
@@ -69,12 +76,21 @@
 //! - A channel made in a bubble panics when used from outside it (or from
 //!   another bubble), with Go's messages: `send on synctest channel from
 //!   outside bubble`, `receive on ...`, `close of ...` (blocking, `try_`,
-//!   timed operations and `select!` arms; the async futures
-//!   `recv_async`/`send_async` are not checked).
+//!   timed operations, `select!` arms, and each poll of the
+//!   `recv_async`/`send_async` futures).
+//! - A `WaitGroup` bound to a bubble (its counter raised from zero there,
+//!   and not back at zero) panics on an `add` or `done` from outside the
+//!   bubble, and a group whose counter was raised outside panics on an
+//!   `add` or `done` inside one: `sync: WaitGroup.Add called from inside
+//!   and outside synctest bubble`; from another bubble, `... from multiple
+//!   synctest bubbles` (Go makes these fatal errors). Once its counter is
+//!   back at zero, a group may be used anywhere.
+//! - A `Condvar` notify from outside a bubble (or from another one) that
+//!   would wake a goroutine of the bubble panics, waking nobody:
+//!   `semaphore wake of synctest goroutine from outside bubble` (Go's).
 //! - Bubble goroutines that wait on channels made *outside* the bubble are
-//!   counted as durably blocked too (Go does not count those): a test
-//!   that feeds a bubble from outside may see its clock move, or a
-//!   deadlock reported, while the outside sender is still coming.
+//!   not durably blocked while they wait (as in Go): the clock waits for
+//!   the outside peer.
 //!
 //! # `#[goroutine::test]` without `synctest`
 //! Such a test's goroutines form a real-time group: the same membership

@@ -189,15 +189,63 @@ fn test_time_after() {
     });
 }
 
-/// Go's TestTimerRunsImmediately / TestTimerRanInPast: a zero timer fires
-/// at once, without the clock moving.
+/// Go's TestTimerRunsImmediately: a zero timer's channel holds its value
+/// as soon as the timer is made, without the bubble blocking: a `select!`
+/// with `default` finds it, and the clock has not moved. A reset to zero
+/// does the same.
 #[test]
 fn test_timer_runs_immediately() {
     synctest::test(|| {
         let start = time::instant();
         let t = time::Timer::new(Duration::ZERO);
+        select! {
+            recv(t.c()) -> at => assert_eq!(at.unwrap(), start),
+            default => panic!("a zero timer's channel is not readable at once"),
+        }
+        assert!(!t.reset(Duration::ZERO), "its value was received");
+        assert_eq!(t.c().try_recv(), Ok(start));
+        // The blocking form.
+        let t = time::Timer::new(Duration::ZERO);
         assert_eq!(t.c().recv().unwrap(), start);
         assert_eq!(time::instant(), start);
+        // `after` and a zero timeout.
+        assert_eq!(time::after(Duration::ZERO).try_recv(), Ok(start));
+        assert_eq!(time::instant(), start);
+    });
+}
+
+/// Go's TestTimerRanInPast: a timer that fired during a sleep is readable
+/// with `default`, and holds the time it fired at.
+#[test]
+fn test_timer_ran_in_past() {
+    synctest::test(|| {
+        let want = time::instant() + Duration::from_secs(1);
+        let t = time::Timer::new(Duration::from_secs(1));
+        time::sleep(Duration::from_secs(2));
+        select! {
+            recv(t.c()) -> at => assert_eq!(at.unwrap(), want),
+            default => panic!("a fired timer's channel is not readable"),
+        }
+    });
+}
+
+/// Go's TestAfterFuncRunsImmediately: a zero `after_func` runs while its
+/// creator keeps running (yielding, never blocking), so the bubble never
+/// has to block for it.
+#[test]
+fn test_after_func_runs_immediately() {
+    synctest::test(|| {
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let r = ran.clone();
+        let _t = time::after_func(Duration::ZERO, move || r.store(true, Ordering::SeqCst));
+        // Go spins for ever; a bound turns a regression into a failure.
+        let mut spins = 0u64;
+        while !ran.load(Ordering::SeqCst) {
+            goroutine::yield_now();
+            spins += 1;
+            assert!(spins < 10_000_000, "a zero after_func did not run");
+        }
+        assert_eq!(since_y2k(), Duration::ZERO);
     });
 }
 
@@ -490,8 +538,211 @@ fn test_wait_group_in_bubble() {
     });
 }
 
+/// Go's TestWaitGroupOutOfBubble: a group whose counter was raised outside
+/// the bubble is not bound to it, so a member's `wait` on it is not
+/// durable: the bubble neither reports a deadlock nor finishes until the
+/// outside `done`.
+#[test]
+fn test_wait_group_out_of_bubble() {
+    let wg = goroutine::sync::WaitGroup::new();
+    wg.add(1);
+    let (done_tx, done_rx) = chan::<()>(0);
+    let wg2 = wg.clone();
+    let bubble = std::thread::spawn(move || {
+        synctest::test(move || {
+            wg2.wait();
+            done_tx.close().unwrap();
+        })
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(done_rx.try_recv().is_err());
+    assert!(
+        !bubble.is_finished(),
+        "the bubble ended (or called itself deadlocked) before done"
+    );
+    wg.done();
+    assert!(done_rx.recv().is_err(), "closed by the bubble");
+    bubble.join().unwrap();
+}
+
+/// Go's TestWaitGroupMovedIntoBubble: a counter raised outside, then added
+/// to in a bubble, panics (Go: a fatal error) and leaves the group as it
+/// was.
+#[test]
+fn test_wait_group_moved_into_bubble() {
+    let wg = goroutine::sync::WaitGroup::new();
+    wg.add(1);
+    let wg2 = wg.clone();
+    let e = catch_unwind(AssertUnwindSafe(|| synctest::test(move || wg2.add(1)))).unwrap_err();
+    assert_eq!(
+        panic_text(e),
+        "sync: WaitGroup.Add called from inside and outside synctest bubble"
+    );
+    wg.done();
+    wg.wait();
+}
+
+/// Go's TestWaitGroupMovedOutOfBubble: a counter raised in a bubble, then
+/// added to (or done) outside it, panics; the group is left as it was.
+#[test]
+fn test_wait_group_moved_out_of_bubble() {
+    let wg = goroutine::sync::WaitGroup::new();
+    let wg2 = wg.clone();
+    synctest::test(move || wg2.add(1));
+    type Op = fn(&goroutine::sync::WaitGroup);
+    let ops: [Op; 2] = [|wg| wg.add(1), |wg| wg.done()];
+    for f in ops {
+        let e = catch_unwind(AssertUnwindSafe(|| f(&wg))).unwrap_err();
+        assert_eq!(
+            panic_text(e),
+            "sync: WaitGroup.Add called from inside and outside synctest bubble"
+        );
+    }
+    assert!(format!("{wg:?}").contains("counter: 1"), "{wg:?}");
+}
+
+/// Go's TestWaitGroupMovedBetweenBubblesWithNonZeroCount, ...WithZeroCount
+/// and ...AfterWait: a group bound to one bubble panics in another until
+/// its counter is back at zero; then any bubble (or none) may use it.
+#[test]
+fn test_wait_group_moved_between_bubbles() {
+    let wg = goroutine::sync::WaitGroup::new();
+    let w = wg.clone();
+    synctest::test(move || {
+        w.add(1);
+        w.done();
+    });
+    let w = wg.clone();
+    synctest::test(move || {
+        w.add(1);
+        let w2 = w.clone();
+        go(move || w2.done());
+        w.wait();
+    });
+    wg.add(1);
+    wg.done();
+    let w = wg.clone();
+    synctest::test(move || w.add(1));
+    let w = wg.clone();
+    let e = catch_unwind(AssertUnwindSafe(|| synctest::test(move || w.add(1)))).unwrap_err();
+    assert_eq!(
+        panic_text(e),
+        "sync: WaitGroup.Add called from multiple synctest bubbles"
+    );
+}
+
+/// Go's rule for `sync.Cond` (its notify list): waking a bubble's
+/// goroutine from outside the bubble panics, and wakes nobody; the
+/// bubble's own notify then does.
+#[test]
+fn cond_notify_from_outside_bubble_panics() {
+    use std::sync::atomic::AtomicBool;
+    let pair = Arc::new((
+        goroutine::sync::Mutex::new(false),
+        goroutine::sync::Condvar::new(),
+    ));
+    let linked = Arc::new(AtomicBool::new(false));
+    let tried = Arc::new(AtomicBool::new(false));
+    let outside = {
+        let (pair, linked, tried) = (pair.clone(), linked.clone(), tried.clone());
+        std::thread::spawn(move || {
+            while !linked.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            type Notify = fn(&goroutine::sync::Condvar);
+            let notifies: [Notify; 2] = [|c| c.notify_one(), |c| c.notify_all()];
+            for notify in notifies {
+                let e = catch_unwind(AssertUnwindSafe(|| notify(&pair.1))).unwrap_err();
+                assert_eq!(
+                    panic_text(e),
+                    "semaphore wake of synctest goroutine from outside bubble"
+                );
+            }
+            tried.store(true, Ordering::SeqCst);
+        })
+    };
+    let p2 = pair.clone();
+    synctest::test(move || {
+        let p3 = p2.clone();
+        go(move || {
+            // The root is parked in its wait (durable), linked.
+            synctest::wait();
+            linked.store(true, Ordering::SeqCst);
+            // A real sleep: not durable, the bubble waits for it.
+            while !tried.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            *p3.0.lock() = true;
+            p3.1.notify_one();
+        });
+        let mut ready = p2.0.lock();
+        while !*ready {
+            ready = p2.1.wait(ready);
+        }
+    });
+    outside.join().unwrap();
+}
+
+/// The async bridge's channel futures check as the blocking operations
+/// do: a bubble's channel polled from outside panics; inside, they work.
+#[test]
+fn channel_futures_moved_out_of_bubble() {
+    let (tx, rx) = synctest::test(|| {
+        let (tx, rx) = chan::<i32>(1);
+        goroutine::block_on(tx.send_async(1)).unwrap();
+        assert_eq!(goroutine::block_on(rx.recv_async()), Ok(1));
+        (tx, rx)
+    });
+    let e = catch_unwind(AssertUnwindSafe(|| {
+        futures::executor::block_on(rx.recv_async())
+    }))
+    .unwrap_err();
+    assert_eq!(
+        panic_text(e),
+        "receive on synctest channel from outside bubble"
+    );
+    let e = catch_unwind(AssertUnwindSafe(|| {
+        futures::executor::block_on(tx.send_async(2))
+    }))
+    .unwrap_err();
+    assert_eq!(
+        panic_text(e),
+        "send on synctest channel from outside bubble"
+    );
+    // From a goroutine of another bubble.
+    let e = catch_unwind(AssertUnwindSafe(move || {
+        synctest::test(move || goroutine::block_on(rx.recv_async()))
+    }))
+    .unwrap_err();
+    assert_eq!(
+        panic_text(e),
+        "receive on synctest channel from outside bubble"
+    );
+}
+
+/// Go's TestMonotonicClock, adapted: a bubble's wall clock can be moved
+/// to a time read outside it (a sleep of the difference), and then moves
+/// by exactly what is slept; its `Instant`s differ by virtual durations
+/// and never run behind the real ones read before the bubble.
+#[test]
+fn test_monotonic_clock() {
+    let start = time::now();
+    let start_instant = time::instant();
+    synctest::test(move || {
+        assert!(time::instant() >= start_instant);
+        time::sleep(start.duration_since(time::now()).unwrap());
+        assert_eq!(time::now(), start);
+        let i0 = time::instant();
+        let wait = Duration::from_secs(1);
+        time::sleep(wait);
+        assert_eq!(time::now().duration_since(start).unwrap(), wait);
+        assert_eq!(time::instant() - i0, wait);
+        assert_eq!(time::instant().duration_since(i0), wait);
+    });
+}
+
 /// Go's TestHappensBefore: what a goroutine did before blocking is seen
-/// after `wait`.
+/// after `wait`, including the goroutines of zero `after_func`s.
 #[test]
 fn test_happens_before() {
     synctest::test(|| {
@@ -502,6 +753,30 @@ fn test_happens_before() {
         }
         synctest::wait();
         assert_eq!(v.lock().unwrap().len(), 10);
+        // `wait` returns after zero timers' functions ran, and after the
+        // goroutines they start are blocked.
+        let n = Arc::new(AtomicUsize::new(0));
+        let mut timers = Vec::new();
+        for _ in 0..2 {
+            let n = n.clone();
+            timers.push(time::after_func(Duration::ZERO, move || {
+                n.fetch_add(1, Ordering::SeqCst);
+            }));
+        }
+        synctest::wait();
+        assert_eq!(n.load(Ordering::SeqCst), 2);
+        let (tx, rx) = chan::<()>(0);
+        for _ in 0..2 {
+            let (n, rx) = (n.clone(), rx.clone());
+            timers.push(time::after_func(Duration::ZERO, move || {
+                n.fetch_add(1, Ordering::SeqCst);
+                let _ = rx.recv();
+            }));
+        }
+        synctest::wait();
+        assert_eq!(n.load(Ordering::SeqCst), 4);
+        drop(tx);
+        assert_eq!(since_y2k(), Duration::ZERO);
     });
 }
 

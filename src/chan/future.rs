@@ -356,6 +356,13 @@ impl<T: Send> Future for RecvFuture<'_, T> {
             !this.done,
             "recv_async future polled after it returned Ready"
         );
+        // A synctest bubble's channel polled from outside it panics, as
+        // `recv` does (`crate::synctest`'s note, "Misuse").
+        crate::runtime::bubble::check_chan(
+            this.chan as *const Chan<T> as usize,
+            "receive on",
+            false,
+        );
         let out = crate::runtime::entry::call(|| {
             if let Some((rec, registered)) = &mut this.wait {
                 if let Repoll::Pending = repoll(this.chan, rec, registered, cx) {
@@ -698,6 +705,8 @@ impl<T: Send> Future for SendFuture<'_, T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), SendError<T>>> {
         let this = self.get_mut();
+        // As `RecvFuture::poll`.
+        crate::runtime::bubble::check_chan(this.chan as *const Chan<T> as usize, "send on", false);
         crate::runtime::entry::call(|| this.poll_send(cx))
     }
 }

@@ -163,6 +163,13 @@ pub(crate) fn set_fire_instant(at: Option<std::time::Instant>) {
     FIRE_INSTANT.with(|c| c.set(at));
 }
 
+/// [`set_fire_instant`], returning the setting it replaces (a bubble's
+/// due timer fired from inside the bubble's own firing restores it).
+#[cfg(not(loom))]
+pub(crate) fn replace_fire_instant(at: Option<std::time::Instant>) -> Option<std::time::Instant> {
+    FIRE_INSTANT.with(|c| c.replace(at))
+}
+
 #[cfg(not(loom))]
 fn fire_instant() -> std::time::Instant {
     FIRE_INSTANT

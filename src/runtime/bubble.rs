@@ -37,10 +37,13 @@
 //!
 //! Invariant that makes "every member durably blocked" stable while the
 //! check reads it: a durable wait can end only through a member (all of
-//! them parked) or a bubble timer (fired only here, under `advance`).
+//! them parked) or a bubble timer, fired here, under `advance`, or by a
+//! running member that started it due ([`fire_due`]: not while every
+//! member is blocked).
 //! Using a bubble's channels or timers from outside the bubble is misuse;
 //! the public types panic where they can tell (`time::Timer` from outside
-//! its bubble, channels made in a bubble: `crate::synctest`'s note).
+//! its bubble, channels made in a bubble, a `WaitGroup` bound to it, a
+//! `Condvar` notify that would wake a member: `crate::synctest`'s note).
 //! Statuses are read under the `state` lock, which every member's check
 //! takes after its own park's status store, so of two members parking at
 //! once the second to lock sees the first parked.
@@ -103,6 +106,9 @@ static MEMBERS: Mutex<Option<HashMap<usize, &'static Bubble>>> = Mutex::new(None
 /// panics (`crate::synctest`'s note, "Misuse"). Untagged when the channel
 /// is freed. While none is tagged, the check is one relaxed load.
 static CHANS_TAGGED: AtomicUsize = AtomicUsize::new(0);
+/// [`VIRTUAL`] plus [`CHANS_TAGGED`]: while 0, a channel operation's
+/// check ([`check_chan`]) is this one relaxed load.
+static CHAN_CHECKS: AtomicUsize = AtomicUsize::new(0);
 static CHANS: Mutex<Option<HashMap<usize, u64>>> = Mutex::new(None);
 
 thread_local! {
@@ -218,6 +224,7 @@ impl Bubble {
         ACTIVE.fetch_add(1, Ordering::Relaxed);
         if virt {
             VIRTUAL.fetch_add(1, Ordering::Relaxed);
+            CHAN_CHECKS.fetch_add(1, Ordering::Relaxed);
         }
         Box::leak(Box::new(Bubble {
             id: if virt {
@@ -342,6 +349,54 @@ pub(crate) fn current_virtual() -> Option<&'static Bubble> {
         return None;
     }
     current().filter(|b| b.virt)
+}
+
+/// Whether any synctest bubble (not a real-time group) exists: the one
+/// relaxed load that the `sync` types' bubble checks cost otherwise.
+#[inline(always)]
+pub(crate) fn virtual_active() -> bool {
+    VIRTUAL.load(Ordering::Relaxed) != 0
+}
+
+/// Go's rule for `sync.Cond`: a goroutine of a synctest bubble may be
+/// woken from a notify list only by a member of the same bubble. False if
+/// the caller may not wake `g` (the caller panics with Go's message,
+/// [`WAKE_FROM_OUTSIDE`]). Called only while [`virtual_active`].
+#[cold]
+pub(crate) fn may_wake(g: &'static G) -> bool {
+    match lookup(g).filter(|b| b.virt) {
+        None => true,
+        Some(b) => current_virtual().is_some_and(|c| std::ptr::eq(c, b)),
+    }
+}
+
+/// The panic of a notify that would wake a bubble's goroutine from outside
+/// the bubble (Go's text).
+pub(crate) const WAKE_FROM_OUTSIDE: &str =
+    "semaphore wake of synctest goroutine from outside bubble";
+
+/// A timer of bubble `b` was started due already (a zero duration:
+/// `time::Timer::new(ZERO)`, `after_func(ZERO, ..)`, a reset to zero): it
+/// fires now, on the caller's side, at the bubble's current time, as in
+/// Go, rather than when the bubble next blocks. So a `select!` with
+/// `default` on a zero timer's channel finds its value, and a zero
+/// `after_func` runs while its creator keeps running.
+///
+/// The clock does not move here, so virtual times stay what they were
+/// (the module note's determinism): whoever fires a due timer, it fires at
+/// `now`. The caller is a member (running, so no check is moving the
+/// clock), or the check itself (a timer function that starts a timer,
+/// under `advance`); a heap entry fires once however many run the heap
+/// (`p/timerheap.rs`), so racing the check's own `run_due` is harmless.
+#[cold]
+#[inline(never)]
+pub(crate) fn fire_due(b: &'static Bubble) {
+    let now = b.nanotime();
+    let prev_bubble = FIRING.with(|f| f.replace(Some(b)));
+    let prev_instant = crate::p::timerheap::replace_fire_instant(Some(b.instant()));
+    b.timers.run_due::<super::timers::Sched>(now);
+    crate::p::timerheap::replace_fire_instant(prev_instant);
+    FIRING.with(|f| f.set(prev_bubble));
 }
 
 /// `nanotime`, or the calling goroutine's bubble's virtual one.
@@ -573,6 +628,7 @@ fn finish(b: &'static Bubble, tx: Option<Done>, outcome: Outcome) {
             st.live = false;
             ACTIVE.fetch_sub(1, Ordering::Relaxed);
             VIRTUAL.fetch_sub(1, Ordering::Relaxed);
+            CHAN_CHECKS.fetch_sub(1, Ordering::Relaxed);
         }
     }
     tx(outcome);
@@ -651,6 +707,7 @@ pub(crate) fn tag_chan(addr: usize) {
             .get_or_insert_with(HashMap::new)
             .insert(addr, b.id);
         CHANS_TAGGED.fetch_add(1, Ordering::Relaxed);
+        CHAN_CHECKS.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -670,6 +727,7 @@ fn untag_slow(addr: usize) {
         .is_some()
     {
         CHANS_TAGGED.fetch_sub(1, Ordering::Relaxed);
+        CHAN_CHECKS.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -679,7 +737,7 @@ fn untag_slow(addr: usize) {
 /// it is marked as not durably blocked until [`chan_op_done`].
 #[inline]
 pub(crate) fn check_chan(addr: usize, op: &str, may_block: bool) {
-    if CHANS_TAGGED.load(Ordering::Relaxed) != 0 || VIRTUAL.load(Ordering::Relaxed) != 0 {
+    if CHAN_CHECKS.load(Ordering::Relaxed) != 0 {
         check_chan_slow(addr, op, may_block)
     }
 }
@@ -693,21 +751,42 @@ fn check_chan_slow(addr: usize, op: &str, may_block: bool) {
         (Some(o), h) if h.map(|b| b.id) != Some(o) => {
             panic!("{op} synctest channel from outside bubble")
         }
-        (None, Some(b)) if may_block => {
-            if let Some(g) = m::current_g_checked() {
-                let key = g as *const G as usize;
-                let mut st = lock(&b.state);
-                if !st.foreign.contains(&key) {
-                    st.foreign.push(key);
-                }
-            }
-        }
+        (None, Some(b)) if may_block => mark_not_durable(b),
         _ => {}
     }
 }
 
-/// A channel operation (or `select!`) of the calling goroutine ended: it
-/// no longer waits on a channel made outside its bubble.
+/// Marks the calling member of `b` as not durably blocked until
+/// [`chan_op_done`]: it is about to wait on something made outside `b`.
+fn mark_not_durable(b: &'static Bubble) {
+    if let Some(g) = m::current_g_checked() {
+        let key = g as *const G as usize;
+        let mut st = lock(&b.state);
+        if !st.foreign.contains(&key) {
+            st.foreign.push(key);
+        }
+    }
+}
+
+/// The calling goroutine is about to wait on an object that binds it to
+/// no bubble, or to another one (a `WaitGroup` whose count was added
+/// outside its bubble: `sync/waitgroup.rs`): if it is a synctest
+/// bubble's member, that wait is not durable until [`chan_op_done`].
+/// True if it was marked.
+#[cold]
+pub(crate) fn not_durable_begin() -> bool {
+    match current_virtual() {
+        Some(b) => {
+            mark_not_durable(b);
+            true
+        }
+        None => false,
+    }
+}
+
+/// A channel operation (or `select!`) of the calling goroutine ended, or
+/// a wait marked by [`not_durable_begin`]: it no longer waits on
+/// something made outside its bubble.
 #[inline]
 pub(crate) fn chan_op_done() {
     if VIRTUAL.load(Ordering::Relaxed) != 0 {

@@ -98,8 +98,13 @@ impl Timer {
         if let Some(b) = bubble {
             if b.is_virtual() {
                 // The bubble's clock moves only in its own check: no poller
-                // or sysmon to wake.
-                return Timer::start_on::<Sched>(self, b.timers(), when, period).0;
+                // or sysmon to wake. A timer due already fires now
+                // (`bubble::fire_due`).
+                let was = Timer::start_on::<Sched>(self, b.timers(), when, period).0;
+                if when <= b.nanotime() {
+                    super::bubble::fire_due(b);
+                }
+                return was;
             }
             // A test's real-time group: the timer runs as any, and keeps
             // the group from being called deadlocked while pending.

@@ -23,6 +23,15 @@
 //! happen under `lock`, so a ticket is either found in the list or seen as
 //! notified: no lost wakeup. Ticket comparisons wrap (`less`).
 //!
+//! # synctest bubbles
+//! As Go's `notifyList`: a goroutine of a synctest bubble may be woken only
+//! by a member of its bubble, so that its `Condvar` wait is durable. A
+//! notify that would wake one from outside panics (`semaphore wake of
+//! synctest goroutine from outside bubble`), checked under `lock` before
+//! anything changes (`notify` is not moved, nobody is unlinked), so the
+//! list stays as it was. Only while some bubble exists: one relaxed load
+//! otherwise.
+//!
 //! # Memory ordering
 //! `wait` and `notify` are Relaxed: all decisions are re-checked under
 //! `lock`, and the unlocked fast-path checks (`notify == wait`) only need
@@ -123,7 +132,6 @@ impl NotifyList {
         if t == self.wait.load(Ordering::Relaxed) {
             return;
         }
-        self.notify.store(t.wrapping_add(1), Ordering::Relaxed);
         // Find ticket `t`: usually at the front (waiters enqueue in nearly
         // ticket order). If it is not there yet, its `wait` will see that
         // it was notified.
@@ -134,6 +142,12 @@ impl NotifyList {
             // unlinked), and we hold the lock.
             let (next, ticket) = unsafe { ((*s).next.with(|n| *n), (*s).ticket) };
             if ticket == t {
+                // SAFETY: as above.
+                if !unsafe { may_wake(s) } {
+                    drop(l);
+                    wake_from_outside();
+                }
+                self.notify.store(t.wrapping_add(1), Ordering::Relaxed);
                 if prev.is_null() {
                     l.head = next;
                 } else {
@@ -151,6 +165,7 @@ impl NotifyList {
             prev = s;
             s = next;
         }
+        self.notify.store(t.wrapping_add(1), Ordering::Relaxed);
     }
 
     /// Wakes every waiter that took a ticket before this call.
@@ -160,6 +175,17 @@ impl NotifyList {
             return;
         }
         let mut l = lock(&self.lock);
+        let mut c = l.head;
+        while !c.is_null() {
+            // SAFETY: every record in the list is live (its owner waits until
+            // unlinked), and we hold the lock.
+            if !unsafe { may_wake(c) } {
+                drop(l);
+                wake_from_outside();
+            }
+            // SAFETY: as above.
+            c = unsafe { (*c).next.with(|n| *n) };
+        }
         let mut s = std::mem::replace(&mut l.head, ptr::null());
         l.tail = ptr::null();
         self.notify
@@ -174,6 +200,33 @@ impl NotifyList {
             s = next;
         }
     }
+}
+
+/// Whether the caller may wake the waiter of record `w` (module note,
+/// "synctest bubbles").
+///
+/// # Safety
+/// `w` is in the list, whose lock the caller holds.
+#[inline]
+unsafe fn may_wake(w: *const Waiter) -> bool {
+    #[cfg(not(loom))]
+    if crate::runtime::bubble::virtual_active() {
+        // SAFETY: the caller's contract.
+        if let Some(g) = unsafe { (*w).cell.goroutine() } {
+            return crate::runtime::bubble::may_wake(g);
+        }
+    }
+    let _ = w;
+    true
+}
+
+/// The panic of a notify that may not wake a bubble's goroutine.
+#[cold]
+fn wake_from_outside() -> ! {
+    #[cfg(not(loom))]
+    panic!("{}", crate::runtime::bubble::WAKE_FROM_OUTSIDE);
+    #[cfg(loom)]
+    unreachable!("no bubbles under loom");
 }
 
 #[cfg(all(test, loom))]

@@ -185,6 +185,22 @@ impl WaitCell {
         mode
     }
 
+    /// The goroutine waiting on this record, if a goroutine waits (the
+    /// synctest checks of `notify.rs`).
+    ///
+    /// # Safety
+    /// The record is linked into a queue whose lock the caller holds (so
+    /// its waiter is recorded and nobody has taken it).
+    #[cfg(not(loom))]
+    pub(crate) unsafe fn goroutine(&self) -> Option<&'static crate::g::G> {
+        // SAFETY: written before the record was published, taken only by
+        // a waker that unlinked it under the lock the caller holds.
+        self.waiter.with(|p| match unsafe { &*p } {
+            Some(Waiter::Goroutine(g)) => Some(*g),
+            _ => None,
+        })
+    }
+
     /// Blocks until a waker calls [`wake`](WaitCell::wake) on this record.
     /// `guard` is the lock of the queue the record was just linked into; it
     /// is released once the caller is committed to wait (module note).

@@ -1,8 +1,9 @@
 //! `WaitGroup`: Go's sync/waitgroup.go.
 //!
 //! # The state word (`state: u64`)
-//! High 32 bits: the counter (signed, changed by `add`); low 32 bits: the
-//! number of waiters blocked (or about to block) in `sema`.
+//! High 32 bits: the counter (signed, changed by `add`); bit 31: [`BOUND`]
+//! (synctest, below); low 31 bits: the number of waiters blocked (or
+//! about to block) in `sema`.
 //!
 //! # Protocol
 //! - `add(delta)`: one atomic add on the high half. If the counter becomes
@@ -28,6 +29,31 @@
 //! adds, or with the Release reset to 0 of the add that released waiters
 //! (a plain store ends the release sequence, so it must release itself:
 //! the loom model found that).
+//!
+//! # synctest bubbles (Go 1.25's rules)
+//! A group whose counter a member of a synctest bubble raises from zero
+//! is *bound* to that bubble ([`BOUND`] in the word, the bubble's number
+//! in `owner`) until the counter is back at zero (the `add` that gets it
+//! there clears the bit with the waiters, or with a CAS from exactly
+//! `BOUND` when there are none). While bound:
+//! - an `add` (or `done`) from outside the bubble panics (`sync:
+//!   WaitGroup.Add called from inside and outside synctest bubble`), as
+//!   does an `add` in a bubble on a group whose counter was raised outside
+//!   any bubble, and an `add` from another bubble (`... from multiple
+//!   synctest bubbles`). Go makes these fatal errors; here they are
+//!   misuse panics, raised before the word changes (an `add` from outside
+//!   made while no bubble exists takes its add back first).
+//! - a member's `wait` is durable: only the bubble's goroutines can bring
+//!   the counter to zero. A member's `wait` on a group that is not bound
+//!   to its bubble is not (`runtime::bubble::not_durable_begin`): the
+//!   bubble's clock waits for it, as for a channel made outside.
+//!
+//! An `add` in a bubble checks and changes the word in one CAS, so a
+//! group cannot be unbound between the check and the add. `owner` is
+//! written only while the word is 0, under [`BIND`], before the CAS that
+//! sets [`BOUND`] (Release), and read after a load that saw it (Acquire).
+//! Outside bubbles the cost is one relaxed load of a global (no bubble
+//! exists) and a test of the bit in the word the add returns.
 
 use std::sync::Arc;
 
@@ -35,10 +61,28 @@ use super::sema;
 use super::waitcell::{self, WaitReason};
 use crate::loom::atomic::{AtomicU32, AtomicU64, Ordering};
 
+/// The bit of the state word that binds a group to a synctest bubble
+/// (module note; Go's `waitGroupBubbleFlag`).
+const BOUND: u64 = 0x8000_0000;
+/// The waiter count's bits.
+const WAITERS: u64 = 0x7fff_ffff;
+
+/// Serializes the binding of groups to bubbles (the first `add` in a
+/// bubble: rare), so that two bubbles cannot both write `owner`.
+#[cfg(not(loom))]
+static BIND: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+const INSIDE_AND_OUTSIDE: &str =
+    "sync: WaitGroup.Add called from inside and outside synctest bubble";
+const MULTIPLE_BUBBLES: &str = "sync: WaitGroup.Add called from multiple synctest bubbles";
+
 /// The shared state of a [`WaitGroup`] (Go's `WaitGroup` struct).
 pub(crate) struct RawWaitGroup {
     state: AtomicU64,
     sema: AtomicU32,
+    /// The synctest bubble the group is bound to, while [`BOUND`] is set.
+    #[cfg(not(loom))]
+    owner: std::sync::atomic::AtomicU64,
 }
 
 impl RawWaitGroup {
@@ -47,6 +91,8 @@ impl RawWaitGroup {
             RawWaitGroup {
                 state: AtomicU64::new(0),
                 sema: AtomicU32::new(0),
+                #[cfg(not(loom))]
+                owner: std::sync::atomic::AtomicU64::new(0),
             }
         }
     }
@@ -54,14 +100,34 @@ impl RawWaitGroup {
     pub(crate) fn add(&self, delta: isize) {
         let delta = i32::try_from(delta)
             .unwrap_or_else(|_| panic!("sync: WaitGroup delta {delta} out of range"));
-        // AcqRel: see the module note (release our work, and for the add
-        // that reaches zero, acquire everybody's).
-        let state = self
-            .state
-            .fetch_add((delta as i64 as u64) << 32, Ordering::AcqRel)
-            .wrapping_add((delta as i64 as u64) << 32);
+        let d = (delta as i64 as u64) << 32;
+        // A member of a synctest bubble adds with its check (module note).
+        #[cfg(not(loom))]
+        let bubble = if crate::runtime::bubble::virtual_active() {
+            crate::runtime::bubble::current_id()
+        } else {
+            None
+        };
+        #[cfg(loom)]
+        let bubble: Option<u64> = None;
+        let state = match bubble {
+            #[cfg(not(loom))]
+            Some(id) => self.add_in_bubble(id, d),
+            _ => {
+                // AcqRel: see the module note (release our work, and for
+                // the add that reaches zero, acquire everybody's).
+                let state = self.state.fetch_add(d, Ordering::AcqRel).wrapping_add(d);
+                if state & BOUND != 0 {
+                    // Bound to a bubble, and we are not in it: take the add
+                    // back (Relaxed: a misuse path), then panic.
+                    self.state.fetch_sub(d, Ordering::Relaxed);
+                    panic!("{INSIDE_AND_OUTSIDE}");
+                }
+                state
+            }
+        };
         let v = (state >> 32) as i32;
-        let w = state as u32;
+        let w = (state & WAITERS) as u32;
         if v < 0 {
             panic!("sync: negative WaitGroup counter");
         }
@@ -69,7 +135,18 @@ impl RawWaitGroup {
             // The first add of a new round raced with a Wait.
             panic!("sync: WaitGroup misuse: Add called concurrently with Wait");
         }
-        if v > 0 || w == 0 {
+        if v > 0 {
+            return;
+        }
+        if w == 0 {
+            if state & BOUND != 0 {
+                // Back at zero with no waiter: unbound, unless an add from
+                // zero in the same bubble came first (it keeps the bit).
+                // Relaxed: the bit is read with the word's other changes.
+                let _ = self
+                    .state
+                    .compare_exchange(BOUND, 0, Ordering::Relaxed, Ordering::Relaxed);
+            }
             return;
         }
         // The counter is zero and there are waiters: nobody may change the
@@ -79,11 +156,79 @@ impl RawWaitGroup {
         }
         // Release: a `wait` that starts now and reads this 0 returns without
         // the sema; it must still see every `done`'s work, which our AcqRel
-        // add acquired (the sleeping waiters get it through the sema).
+        // add acquired (the sleeping waiters get it through the sema). A
+        // bound group is unbound with it.
         self.state.store(0, Ordering::Release);
         for _ in 0..w {
             sema::semrelease(&self.sema, false);
         }
+    }
+
+    /// The add of a member of synctest bubble `id` (module note): checks
+    /// the binding and adds `d` in one CAS, binding the group if its word
+    /// is 0. Returns the new word.
+    #[cfg(not(loom))]
+    #[cold]
+    #[inline(never)]
+    fn add_in_bubble(&self, id: u64, d: u64) -> u64 {
+        // Acquire: pairs with the binder's Release CAS, for `owner`.
+        let mut s = self.state.load(Ordering::Acquire);
+        loop {
+            let new = if s & BOUND != 0 {
+                // Relaxed: ordered by the Acquire load of the word.
+                if self.owner.load(std::sync::atomic::Ordering::Relaxed) != id {
+                    panic!("{MULTIPLE_BUBBLES}");
+                }
+                s.wrapping_add(d)
+            } else if s != 0 {
+                // Raised (or waited on) outside any bubble.
+                panic!("{INSIDE_AND_OUTSIDE}");
+            } else {
+                let _bind = BIND.lock().unwrap_or_else(|e| e.into_inner());
+                // Relaxed: `owner` is published by the CAS below.
+                self.owner.store(id, std::sync::atomic::Ordering::Relaxed);
+                // AcqRel: the add's own ordering (module note), and Release
+                // for `owner`.
+                match self.state.compare_exchange(
+                    0,
+                    BOUND.wrapping_add(d),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return BOUND.wrapping_add(d),
+                    Err(cur) => {
+                        s = cur;
+                        continue;
+                    }
+                }
+            };
+            // AcqRel as the plain add; Acquire on failure, for `owner`.
+            match self
+                .state
+                .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return new,
+                Err(cur) => s = cur,
+            }
+        }
+    }
+
+    /// Whether a member of a synctest bubble waiting on this group (word
+    /// `state`) waits durably: the group is bound to its bubble. If not,
+    /// it is marked as not durably blocked (module note); returns whether
+    /// it was, for the unmark after the wait.
+    #[cfg(not(loom))]
+    #[cold]
+    #[inline(never)]
+    fn mark_wait(&self, state: u64) -> bool {
+        let Some(id) = crate::runtime::bubble::current_id() else {
+            return false;
+        };
+        // Relaxed: `state` was loaded with Acquire.
+        if state & BOUND != 0 && self.owner.load(std::sync::atomic::Ordering::Relaxed) == id {
+            return false;
+        }
+        crate::runtime::bubble::not_durable_begin()
     }
 
     pub(crate) fn wait(&self) {
@@ -102,7 +247,13 @@ impl RawWaitGroup {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
+                    #[cfg(not(loom))]
+                    let marked = crate::runtime::bubble::virtual_active() && self.mark_wait(state);
                     sema::semacquire(&self.sema, false, WaitReason::SyncWaitGroupWait);
+                    #[cfg(not(loom))]
+                    if marked {
+                        crate::runtime::bubble::chan_op_done();
+                    }
                     // Relaxed: a misuse check.
                     if self.state.load(Ordering::Relaxed) != 0 {
                         panic!("sync: WaitGroup is reused before previous Wait has returned");
@@ -173,7 +324,9 @@ impl WaitGroup {
     /// # Panics
     /// If the counter goes negative (`sync: negative WaitGroup counter`),
     /// if `delta` does not fit the 32-bit counter, or on Go's detected
-    /// misuses (a positive `add` from zero racing with `wait`).
+    /// misuses (a positive `add` from zero racing with `wait`; a group
+    /// used both inside and outside a synctest bubble, or in two bubbles,
+    /// while its counter is not zero: `crate::synctest`'s note, "Misuse").
     #[inline]
     pub fn add(&self, delta: isize) {
         #[cfg(not(loom))]
@@ -222,7 +375,7 @@ impl std::fmt::Debug for WaitGroup {
         let s = self.inner.state.load(Ordering::Relaxed);
         f.debug_struct("WaitGroup")
             .field("counter", &((s >> 32) as i32))
-            .field("waiters", &(s as u32))
+            .field("waiters", &((s & WAITERS) as u32))
             .finish()
     }
 }
