@@ -106,7 +106,22 @@ impl<T> Sender<T> {
     /// until a receiver takes it or the buffer has room. Fails, giving `v`
     /// back, if the channel is closed (also while blocked) or every receiver
     /// is gone.
+    #[inline]
     pub fn send(&self, v: T) -> Result<(), SendError<T>> {
+        if crate::runtime::bubble::chan_checks_on() {
+            return self.send_checked(v);
+        }
+        crate::runtime::entry::call_here(move |here| {
+            let here = crate::runtime::coop_preempt::check_here(here);
+            self.chan.send(v, here)
+        })
+    }
+
+    /// [`send`](Self::send) while synctest bubbles exist: with their
+    /// misuse check before and the durable-wait note after.
+    #[cold]
+    #[inline(never)]
+    fn send_checked(&self, v: T) -> Result<(), SendError<T>> {
         crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "send on", true);
         crate::runtime::entry::call_here(move |here| {
             let here = crate::runtime::coop_preempt::check_here(here);
@@ -226,7 +241,22 @@ impl<T> Receiver<T> {
     /// Receives a value, blocking (parking the goroutine, or blocking the
     /// thread) until one is available. Fails once the channel is closed and
     /// its buffer drained.
+    #[inline]
     pub fn recv(&self) -> Result<T, RecvError> {
+        if crate::runtime::bubble::chan_checks_on() {
+            return self.recv_checked();
+        }
+        crate::runtime::entry::call_here(move |here| {
+            let here = crate::runtime::coop_preempt::check_here(here);
+            self.chan.recv(here)
+        })
+    }
+
+    /// [`recv`](Self::recv) while synctest bubbles exist (as
+    /// `Sender::send_checked`).
+    #[cold]
+    #[inline(never)]
+    fn recv_checked(&self) -> Result<T, RecvError> {
         crate::runtime::bubble::check_chan(Arc::as_ptr(&self.chan) as usize, "receive on", true);
         crate::runtime::entry::call_here(move |here| {
             let here = crate::runtime::coop_preempt::check_here(here);

@@ -731,6 +731,16 @@ fn untag_slow(addr: usize) {
     }
 }
 
+/// Whether channel operations must be checked ([`check_chan`],
+/// [`chan_op_done`]): some channel is tagged or some virtual bubble lives.
+/// A blocking send or receive tests this once and takes an out-of-line
+/// path with both checks when it is true, so that outside bubbles its
+/// body stays small enough to inline into its caller.
+#[inline(always)]
+pub(crate) fn chan_checks_on() -> bool {
+    CHAN_CHECKS.load(Ordering::Relaxed) != 0
+}
+
 /// Panics (Go's message: `op` is `send on`, `receive on`, `close of`) if
 /// the channel at `addr` belongs to a bubble the caller is not in. A
 /// bubble's member about to block (`may_block`) on a channel made outside
