@@ -452,11 +452,7 @@ fn error_line(stderr: &str) -> String {
 /// qemu" step runs `--quick` this way, as a smoke test.
 fn self_command() -> Result<Command, String> {
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-    let runner = std::env::var("GOROUTINE_TEST_RUNNER").ok().or_else(|| {
-        cfg!(target_arch = "aarch64")
-            .then(|| std::env::var("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER").ok())
-            .flatten()
-    });
+    let runner = emulator();
     let words: Vec<&str> = runner.as_deref().unwrap_or("").split_whitespace().collect();
     Ok(match words.split_first() {
         Some((prog, args)) => {
@@ -467,6 +463,25 @@ fn self_command() -> Result<Command, String> {
         None => Command::new(exe),
     })
 }
+
+/// The emulator this tool runs under, if any (see [`self_command`]).
+fn emulator() -> Option<String> {
+    std::env::var("GOROUTINE_TEST_RUNNER")
+        .ok()
+        .or_else(|| {
+            cfg!(target_arch = "aarch64")
+                .then(|| std::env::var("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER").ok())
+                .flatten()
+        })
+        .filter(|r| !r.trim().is_empty())
+}
+
+/// Why the Go column is skipped: under an emulator the Go peers would be
+/// built for and run on the host, natively, beside our runtime emulated,
+/// which compares nothing (CI's "aarch64 under qemu" runs `--quick` as a
+/// smoke test of ours). The cell says SKIPPED, never a failure.
+const GO_SKIPPED_EMULATED: &str =
+    "SKIPPED: emulated run; Go peers are host binaries, not cross-built";
 
 /// `GOROUTINE_TEST_TIME_SCALE` (tests/common), which lengthens a run's
 /// time limit under an emulator; 1 when unset or not a number >= 1.
@@ -676,7 +691,10 @@ fn not_applicable(w: &Workload, rt: &str, procs: usize) -> Option<String> {
         "tokio" => w.tokio.err(),
         "may" => w.may.err(),
         "threads" => w.threads.err(),
-        "go" => w.go.err(),
+        "go" => {
+            w.go.err()
+                .or_else(|| emulator().map(|_| GO_SKIPPED_EMULATED))
+        }
         _ => None,
     };
     why.map(String::from)
@@ -742,6 +760,9 @@ fn fmt_num(v: f64) -> String {
 
 fn cell_text(c: &Cell) -> String {
     if let Some(why) = &c.not_applicable {
+        if why.starts_with("SKIPPED") {
+            return why.clone();
+        }
         return format!("n/a ({why})");
     }
     if let Some(e) = &c.error {
@@ -767,6 +788,9 @@ pub fn main(o: Options) -> ExitCode {
     let all = workloads::all();
     let mut rows = Vec::new();
     let start = Instant::now();
+    if let Some(runner) = emulator().filter(|_| o.runtimes.contains(&"go")) {
+        eprintln!("bench: {GO_SKIPPED_EMULATED} (runner: {runner}); the Go column is not run");
+    }
     for name in &o.workloads {
         let w = all.iter().find(|w| w.name == name).unwrap();
         let mut extra_rows = Vec::new();
@@ -1155,6 +1179,23 @@ mod tests {
             ..Cell::default()
         };
         assert_eq!(cell_text(&failed.extra_cell("wake_all")), "FAIL: boom");
+    }
+
+    /// An emulated run's Go column says SKIPPED, with its reason, in the
+    /// table (not "n/a", not a failure); other reasons keep "n/a".
+    #[test]
+    fn skipped_cells() {
+        let skipped = Cell {
+            not_applicable: Some(GO_SKIPPED_EMULATED.into()),
+            ..Cell::default()
+        };
+        assert_eq!(cell_text(&skipped), GO_SKIPPED_EMULATED);
+        assert!(cell_text(&skipped.extra_cell("x")).starts_with("SKIPPED: emulated"));
+        let na = Cell {
+            not_applicable: Some("needs 2 workers".into()),
+            ..Cell::default()
+        };
+        assert_eq!(cell_text(&na), "n/a (needs 2 workers)");
     }
 
     #[test]

@@ -21,9 +21,10 @@
 //!
 //! # Protocol (an asymmetric Dekker handshake)
 //! - **M entering the runtime** (`enter`, on every outermost runtime call):
-//!   store `word` odd; compiler fence; load `state`. `NONE`: carry on, the
-//!   P is still ours. Otherwise wait until the revoker decides
-//!   (`wait_decision`), and on `TAKEN` give the P up without touching it.
+//!   store `word` odd; compiler fence; load `state` (Acquire). `NONE`:
+//!   carry on, the P is still ours. Otherwise wait until the revoker
+//!   decides (`wait_decision`), and on `TAKEN` give the P up without
+//!   touching it.
 //! - **M leaving the runtime** (`leave`): store `word` even, with Release.
 //!   From then on the thread touches no runtime state until its next
 //!   `enter`.
@@ -49,7 +50,8 @@
 //!    the new word and aborts) or before the M's load (the M sees `PENDING`
 //!    or `TAKEN` and waits). This is Dekker's pattern with the M's full
 //!    fence supplied by the revoker, so the M's fast path is a plain store,
-//!    a compiler fence and a plain load: no locked instruction, no fence.
+//!    a compiler fence and an acquire load (a plain load on x86-64, an
+//!    `ldar` on aarch64): no locked instruction, no fence.
 //! 4. The word is never the same value in two different stretches within a
 //!    sysmon tick (it would take 2^31 runtime calls to wrap), so "same word
 //!    twice" means "never entered the runtime in between".
@@ -70,7 +72,15 @@
 //!    access of the next owner as a data race with the M's last ones
 //!    (tests/blocking.rs).
 //!
-//! The models in `tests` check 1-3 and 5 with loom, where the barrier is
+//! 6. What a revoker that aborts did with the P (`take` reads its M and
+//!    status between `begin` and `abort`) happens-before the M's next use
+//!    of it: `abort` is a Release store, and the M's load of `state` in
+//!    `enter` an Acquire, also when it finds `NONE` and does not wait. On
+//!    x86-64 a plain load is an acquire already, so this was only the
+//!    compiler's to break; aarch64 reorders a plain load with later
+//!    stores (docs/memory-ordering.md).
+//!
+//! The models in `tests` check 1-3, 5 and 6 with loom, where the barrier is
 //! modelled as what it guarantees: a SeqCst fence on both sides.
 
 use crate::loom::atomic::{AtomicU32, Ordering};
@@ -228,7 +238,8 @@ impl Revoke {
 
     /// Revoker: leaves the P with the M (after a successful `begin`).
     pub(crate) fn abort(&self) {
-        // Release: as in `finish`.
+        // Release: as in `finish`, and with the M's Acquire in `enter`
+        // (`state_after_publish`) when it finds this `NONE`.
         self.state.store(NONE, Ordering::Release);
     }
 
@@ -250,10 +261,15 @@ impl Revoke {
         }
     }
 
-    /// The M's load of `state` right after `publish`.
+    /// The M's load of `state` right after `publish`. Acquire: pairs with
+    /// the Release of `abort`: a revoker that began, read the P and left
+    /// it with the M read it before the M, finding `NONE`, writes it
+    /// (invariant 6). A plain
+    /// `mov` on x86-64, where every load is an acquire; on aarch64 an
+    /// `ldar` in place of an `ldr`.
     #[inline(always)]
     fn state_after_publish(&self) -> u32 {
-        self.state.load(Ordering::Relaxed)
+        self.state.load(Ordering::Acquire)
     }
 
     /// The revoker's load of `word` after its barrier. Acquire: pairs with
@@ -383,6 +399,45 @@ mod tests {
             }
             let want = 1 + u32::from(kept) + if taken.is_some() { 10 } else { 0 };
             p.with(|v| assert_eq!(unsafe { *v }, want));
+        });
+    }
+
+    /// A revoker that began and then left the P with its M (`take` finds
+    /// the P no longer the M's, or not running, and aborts) read the P
+    /// between `begin` and `abort`. An M entering the runtime that finds
+    /// the abort's `NONE` (an `Entered`, no wait) must not write the P
+    /// before those reads: `state_after_publish` is an Acquire, pairing
+    /// with `abort`'s Release. With a Relaxed load loom reports the M's
+    /// `with_mut` as racing with the revoker's `with`. (On x86-64 every
+    /// load is an acquire; on aarch64 a plain load is not.)
+    #[test]
+    fn an_entry_after_an_abort_sees_the_revokers_reads() {
+        loom::model(|| {
+            let r = Arc::new(Revoke::new());
+            r.enter();
+            r.leave(); // word 2: user code
+            let p = Arc::new(UnsafeCell::new(0u32));
+            let (r2, p2) = (r.clone(), p.clone());
+            let revoker = thread::spawn(move || {
+                if r2.begin(2, || {}) {
+                    // `take`'s check of the P, then it leaves it alone.
+                    p2.with(|v| assert_eq!(unsafe { *v }, 0));
+                    r2.abort();
+                }
+            });
+            match r.enter() {
+                Entry::Nested => unreachable!(),
+                Entry::Entered => p.with_mut(|v| unsafe { *v += 1 }),
+                Entry::Contended => {
+                    revoker.join().unwrap();
+                    assert!(!r.wait_decision(), "an aborted revocation took the P");
+                    p.with_mut(|v| unsafe { *v += 1 });
+                    r.leave();
+                    return;
+                }
+            }
+            r.leave();
+            revoker.join().unwrap();
         });
     }
 

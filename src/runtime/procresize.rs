@@ -175,8 +175,10 @@ fn stop_the_world() {
             if let Some(pp) = p.cas_from_syscall(PStatus::Stopped) {
                 count_locked(&mut l, pp);
             } else if p.status() == PStatus::Running {
-                // Release, though no load pairs with it: its readers load
-                // Relaxed (a request carries no data).
+                // Release: pairs with `execute`'s Acquire load, which
+                // then sees `stw_waiting` set above and leaves the request
+                // (the goroutines' own checks load Relaxed: a request
+                // carries no data).
                 p.preempt.store(true, Ordering::Release);
             }
         }

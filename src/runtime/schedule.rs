@@ -476,12 +476,12 @@ fn execute(m: &'static M, found: Found) -> bool {
         // execute): a G woken into runnext must not step aside for a
         // request made for its waker, or for the G of a revoked slice. If
         // that slice is used up, sysmon sees the same schedtick and asks
-        // again. A stop-the-world's request stands. `stw_waiting`: Acquire,
-        // pairs with `stw.rs`'s stores. A stale false only delays the stop:
-        // the flag is re-checked at every scheduling point, and
-        // `stop_the_world` asks running Ps again every 100 us.
-        if pp.preempt.load(Ordering::Relaxed) && !sched().stw_waiting.load(Ordering::Acquire) {
-            pp.preempt.store(false, Ordering::Relaxed);
+        // again. A stop-the-world's request stands (`stw::clear_stale_request`
+        // has the orderings). A stale `stw_waiting` only delays a stop that
+        // has not asked this P yet: the flag is re-checked at every
+        // scheduling point, and `stop_the_world` asks running Ps again
+        // every 100 us.
+        if super::stw::clear_stale_request(&pp.preempt, &sched().stw_waiting) {
             pp.preempt_for_timer.store(false, Ordering::Relaxed);
         }
         debug_assert_eq!(g.status(), Status::Runnable);

@@ -134,6 +134,34 @@ impl<P> Stop<P> {
     }
 }
 
+/// `execute`'s check as a goroutine starts: clears a pending preemption
+/// request (`preempt`, the P's flag), which was made for the goroutine
+/// that ran before, unless a stop-the-world is pending (`flag`,
+/// `stw_waiting`): a stop's request stands. True if it cleared one (the
+/// caller then clears the request's reason too).
+///
+/// `preempt` is loaded with Acquire, pairing with `stop_the_world`'s
+/// Release store of it, made after `begin` set `flag`: a request seen
+/// here is seen with the flag its stop set, so this never clears a stop's
+/// request. (x86-64 never reorders two loads; aarch64 may satisfy the
+/// flag's load before a Relaxed load of `preempt`, see the flag clear and
+/// the request set, and drop it: the stop then waited for its 100 us
+/// re-ask. `loom_tests` checks it.) `flag`: Acquire, pairs with
+/// `begin`/`end`; a stale false otherwise only delays a stop that has not
+/// asked this P yet.
+#[inline]
+pub(crate) fn clear_stale_request(
+    preempt: &crate::loom::atomic::AtomicBool,
+    flag: &crate::loom::atomic::AtomicBool,
+) -> bool {
+    use crate::loom::atomic::Ordering;
+    if preempt.load(Ordering::Acquire) && !flag.load(Ordering::Acquire) {
+        preempt.store(false, Ordering::Relaxed);
+        return true;
+    }
+    false
+}
+
 #[cfg(all(test, loom))]
 mod loom_tests {
     //! The stop protocol with its timer interaction, in miniature: the
@@ -234,6 +262,30 @@ mod loom_tests {
     #[should_panic(expected = "counted twice")]
     fn split_restart_counts_a_p_twice() {
         model(true);
+    }
+
+    /// A stop-the-world sets the flag, then asks P0's goroutine to yield
+    /// (`preempt`, Release); P0's M starts its next goroutine meanwhile
+    /// and clears a request it takes for a stale one
+    /// (`clear_stale_request`). The stop's request must stand: with a
+    /// Relaxed load of `preempt` loom finds the M that sees the request
+    /// but not the flag, and drops it.
+    #[test]
+    fn a_starting_goroutine_keeps_a_stops_request() {
+        loom::model(|| {
+            let flag = Arc::new(AtomicBool::new(false));
+            let preempt = Arc::new(AtomicBool::new(false));
+            let m = {
+                let (flag, preempt) = (flag.clone(), preempt.clone());
+                thread::spawn(move || super::clear_stale_request(&preempt, &flag))
+            };
+            let mut l = Stop::<usize>::new();
+            l.begin(1, &flag);
+            preempt.store(true, Ordering::Release);
+            let cleared = m.join().unwrap();
+            assert!(!cleared, "a stop-the-world's request was cleared");
+            assert!(preempt.load(Ordering::Relaxed));
+        });
     }
 
     fn model(split: bool) {

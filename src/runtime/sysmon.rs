@@ -517,9 +517,10 @@ fn retake(s: &'static super::Sched, now: i64, views: &mut Vec<PView>) -> u32 {
                         crate::tracer::preempt(g, p.id);
                     }
                 }
-                // Release, though no load pairs with it: every reader
-                // (coop_preempt.rs, `execute`) loads Relaxed, as the flag is a
-                // request that carries no data.
+                // Release, though nothing needs it here: the goroutines'
+                // checks (coop_preempt.rs) load Relaxed, as the flag is a
+                // request that carries no data; `execute`'s Acquire load
+                // pairs with a stop-the-world's store (procresize.rs).
                 p.preempt.store(true, Ordering::Release);
                 sysretake = true;
                 if status == PStatus::Running {

@@ -20,7 +20,8 @@
 //!   runs a full barrier on every CPU running one of our threads, so the
 //!   owner's store and load cannot be seen reordered across it. Without
 //!   membarrier, the owner's store is a SeqCst swap (a locked instruction)
-//!   and `stop`'s loads are SeqCst.
+//!   and its load of `LIVE` (in `emit_slow`) is SeqCst, as are `stop`'s
+//!   store and loads: all four in C11's single total order.
 //! - `LIVE` holds the session's generation (0: off). `start` writes the
 //!   session (generation, clock) and then stores the generation in `LIVE`
 //!   with Release; the owner's Acquire load of `LIVE` sees the session. A
@@ -503,8 +504,17 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) {
     assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
     let Some(tb) = local() else { return };
     tb.raise();
-    // Acquire: as in `emit`.
-    let gen = LIVE.load(Ordering::Acquire);
+    // SeqCst: without membarrier `raise` is a SeqCst swap, and this load
+    // is the other half of the owner's StoreLoad pair (module note): only
+    // a SeqCst load is ordered after that swap in C11. An Acquire load
+    // was, on x86-64 (after a locked `xchg`) and with aarch64's default
+    // `ldar`, but not with `ldapr` (FEAT_LRCPC, e.g. `-C
+    // target-cpu=neoverse-n1`), which may be satisfied before the swap's
+    // store is visible: then `stop` could see `busy` down and read the
+    // buffer while this event writes it. Also the Acquire of `emit`
+    // (the session is visible). With membarrier it costs what an
+    // Acquire does (`ldar`, a plain `mov` on x86-64).
+    let gen = LIVE.load(Ordering::SeqCst);
     if gen != 0 {
         // SAFETY: we own the buffer, `busy` is up and `LIVE` set.
         let inner = unsafe { tb.inner() };
