@@ -88,6 +88,31 @@
 //! of events) that a writer thread drains into the file. If the writer
 //! falls 1024 batches (64 MiB) behind, new batches are dropped and counted
 //! in the trailer's `dropped_events`.
+//!
+//! # The flight recorder
+//! A session whose full batches go to `QUEUE.ring` instead of the writer
+//! (no writer thread, no file). Invariants:
+//! - Bounded: after each batch is kept, the ring holds at most
+//!   `max_bytes` of batches (at least one), and none whose last event is
+//!   older than `age` before the newest batch's; the oldest go first.
+//!   Besides the ring, each recording thread holds its one batch in the
+//!   making, as with a file.
+//! - A snapshot (`flight_write`) holds `CONTROL`, runs `stop`'s collection
+//!   (`collect`: `LIVE` cleared, membarrier, each buffer's `busy` awaited,
+//!   its batch flushed into the ring), copies the ring, then bumps the
+//!   generation and sets `LIVE` again *without* a new clock: `start_ns`
+//!   and the TSC base stay the recorder's, so every batch of the ring,
+//!   from any generation, has timestamps relative to the one `start_ns`
+//!   the snapshot's header carries. Each buffer, already flushed, begins a
+//!   new batch of the new generation at its next event.
+//! - The snapshot is cut at `now - age` (`trim_into`): a batch's events
+//!   before the cut are skipped (their sizes read with `field_count`), and
+//!   the first kept event's delta becomes its time from the start, as the
+//!   first event of a batch has. It is headed by a batch of GoNames (with
+//!   sysmon's id) for the goroutines alive: the GoNames written when the
+//!   recorder started may have left the ring.
+//! - On a crash (`flight_dump`) the collection waits at most a second for
+//!   each thread and for `CONTROL`, and recording does not resume.
 
 use std::cell::{Cell, UnsafeCell};
 use std::collections::VecDeque;
