@@ -119,6 +119,7 @@ pub struct FlightRecorder {
 impl FlightRecorder {
     /// A recorder with these bounds; it records nothing until
     /// [`start`](FlightRecorder::start).
+    // entry: builds a value, touches no runtime state
     pub fn new(config: FlightConfig) -> FlightRecorder {
         FlightRecorder { config }
     }
@@ -161,6 +162,6 @@ impl FlightRecorder {
     /// Whether a flight recorder is running (this one or the
     /// environment's).
     pub fn is_running(&self) -> bool {
-        tracer::flight_running()
+        crate::runtime::entry::call(tracer::flight_running)
     }
 }
