@@ -161,6 +161,19 @@ fn scenario(name: &str) {
             let _ = rx.recv();
             drop(hog);
         }),
+        // Run under GOROUTINE_TRACE=flight:...: the report writes the
+        // flight recorder's window to a file.
+        "flight_recorder" => run(|| {
+            let (_tx, rx) = chan::<i32>(0);
+            let h = goroutine::Builder::new()
+                .name("stuck-receiver")
+                .spawn(move || rx.recv())
+                .unwrap();
+            for _ in 0..100 {
+                go(goroutine::yield_now).join().unwrap();
+            }
+            let _ = h.join();
+        }),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -205,6 +218,49 @@ fn expect_deadlock_within(name: &str, reasons: &[&str], within: Option<Duration>
         );
     }
     println!("{name}: ok ({} ms)", took.as_millis());
+}
+
+/// A deadlock under a flight recorder: the report says where its window
+/// went, and the file opens in the trace tool with the stuck goroutine.
+fn flight_recorder_writes_its_window() {
+    let dir = std::env::temp_dir().join(format!("flight-{}-deadlock", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = common::self_command()
+        .env(SCENARIO, "flight_recorder")
+        .env("GOROUTINE_TRACE", format!("flight:30:{}", dir.display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("fatal error: all goroutines are asleep - deadlock!"),
+        "{stderr}"
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("goroutine: flight recorder (deadlock): trace written to "))
+        .unwrap_or_else(|| panic!("no flight recorder line:\n{stderr}"));
+    let path = std::path::PathBuf::from(line.rsplit_once(" to ").unwrap().1);
+    assert_eq!(path.parent(), Some(dir.as_path()), "{line}");
+    let bytes = std::fs::read(&path).unwrap();
+    let t = goroutine_trace::decode::decode(&bytes, Default::default(), &mut |_, _| {})
+        .unwrap_or_else(|e| panic!("the tool cannot read {}: {e}", path.display()));
+    let _ = goroutine_trace::model::build(&t, &mut |_, _| {});
+    let stuck = t.events.iter().find_map(|e| match &e.ev {
+        goroutine_trace::format::Event::GoName { g, name } if name == "stuck-receiver" => Some(*g),
+        _ => None,
+    });
+    let stuck = stuck.expect("the stuck goroutine's name");
+    assert!(
+        t.events.iter().any(|e| matches!(
+            e.ev,
+            goroutine_trace::format::Event::GoBlock { g, .. } if g == stuck
+        )),
+        "the stuck goroutine's block"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("flight_recorder: ok");
 }
 
 fn expect_success(name: &str) {
@@ -275,6 +331,7 @@ fn main() {
         &["goroutine 1 [chan receive]:"],
         Some(Duration::from_secs(8)),
     );
+    flight_recorder_writes_its_window();
     expect_success("goroutine_in_kernel_sleep");
     expect_success("timer_pending");
     expect_success("accept_pending");

@@ -289,5 +289,6 @@ fn report() -> ! {
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
     drop(out);
+    crate::tracer::flight_dump("deadlock");
     crate::sys::exit_after_report()
 }

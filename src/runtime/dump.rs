@@ -38,7 +38,9 @@
 //! `traceback`'s note) and exits, in ordinary thread context where it may
 //! allocate and lock. (A signalfd or `sigwait` would need SIGQUIT blocked
 //! in every thread, including threads that existed before the runtime.)
-//! `exit` runs the `atexit` hooks, so a running trace is completed.
+//! `exit` runs the `atexit` hooks, so a running trace is completed; a
+//! running flight recorder writes its window to a file first
+//! (`trace::FlightRecorder`), as on a deadlock report and an abort.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -285,6 +287,7 @@ fn sigquit_thread(rd: std::os::fd::RawFd) {
     let _ = err.write_all(text.as_bytes());
     let _ = err.flush();
     drop(err);
+    crate::tracer::flight_dump("SIGQUIT");
     crate::sys::exit_after_report()
 }
 

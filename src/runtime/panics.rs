@@ -315,6 +315,8 @@ fn write_and_exit(report: &str) -> ! {
     let mut out = std::io::stderr().lock();
     let _ = out.write_all(report.as_bytes());
     let _ = out.flush();
+    drop(out);
+    crate::tracer::flight_dump("panic");
     std::process::exit(2);
 }
 

@@ -89,17 +89,42 @@
 //! of events) that a writer thread drains into the file. If the writer
 //! falls 1024 batches (64 MiB) behind, new batches are dropped and counted
 //! in the trailer's `dropped_events`.
+//!
+//! # The flight recorder
+//! A session whose full batches go to `QUEUE.ring` instead of the writer
+//! (no writer thread, no file). Invariants:
+//! - Bounded: after each batch is kept, the ring holds at most
+//!   `max_bytes` of batches (at least one), and none whose last event is
+//!   older than `age` before the newest batch's; the oldest go first.
+//!   Besides the ring, each recording thread holds its one batch in the
+//!   making, as with a file.
+//! - A snapshot (`flight_write`) holds `CONTROL`, runs `stop`'s collection
+//!   (`collect`: `LIVE` cleared, membarrier, each buffer's `busy` awaited,
+//!   its batch flushed into the ring), copies the ring, then bumps the
+//!   generation and sets `LIVE` again *without* a new clock: `start_ns`
+//!   and the TSC base stay the recorder's, so every batch of the ring,
+//!   from any generation, has timestamps relative to the one `start_ns`
+//!   the snapshot's header carries. Each buffer, already flushed, begins a
+//!   new batch of the new generation at its next event.
+//! - The snapshot is cut at `now - age` (`trim_into`): a batch's events
+//!   before the cut are skipped (their sizes read with `field_count`), and
+//!   the first kept event's delta becomes its time from the start, as the
+//!   first event of a batch has. It is headed by a batch of GoNames (with
+//!   sysmon's id) for the goroutines alive: the GoNames written when the
+//!   recorder started may have left the ring.
+//! - On a crash (`flight_dump`) the collection waits at most a second for
+//!   each thread and for `CONTROL`, and recording does not resume.
 
 use std::cell::{Cell, UnsafeCell};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, Once, OnceLock};
 use std::thread::JoinHandle;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::sys::time::{cputicks, nanotime, tsc_usable};
 
@@ -326,6 +351,19 @@ impl TraceBuf {
         while self.busy.load(Ordering::SeqCst) {
             std::thread::yield_now();
         }
+    }
+
+    /// `wait_idle` for at most `limit` (a crash: the owner may never
+    /// finish); false if the event is still in progress.
+    fn wait_idle_for(&self, limit: Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        while self.busy.load(Ordering::SeqCst) {
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+        true
     }
 
     /// The buffer's state.
@@ -663,6 +701,10 @@ impl Inner {
             q.free.push(batch);
             return;
         }
+        if q.ring.is_some() {
+            q.keep(batch, self.last_ts);
+            return;
+        }
         if q.batches.len() >= MAX_QUEUED {
             q.dropped += self.events;
             q.free.push(batch);
@@ -674,10 +716,13 @@ impl Inner {
     }
 }
 
-/// The writer's queue (module note).
+/// The writer's queue (module note), or the flight recorder's ring.
 struct Queue {
     gen: u64,
     batches: VecDeque<Vec<u8>>,
+    /// The flight recorder's ring (module note, "The flight recorder"):
+    /// `Some` while one runs, and then `batches` is unused.
+    ring: Option<Ring>,
     /// Emptied buffers for reuse.
     free: Vec<Vec<u8>>,
     dropped: u64,
@@ -689,12 +734,48 @@ struct Queue {
 static QUEUE: Mutex<Queue> = Mutex::new(Queue {
     gen: 0,
     batches: VecDeque::new(),
+    ring: None,
     free: Vec::new(),
     dropped: 0,
     done: false,
     end_ns: 0,
 });
 static QUEUE_CV: Condvar = Condvar::new();
+
+/// The flight recorder's full batches, oldest first, within its bounds.
+struct Ring {
+    /// Each batch with the timestamp of its last event (relative to the
+    /// session's start).
+    batches: VecDeque<(Vec<u8>, i64)>,
+    /// Bytes of the batches held.
+    bytes: usize,
+    age_ns: i64,
+    max_bytes: usize,
+}
+
+impl Queue {
+    /// Keeps a full batch in the ring, whose last event is at `end`, then
+    /// drops the oldest batches beyond the byte bound or the age (measured
+    /// from `end`, the newest time known here).
+    fn keep(&mut self, batch: Vec<u8>, end: i64) {
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        ring.bytes += batch.len();
+        ring.batches.push_back((batch, end));
+        while let Some((front, front_end)) = ring.batches.front() {
+            let over = ring.bytes > ring.max_bytes && ring.batches.len() > 1;
+            if !over && *front_end >= end.saturating_sub(ring.age_ns) {
+                break;
+            }
+            ring.bytes -= front.len();
+            let (old, _) = ring.batches.pop_front().expect("front exists");
+            if self.free.len() < 64 {
+                self.free.push(old);
+            }
+        }
+    }
+}
 
 fn take_vec() -> Vec<u8> {
     let v = lock(&QUEUE).free.pop();
@@ -707,25 +788,57 @@ fn take_vec() -> Vec<u8> {
     }
 }
 
-/// Serialises `start` and `stop`; holds the running writer.
-static CONTROL: Mutex<Option<JoinHandle<io::Result<()>>>> = Mutex::new(None);
+/// What a running session writes to.
+enum Running {
+    /// A trace file, written by this writer thread.
+    File(JoinHandle<io::Result<()>>),
+    /// The flight recorder's ring (`QUEUE.ring`).
+    Flight(Flight),
+}
 
-pub(super) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
-    let mut control = lock(&CONTROL);
-    if control.is_some() {
-        return Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            "tracing is already enabled",
-        ));
-    }
-    // Smaller than a full batch (64 KiB less at most one event), so that
-    // full batches go to the file without a copy; the header, the trailer
-    // and short batches collected by `stop` are buffered.
-    let mut out = BufWriter::with_capacity(BATCH_BYTES / 2, File::create(path)?);
+/// A running flight recorder: what a snapshot's header says.
+struct Flight {
+    start_ns: i64,
+    unix_ns: u64,
+    gomaxprocs: u32,
+    age_ns: i64,
+    /// Where the snapshots written on a crash or SIGQUIT go.
+    dir: PathBuf,
+}
+
+/// Serialises `start`, `stop` and the flight recorder's snapshots; holds
+/// what the running session writes to.
+static CONTROL: Mutex<Option<Running>> = Mutex::new(None);
+
+/// The trace file's header (docs/trace-format.md).
+fn header(start_ns: i64, unix_ns: u64, gomaxprocs: u32) -> Vec<u8> {
+    let mut header = Vec::with_capacity(40);
+    header.extend_from_slice(b"GRTRACE\0");
+    header.extend_from_slice(&super::VERSION.to_le_bytes());
+    header.extend_from_slice(&0u32.to_le_bytes());
+    header.extend_from_slice(&(start_ns as u64).to_le_bytes());
+    header.extend_from_slice(&unix_ns.to_le_bytes());
+    header.extend_from_slice(&gomaxprocs.to_le_bytes());
+    header.extend_from_slice(&0u32.to_le_bytes());
+    header
+}
+
+/// The trailer (docs/trace-format.md).
+fn trailer(end_ns: i64, dropped: u64) -> [u8; 17] {
+    let mut trailer = [0u8; 17];
+    trailer[0] = 0xE0;
+    trailer[1..9].copy_from_slice(&(end_ns as u64).to_le_bytes());
+    trailer[9..17].copy_from_slice(&dropped.to_le_bytes());
+    trailer
+}
+
+/// Begins a new session's clock and generation (under `CONTROL`, with
+/// `LIVE` clear): returns the generation, the start (nanotime) and the
+/// wall clock at the start.
+fn new_session() -> (u64, i64, u64) {
     static MEMBARRIER: OnceLock<bool> = OnceLock::new();
     let asym = *MEMBARRIER.get_or_init(crate::sys::membarrier_register);
     ASYMMETRIC.store(asym, Ordering::Relaxed);
-
     let s = &SESSION;
     let gen = s.gen.load(Ordering::Relaxed) + 1;
     let mult = tsc_mult();
@@ -738,21 +851,47 @@ pub(super) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
     let unix_ns = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
+    (gen, start_ns, unix_ns)
+}
 
-    let mut header = Vec::with_capacity(40);
-    header.extend_from_slice(b"GRTRACE\0");
-    header.extend_from_slice(&1u32.to_le_bytes());
-    header.extend_from_slice(&0u32.to_le_bytes());
-    header.extend_from_slice(&(start_ns as u64).to_le_bytes());
-    header.extend_from_slice(&unix_ns.to_le_bytes());
-    header.extend_from_slice(&gomaxprocs.to_le_bytes());
-    header.extend_from_slice(&0u32.to_le_bytes());
-    out.write_all(&header)?;
+/// Turns generation `gen` on (the session is written): every event site
+/// from now on records, then the atexit hook, sysmon's samples and the
+/// names of the goroutines that exist.
+fn go_live(gen: u64, control: MutexGuard<'_, Option<Running>>) {
+    // Release: the session is visible to whoever sees `LIVE` (Acquire in
+    // `emit`).
+    LIVE.store(gen, Ordering::Release);
+    super::ON.store(true, Ordering::Relaxed);
+    drop(control);
+    static ATEXIT: Once = Once::new();
+    ATEXIT.call_once(|| crate::sys::at_exit(at_exit));
+    // sysmon samples while tracing: it must not stay in its deep sleep.
+    (super::hooks().wake_sysmon)();
+    for (g, name) in crate::g::names() {
+        super::go_name(g, &name);
+    }
+}
 
+fn already() -> io::Error {
+    io::Error::new(io::ErrorKind::AlreadyExists, "tracing is already enabled")
+}
+
+pub(super) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
+    let mut control = lock(&CONTROL);
+    if control.is_some() {
+        return Err(already());
+    }
+    // Smaller than a full batch (64 KiB less at most one event), so that
+    // full batches go to the file without a copy; the header, the trailer
+    // and short batches collected by `stop` are buffered.
+    let mut out = BufWriter::with_capacity(BATCH_BYTES / 2, File::create(path)?);
+    let (gen, start_ns, unix_ns) = new_session();
+    out.write_all(&header(start_ns, unix_ns, gomaxprocs))?;
     {
         let mut q = lock(&QUEUE);
         q.gen = gen;
         q.batches.clear();
+        q.ring = None;
         q.dropped = 0;
         q.done = false;
         q.end_ns = 0;
@@ -762,46 +901,83 @@ pub(super) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
         .spawn(move || writer(out))?;
     // A runtime thread for checkdead while it lives (until `stop` joins it).
     (super::hooks().thread_started)();
-    *control = Some(writer);
-    // Release: the session above is visible to whoever sees `LIVE` (Acquire
-    // in `emit`).
-    LIVE.store(gen, Ordering::Release);
-    super::ON.store(true, Ordering::Relaxed);
-    drop(control);
-
-    static ATEXIT: Once = Once::new();
-    ATEXIT.call_once(|| crate::sys::at_exit(at_exit));
-    // sysmon samples while tracing: it must not stay in its deep sleep.
-    (super::hooks().wake_sysmon)();
-    for (g, name) in crate::g::names() {
-        super::go_name(g, &name);
-    }
+    *control = Some(Running::File(writer));
+    go_live(gen, control);
     Ok(())
 }
 
+/// Starts the flight recorder (`crate::trace::FlightRecorder`): a session
+/// whose full batches go to the ring, keeping the last `age` (at most
+/// `max_bytes` of batches); `dir` receives the snapshots of a crash.
+pub(super) fn flight_start(
+    age: Duration,
+    max_bytes: usize,
+    dir: PathBuf,
+    gomaxprocs: u32,
+) -> io::Result<()> {
+    let mut control = lock(&CONTROL);
+    if control.is_some() {
+        return Err(already());
+    }
+    let (gen, start_ns, unix_ns) = new_session();
+    let age_ns = i64::try_from(age.as_nanos()).unwrap_or(i64::MAX);
+    {
+        let mut q = lock(&QUEUE);
+        q.gen = gen;
+        q.batches.clear();
+        q.ring = Some(Ring {
+            batches: VecDeque::new(),
+            bytes: 0,
+            age_ns,
+            max_bytes,
+        });
+        q.dropped = 0;
+        q.done = false;
+        q.end_ns = 0;
+    }
+    *control = Some(Running::Flight(Flight {
+        start_ns,
+        unix_ns,
+        gomaxprocs,
+        age_ns,
+        dir,
+    }));
+    go_live(gen, control);
+    Ok(())
+}
+
+/// Whether the flight recorder runs.
+pub(super) fn flight_running() -> bool {
+    matches!(*lock(&CONTROL), Some(Running::Flight(_)))
+}
+
 extern "C" fn at_exit() {
-    if let Err(e) = stop() {
+    if let Err(e) = stop(Which::Any) {
         eprintln!("goroutine: trace: {e}");
     }
 }
 
-pub(super) fn stop() -> io::Result<()> {
-    let mut control = lock(&CONTROL);
-    let Some(writer) = control.take() else {
-        return Ok(());
-    };
+/// Turns the session off and collects every thread's last batch (`stop`'s
+/// side of the busy-flag protocol, module note): into the writer's queue,
+/// or the flight recorder's ring. With `patient` false (a crash), a thread
+/// that stays inside an event for a second is skipped.
+fn collect(patient: bool) {
     // SeqCst: ordered before the loads of `busy` below (module note).
     super::ON.store(false, Ordering::Relaxed);
     LIVE.store(0, Ordering::SeqCst);
     if ASYMMETRIC.load(Ordering::Relaxed) && !crate::sys::membarrier() {
         // Registered at start, so this cannot fail; if it did, the owners'
         // stores might not be visible yet: give them a moment.
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(10));
     }
     let gen = SESSION.gen.load(Ordering::Relaxed);
     let all = lock(&ALL).clone();
     for tb in all {
-        tb.wait_idle();
+        if patient {
+            tb.wait_idle();
+        } else if !tb.wait_idle_for(Duration::from_secs(1)) {
+            continue;
+        }
         // SAFETY: `LIVE` is clear and `busy` down: the owner writes nothing
         // more; claim/exit are excluded by `CONTROL` (module note).
         let inner = unsafe { tb.inner() };
@@ -809,6 +985,44 @@ pub(super) fn stop() -> io::Result<()> {
             inner.flush();
         }
     }
+}
+
+/// Which session a stop ends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Which {
+    /// Whichever runs (the atexit hook).
+    Any,
+    File,
+    Flight,
+}
+
+pub(super) fn stop(which: Which) -> io::Result<()> {
+    let mut control = lock(&CONTROL);
+    let wanted = match &*control {
+        None => return Ok(()),
+        Some(Running::File(_)) => which != Which::Flight,
+        Some(Running::Flight(_)) => which != Which::File,
+    };
+    if !wanted {
+        return Ok(());
+    }
+    let running = control.take().expect("checked just above");
+    collect(true);
+    let writer = match running {
+        Running::File(w) => w,
+        Running::Flight(_) => {
+            let mut q = lock(&QUEUE);
+            q.done = true;
+            if let Some(ring) = q.ring.take() {
+                for (b, _) in ring.batches {
+                    if q.free.len() < 64 {
+                        q.free.push(b);
+                    }
+                }
+            }
+            return Ok(());
+        }
+    };
     {
         let mut q = lock(&QUEUE);
         q.end_ns = now();
@@ -823,6 +1037,196 @@ pub(super) fn stop() -> io::Result<()> {
     }
 }
 
+/// Writes the flight recorder's window to `w` as a complete trace (module
+/// note, "The flight recorder"): collects every thread's batch in the
+/// making, copies the ring, and (unless `resume` is false: a crash) goes
+/// on recording at once with a new generation. Returns the bytes written.
+pub(super) fn flight_write(w: &mut dyn Write, resume: bool) -> io::Result<u64> {
+    flight_write_locked(lock(&CONTROL), w, resume)
+}
+
+fn flight_write_locked(
+    control: MutexGuard<'_, Option<Running>>,
+    w: &mut dyn Write,
+    resume: bool,
+) -> io::Result<u64> {
+    let Some(Running::Flight(f)) = &*control else {
+        return Err(io::Error::other("the flight recorder is not running"));
+    };
+    let (start_ns, unix_ns, gomaxprocs, age_ns) = (f.start_ns, f.unix_ns, f.gomaxprocs, f.age_ns);
+    collect(resume);
+    let end_rel = now_rel();
+    let batches: Vec<Vec<u8>> = {
+        let q = lock(&QUEUE);
+        q.ring
+            .as_ref()
+            .map(|r| r.batches.iter().map(|(b, _)| b.clone()).collect())
+            .unwrap_or_default()
+    };
+    if resume {
+        // The same clock (start and TSC base), a new generation: each
+        // buffer, collected above, begins a new batch at its next event.
+        let gen = SESSION.gen.load(Ordering::Relaxed) + 1;
+        SESSION.gen.store(gen, Ordering::Relaxed);
+        lock(&QUEUE).gen = gen;
+        go_live(gen, control);
+    } else {
+        drop(control);
+    }
+    let cutoff = end_rel.saturating_sub(age_ns).max(0);
+    let mut out = Vec::with_capacity(batches.iter().map(Vec::len).sum::<usize>() + 4096);
+    out.extend_from_slice(&header(start_ns, unix_ns, gomaxprocs));
+    // The names of the goroutines alive now, at the window's start: the
+    // GoNames of the recorder's start may have left the ring.
+    let mut names = Vec::new();
+    let mut last = 0;
+    for (g, name) in crate::g::names() {
+        let mut end = name.len().min(super::MAX_NAME);
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        names.push(super::GO_NAME);
+        push_uvarint(&mut names, (cutoff - last) as u64);
+        last = cutoff;
+        push_uvarint(&mut names, g);
+        push_uvarint(&mut names, end as u64);
+        names.extend_from_slice(&name.as_bytes()[..end]);
+        if names.len() > BATCH_BYTES - MAX_EVENT - super::MAX_NAME {
+            push_batch(&mut out, u32::MAX, &names);
+            names.clear();
+            last = 0;
+        }
+    }
+    if !names.is_empty() {
+        push_batch(&mut out, u32::MAX, &names);
+    }
+    for b in &batches {
+        trim_into(&mut out, b, cutoff);
+    }
+    out.extend_from_slice(&trailer(start_ns + end_rel, 0));
+    w.write_all(&out)?;
+    w.flush()?;
+    Ok(out.len() as u64)
+}
+
+/// A crash or SIGQUIT: if the flight recorder runs, writes its window to a
+/// new file in its directory and says where on stderr (`why` names the
+/// occasion). Never waits long for a lock or a thread (the process is
+/// about to end).
+pub(super) fn flight_dump(why: &str) {
+    let control = {
+        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        loop {
+            match CONTROL.try_lock() {
+                Ok(c) => break c,
+                Err(std::sync::TryLockError::Poisoned(e)) => break e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    if std::time::Instant::now() > deadline {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    };
+    let Some(Running::Flight(f)) = &*control else {
+        return;
+    };
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let path = f.dir.join(format!(
+        "goroutine-flight-{}-{}.trace",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let r = File::create(&path).and_then(|mut file| flight_write_locked(control, &mut file, false));
+    match r {
+        Ok(_) => eprintln!(
+            "goroutine: flight recorder ({why}): trace written to {}",
+            path.display()
+        ),
+        Err(e) => eprintln!(
+            "goroutine: flight recorder ({why}): cannot write {}: {e}",
+            path.display()
+        ),
+    }
+}
+
+fn push_uvarint(v: &mut Vec<u8>, mut x: u64) {
+    loop {
+        let b = x as u8 & 0x7f;
+        x >>= 7;
+        if x == 0 {
+            v.push(b);
+            return;
+        }
+        v.push(b | 0x80);
+    }
+}
+
+/// Reads a uvarint of `b` at `*i` (a batch this module wrote).
+fn read_uvarint(b: &[u8], i: &mut usize) -> u64 {
+    let mut x = 0u64;
+    let mut shift = 0;
+    while let Some(&byte) = b.get(*i) {
+        *i += 1;
+        x |= ((byte & 0x7f) as u64) << shift.min(63);
+        shift += 7;
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    x
+}
+
+/// Appends a batch record of `m_id` holding `payload`.
+fn push_batch(out: &mut Vec<u8>, m_id: u32, payload: &[u8]) {
+    out.push(0xB7);
+    out.extend_from_slice(&m_id.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(payload);
+}
+
+/// Appends the events of `batch` (a whole batch record, header
+/// included) at or after `cutoff` (relative to the session's start): the
+/// first one kept gets its time from the start as its delta, as a batch's
+/// first event has; the rest are copied as they are. Nothing if none is.
+fn trim_into(out: &mut Vec<u8>, batch: &[u8], cutoff: i64) {
+    let m_id = u32::from_le_bytes(batch[1..5].try_into().expect("4 bytes"));
+    let payload = &batch[HEADER..];
+    let mut i = 0;
+    let mut ts = 0i64;
+    while i < payload.len() {
+        let at = i;
+        let ty = payload[i];
+        i += 1;
+        ts += read_uvarint(payload, &mut i) as i64;
+        let fields_at = i;
+        let n = super::field_count(ty);
+        let mut last = 0;
+        for _ in 0..n {
+            last = read_uvarint(payload, &mut i);
+        }
+        if ty == super::GO_NAME {
+            i += last as usize;
+        }
+        if ts >= cutoff {
+            if at == 0 {
+                out.extend_from_slice(batch);
+                return;
+            }
+            let mut first = vec![ty];
+            push_uvarint(&mut first, ts as u64);
+            let rest = &payload[fields_at..];
+            let len = first.len() + rest.len();
+            out.push(0xB7);
+            out.extend_from_slice(&m_id.to_le_bytes());
+            out.extend_from_slice(&(len as u32).to_le_bytes());
+            out.extend_from_slice(&first);
+            out.extend_from_slice(rest);
+            return;
+        }
+    }
+}
 /// The writer thread: drains the queue into the file, then writes the
 /// trailer.
 fn writer(mut out: BufWriter<File>) -> io::Result<()> {
@@ -847,10 +1251,7 @@ fn writer(mut out: BufWriter<File>) -> io::Result<()> {
             }
         }
         if done {
-            let mut trailer = [0u8; 17];
-            trailer[0] = 0xE0;
-            trailer[1..9].copy_from_slice(&(end_ns as u64).to_le_bytes());
-            trailer[9..17].copy_from_slice(&dropped.to_le_bytes());
+            let trailer = trailer(end_ns, dropped);
             result = result
                 .and_then(|_| out.write_all(&trailer))
                 .and_then(|_| out.flush());

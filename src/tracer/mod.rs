@@ -38,8 +38,9 @@
 mod buf;
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// Tracing is on: the one flag every event site tests (a hint: the
 /// buffers' protocol has its own word, `buf.rs`).
@@ -59,9 +60,50 @@ pub(crate) fn start(path: &Path, gomaxprocs: u32) -> io::Result<()> {
     buf::start(path, gomaxprocs)
 }
 
-/// Stops the trace (`crate::trace::stop`); a no-op if none is running.
+/// Stops the trace (`crate::trace::stop`); a no-op if none is running
+/// (a flight recorder goes on).
 pub(crate) fn stop() -> io::Result<()> {
-    buf::stop()
+    buf::stop(buf::Which::File)
+}
+
+/// Stops the flight recorder (`FlightRecorder::stop`); a no-op if none is
+/// running (a trace file goes on).
+pub(crate) fn flight_stop() -> io::Result<()> {
+    buf::stop(buf::Which::Flight)
+}
+
+/// The flight recorder's bounds and where its crash snapshots go
+/// (`crate::trace::FlightConfig`, resolved).
+pub(crate) struct Flight {
+    pub(crate) age: Duration,
+    pub(crate) max_bytes: usize,
+    pub(crate) dir: PathBuf,
+}
+
+/// Starts the flight recorder (`crate::trace::FlightRecorder::start`):
+/// fails if a trace or a flight recorder is already running.
+pub(crate) fn flight_start(f: Flight, gomaxprocs: u32) -> io::Result<()> {
+    buf::flight_start(f.age, f.max_bytes, f.dir, gomaxprocs)
+}
+
+/// Whether the flight recorder runs.
+pub(crate) fn flight_running() -> bool {
+    buf::flight_running()
+}
+
+/// Writes the flight recorder's window to `w` as a complete trace and
+/// goes on recording; fails if it is not running.
+pub(crate) fn flight_write(w: &mut dyn io::Write) -> io::Result<u64> {
+    buf::flight_write(w, true)
+}
+
+/// The process is about to end on a crash, a deadlock or SIGQUIT (`why`):
+/// if the flight recorder runs, its window goes to a new file whose path
+/// is printed on stderr. Cheap when it does not run.
+pub(crate) fn flight_dump(why: &str) {
+    if on() {
+        buf::flight_dump(why);
+    }
 }
 
 /// What the tracer needs of the runtime, registered by the runtime when it
@@ -97,6 +139,15 @@ pub(crate) fn start_from_env(gomaxprocs: u32, runtime: Hooks) {
     if path.is_empty() {
         return;
     }
+    if let Some(spec) = path.to_str().and_then(|p| p.strip_prefix("flight:")) {
+        let r = parse_flight(spec).and_then(|f| flight_start(f, gomaxprocs));
+        if let Err(e) = r {
+            eprintln!(
+                "goroutine: GOROUTINE_TRACE=flight:{spec}: cannot start the flight recorder: {e}"
+            );
+        }
+        return;
+    }
     if let Err(e) = buf::start(Path::new(&path), gomaxprocs) {
         eprintln!(
             "goroutine: GOROUTINE_TRACE={:?}: cannot start the trace: {e}",
@@ -105,10 +156,41 @@ pub(crate) fn start_from_env(gomaxprocs: u32, runtime: Hooks) {
     }
 }
 
+/// The flight recorder's default byte bound (`crate::trace::FlightConfig`).
+pub(crate) const FLIGHT_MAX_BYTES: usize = 16 << 20;
+
+/// Reads `GOROUTINE_TRACE=flight:<seconds>[:<dir>]`'s part after `flight:`.
+fn parse_flight(spec: &str) -> io::Result<Flight> {
+    let (secs, dir) = match spec.split_once(':') {
+        Some((s, d)) => (s, Some(PathBuf::from(d))),
+        None => (spec, None),
+    };
+    let age = secs
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{secs:?} is not a positive number of seconds"),
+            )
+        })?;
+    Ok(Flight {
+        age,
+        max_bytes: FLIGHT_MAX_BYTES,
+        dir: dir.unwrap_or_else(std::env::temp_dir),
+    })
+}
+
 /// Marks the calling thread as sysmon (its batches carry M id `u32::MAX`).
 pub(crate) fn set_sysmon_thread() {
     buf::set_thread_id(u32::MAX);
 }
+
+/// The format's version (docs/trace-format.md), in the file's header.
+const VERSION: u32 = 1;
 
 // Event types (docs/trace-format.md).
 const GO_CREATE: u8 = 1;
@@ -132,6 +214,21 @@ const GO_NAME: u8 = 18;
 const RUNQ_SAMPLE: u8 = 19;
 const GO_COUNT: u8 = 20;
 const PROC_REVOKE: u8 = 21;
+
+/// How many uvarint fields follow an event's timestamp (GoName: `g` and
+/// `len`, then `len` bytes), for the flight recorder, which cuts batches
+/// at an event (docs/trace-format.md's table).
+const fn field_count(ty: u8) -> usize {
+    match ty {
+        M_PARK | M_WAKE => 0,
+        PROC_START | PROC_STOP | SYSCALL_HANDOFF | NETPOLL_READY => 1,
+        GO_START | GO_END | SYSCALL_ENTER | PREEMPT | TIMER_FIRE | GO_NAME => 2,
+        GO_CREATE | GO_STOP | GO_BLOCK | GO_UNBLOCK | STEAL | SYSCALL_EXIT | RUNQ_SAMPLE
+        | PROC_REVOKE => 3,
+        GO_COUNT => 4,
+        _ => 0,
+    }
+}
 
 /// The P field of GoUnblock (and SyscallExit) when the goroutine went to
 /// the global queue.
