@@ -115,21 +115,33 @@ isolated_test! {
             )
         };
         // Steady state: the last 40 rounds stay within 10% (+16 MiB) of the
-        // most held in the first 10.
+        // most held in the first 10. Measured as the median of the last 40
+        // and the least of the last 5: memory that keeps growing raises
+        // both, while one round measured before the stack releaser caught
+        // up (a loaded box can starve it past `settle`'s patience) raises
+        // neither. The largest is printed too.
         let early = *held[..10].iter().max().unwrap();
-        let late = *held[10..].iter().max().unwrap();
+        let mut later = held[10..].to_vec();
+        later.sort_unstable();
+        let median = later[later.len() / 2];
+        let last5 = *held[45..].iter().min().unwrap();
+        let most = *later.last().unwrap();
         println!(
-            "after rounds 1, 5, 10, 25, 50: RSS {} MiB; held (RSS less the allocator's free bytes) {} MiB; held peaked at {} MiB in the first 10 rounds, {} MiB later",
+            "after rounds 1, 5, 10, 25, 50: RSS {} MiB; held (RSS less the allocator's free bytes) {} MiB; held peaked at {} MiB in the first 10 rounds; later: median {} MiB, least of the last 5 {} MiB, most {} MiB",
             at(&rss),
             at(&held),
             mb(early),
-            mb(late)
+            mb(median),
+            mb(last5),
+            mb(most)
         );
+        let bound = early + early / 10 + (16 << 20);
         assert!(
-            late <= early + early / 10 + (16 << 20),
-            "memory held kept growing: first 10 rounds peaked at {} MiB, later rounds at {} MiB (RSS less the allocator's free bytes)",
+            median <= bound && last5 <= bound,
+            "memory held kept growing: first 10 rounds peaked at {} MiB; later rounds' median {} MiB, the last 5 at least {} MiB (RSS less the allocator's free bytes)",
             mb(early),
-            mb(late)
+            mb(median),
+            mb(last5)
         );
     }
 }
