@@ -585,10 +585,20 @@ fn select_arms_only_the_chosen_one_happens() {
                 }
                 got
             });
+            // The selectors may all be done (and `in` closed) before the
+            // feeder is: a refused send hands its value back, unsent, and
+            // ends the feeding. Only values whose send succeeded count.
             let feed = go(move || {
-                let sent: Vec<u64> = (0..1500).map(|i| 500_000_000 + i).collect();
-                for (k, v) in sent.iter().enumerate() {
-                    in_tx.send(*v).unwrap();
+                let mut sent = Vec::new();
+                for k in 0..1500u64 {
+                    let v = 500_000_000 + k;
+                    match in_tx.send(v) {
+                        Ok(()) => sent.push(v),
+                        Err(e) => {
+                            assert_eq!(e.into_inner(), v, "a refused send gives its value back");
+                            break;
+                        }
+                    }
                     if k % 8 == 0 {
                         goroutine::time::sleep(Duration::from_micros(100));
                     }
@@ -635,7 +645,8 @@ fn select_arms_only_the_chosen_one_happens() {
             let got = drain.join().unwrap();
             assert_exactly_once(&format!("cap {cap}: sends"), &sent, &got);
             // The feeder may still have blocked on `in` after the selectors
-            // left: it finishes only once they are gone (in_rx dropped).
+            // left: it finishes once they are gone (in_rx dropped), its
+            // last send refused.
             let mut fed_received = received.clone();
             fed_received.sort_unstable();
             fed_received.dedup();

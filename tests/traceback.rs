@@ -186,7 +186,15 @@ fn preempted_frames() {
             // stops the spinning goroutine in 30 s of retries (README,
             // "What qemu-user cannot do"; cause not found yet). Frames a
             // dump did capture are still checked.
-            println!("preempted_frames: not stopped under qemu-user, frames not checked");
+            // What the next occurrence needs to find the cause: whether
+            // signals went out and what the handler decided, and the
+            // spinner's state as the last dump saw it.
+            let headers: Vec<&str> = d.lines().filter(|l| l.starts_with("goroutine ")).collect();
+            println!(
+                "preempted_frames: not stopped under qemu-user, frames not checked; {:?}\n{}",
+                goroutine::__test::async_preempt_stats(),
+                headers.join("\n")
+            );
             return;
         }
         assert!(d.contains("traceback::spin_here(...)\n"), "{d}");
