@@ -638,6 +638,67 @@ isolated_test! {
     }
 }
 
+// A goroutine in a region that blocks in the kernel loses its P to
+// sysmon (`runtime::retake`), as any blocked goroutine; when it then
+// computes in the same region, never calling the runtime, a signal brings
+// it back under a P (`asyncpreempt::preempt_revoked`): the thread without
+// a P goes away while the loop still runs, and a dump shows its frames.
+// Before, it ran on beside the Ps, without one, for as long as it looped.
+isolated_test! {
+    fn a_region_that_blocked_and_computes_gets_its_p_back() ["GOMAXPROCS" = "1"] {
+        watchdog(120, "region_revoked");
+        static STOP: AtomicBool = AtomicBool::new(false);
+        static LOOPS: AtomicU64 = AtomicU64::new(0);
+        run(|| {
+            let h = go(|| preemptible(|| blocked_then_computing(&STOP, &LOOPS)));
+            let deadline = Instant::now() + common::scaled(Duration::from_secs(30));
+            while goroutine::stats().blocked_handoffs == 0 {
+                assert!(Instant::now() < deadline, "the sleeping region kept its P");
+                goroutine::time::sleep(Duration::from_millis(5));
+            }
+            // The region computes now, or soon: it must come back under a P
+            // (no thread left without one) while it still loops.
+            while LOOPS.load(Relaxed) == 0 || goroutine::stats().blocked_threads != 0 {
+                assert!(
+                    Instant::now() < deadline,
+                    "the region computes without a P: {:?}, {:?}",
+                    goroutine::stats(),
+                    async_preempt_stats()
+                );
+                goroutine::time::sleep(Duration::from_millis(5));
+            }
+            let before = LOOPS.load(Relaxed);
+            let mut dump = String::new();
+            while !dump.contains("asyncpreempt::blocked_then_computing") {
+                assert!(Instant::now() < deadline, "no frames for the region: {dump}");
+                let mut out = Vec::new();
+                goroutine::dump(&mut out).unwrap();
+                dump = String::from_utf8_lossy(&out).into_owned();
+                // At GOMAXPROCS=1 beside the looping region: sysmon must
+                // preempt it for this timer. (It once slept through the
+                // dump's stop-the-world and on for up to a minute.)
+                goroutine::time::sleep(Duration::from_millis(5));
+            }
+            assert!(Instant::now() < deadline, "a 5 ms sleep waited past the deadline");
+            STOP.store(true, Relaxed);
+            h.join().unwrap();
+            assert!(LOOPS.load(Relaxed) >= before);
+        });
+        let s = async_preempt_stats();
+        report("region_revoked", &s);
+        assert!(s.preemptions > 0);
+    }
+}
+
+/// Blocks in the kernel, then loops without runtime calls until `stop`.
+#[inline(never)]
+fn blocked_then_computing(stop: &AtomicBool, loops: &AtomicU64) {
+    std::thread::sleep(Duration::from_millis(300));
+    while !stop.load(Relaxed) {
+        loops.fetch_add(1, Relaxed);
+    }
+}
+
 fn xorshift(mut x: u64) -> u64 {
     x ^= x << 13;
     x ^= x >> 7;

@@ -181,23 +181,12 @@ fn preempted_frames() {
         let d = dump_until("traceback::spin_here", 1);
         stop.store(true, Ordering::Relaxed);
         h.join().unwrap();
-        if cfg!(goroutine_qemu) && !d.contains("traceback::spin_here") {
-            // Under qemu-user the dump's stop-the-world at times never
-            // stops the spinning goroutine in 30 s of retries (README,
-            // "What qemu-user cannot do"; cause not found yet). Frames a
-            // dump did capture are still checked.
-            // What the next occurrence needs to find the cause: whether
-            // signals went out and what the handler decided, and the
-            // spinner's state as the last dump saw it.
-            let headers: Vec<&str> = d.lines().filter(|l| l.starts_with("goroutine ")).collect();
-            println!(
-                "preempted_frames: not stopped under qemu-user, frames not checked; {:?}\n{}",
-                goroutine::__test::async_preempt_stats(),
-                headers.join("\n")
-            );
-            return;
-        }
-        assert!(d.contains("traceback::spin_here(...)\n"), "{d}");
+        assert!(
+            d.contains("traceback::spin_here(...)\n"),
+            "{d}\n{:?}\n{:?}",
+            goroutine::__test::async_preempt_stats(),
+            goroutine::stats()
+        );
     });
     println!("preempted_frames: ok");
 }

@@ -131,16 +131,28 @@ impl Revoke {
         self.word.load(Ordering::Relaxed) & 1 == 1
     }
 
-    /// A revocation is being decided or was decided and not yet noticed
-    /// (any thread; a snapshot). Read by the asynchronous-preemption
-    /// handler, which exists on x86-64 and aarch64 only.
+    /// A revoker is deciding right now (any thread; a snapshot). The
+    /// asynchronous-preemption handler does not stop a goroutine then; a
+    /// P already taken (`TAKEN`) does not stop it: the trampoline enters
+    /// the runtime through the gate, which gets a P back first.
     #[inline]
     #[cfg_attr(
         not(any(target_arch = "x86_64", target_arch = "aarch64")),
         allow(dead_code)
     )]
-    pub(crate) fn busy(&self) -> bool {
-        self.state.load(Ordering::Relaxed) != NONE
+    pub(crate) fn pending(&self) -> bool {
+        self.state.load(Ordering::Relaxed) == PENDING
+    }
+
+    /// The P was taken and the M has not noticed yet (any thread; a
+    /// snapshot).
+    #[inline]
+    #[cfg_attr(
+        not(any(target_arch = "x86_64", target_arch = "aarch64")),
+        allow(dead_code)
+    )]
+    pub(crate) fn taken(&self) -> bool {
+        self.state.load(Ordering::Relaxed) == TAKEN
     }
 
     /// Own thread: enters runtime code (module note, "M entering").

@@ -35,6 +35,10 @@
 //!    and with the handler itself on the alternate stack. Otherwise it does
 //!    nothing: sysmon asks again next tick, and cooperative preemption
 //!    still applies at the G's next runtime call.
+//!    A goroutine whose P was taken while it blocked in the kernel
+//!    (`runtime::retake`) and that computes again in its region is
+//!    signalled too ([`preempt_revoked`], by sysmon and stop-the-world):
+//!    it runs without a P, so no P's retake would reach it.
 //! 3. To preempt, it raises the G's `in_runtime` (the trampoline is runtime
 //!    code from its first instruction) and redirects the thread to
 //!    [`trampoline`], which switches to the scheduler with
@@ -46,7 +50,7 @@
 //!
 //! Counters ([`stats`]) are kept for tests and tuning.
 
-pub(crate) use imp::{preempt_m, region};
+pub(crate) use imp::{preempt_m, preempt_revoked, region};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -165,6 +169,9 @@ mod imp {
     /// Nothing to signal elsewhere.
     pub(crate) fn preempt_m(_p: &'static crate::p::P, _now: i64) {}
 
+    /// Nothing to signal elsewhere.
+    pub(crate) fn preempt_revoked(_now: i64) {}
+
     /// Elsewhere a region is just a call: cooperative preemption only.
     #[inline]
     pub(crate) fn region<R>(f: impl FnOnce() -> R) -> R {
@@ -206,14 +213,31 @@ mod imp {
     struct Region(Option<&'static G>);
 
     impl Region {
+        /// The lookup and the first region's set-up run behind the entry
+        /// gate, as a runtime call: if the goroutine's P was taken while
+        /// it ran its own code before (`runtime::retake`: it blocked in the
+        /// kernel, or computed for half a slice), the gate gets a P back
+        /// first (`entry::settle`). Without that the goroutine would enter
+        /// the region on a thread without a P, where no signal is ever
+        /// sent (`preempt_m` signals the Ms of running Ps), and a region
+        /// that never calls the runtime would run unstoppable beside the
+        /// Ps for as long as it loops. The set-up (`enable`: finding the
+        /// code ranges, `sigaction`) is then runtime code too, never taken
+        /// for a blocked thread, and the region starts a fresh stretch.
+        /// Only the depth is raised after the gate, so no signal finds the
+        /// goroutine in a region while it is still inside runtime code.
         #[inline]
         fn enter() -> Region {
-            let Some(g) = m::current_g_checked() else {
+            let g = crate::runtime::entry::call(|| {
+                let g = m::current_g_checked()?;
+                if !REGIONS_USED.load(Ordering::Relaxed) {
+                    enable();
+                }
+                Some(g)
+            });
+            let Some(g) = g else {
                 return Region(None);
             };
-            if !REGIONS_USED.load(Ordering::Relaxed) {
-                enable();
-            }
             Region(g.region_enter().then_some(g))
         }
     }
@@ -255,6 +279,52 @@ mod imp {
         if g.region_depth() == 0 {
             return;
         }
+        signal(m, now);
+    }
+
+    /// How often at most a thread without a P is signalled back (below).
+    const REVOKED_RESIGNAL_NS: i64 = 1_000_000;
+
+    /// sysmon (each tick) and stop-the-world: signals the threads whose P
+    /// was taken (`runtime::retake`: they blocked in the kernel) and whose
+    /// goroutine, in a preemptible region, is on the CPU again. Such a
+    /// goroutine runs beside the Ps without one until its next runtime
+    /// call, and a region may never make one: no `preempt_m` reaches it
+    /// (it signals the Ms of running Ps), so it would exceed GOMAXPROCS
+    /// and, to a dump, stay "running on other thread" for as long as it
+    /// loops. The signal stops it as any other (the handler refuses only
+    /// while a revoker is deciding), and the trampoline's entry through
+    /// the gate gets it a P back, or queues it, as a runtime call would
+    /// (`entry::settle`). A thread still blocked in the kernel (not `R`)
+    /// is left alone: a signal would only interrupt its system call.
+    /// Costs nothing while no thread is without its P.
+    pub(crate) fn preempt_revoked(now: i64) {
+        if !REGIONS_USED.load(Ordering::Relaxed) || crate::runtime::retake::blocked_threads() == 0 {
+            return;
+        }
+        let allm = crate::runtime::sched()
+            .allm
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for &m in allm.iter() {
+            if m.is_dead() || !m.revoke.taken() {
+                continue;
+            }
+            if m.curg_from_outside().is_none_or(|g| g.region_depth() == 0) {
+                continue;
+            }
+            if now - m.preempt_sent_at.load(Ordering::Relaxed) < REVOKED_RESIGNAL_NS {
+                continue;
+            }
+            if m.thread_state() != Some(b'R') {
+                continue;
+            }
+            signal(m, now);
+        }
+    }
+
+    /// Flags `m` and sends its thread `SIGURG` (the handler decides).
+    fn signal(m: &'static M, now: i64) {
         let tid = m.tid();
         if tid == 0 {
             return;
@@ -302,9 +372,10 @@ mod imp {
 
     fn decide(m: &'static M, it: &mut Interrupted) -> Result<(), Refusal> {
         let g = m.curg().ok_or(Refusal::Other)?;
-        // A thread whose P is being taken or was taken (blocked in the
-        // kernel, `runtime::retake`) is not signalled into the scheduler.
-        if m.revoke.busy() {
+        // A thread whose P is being taken (`runtime::retake`) waits for
+        // the decision; one whose P was taken is stopped as any other: the
+        // trampoline's entry gets a P back first (`preempt_revoked`).
+        if m.revoke.pending() {
             return Err(Refusal::Other);
         }
         if g.region_depth() == 0 || g.status() != Status::Running {

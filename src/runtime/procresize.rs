@@ -231,6 +231,9 @@ fn stop_the_world() {
 /// (the asynchronous half of Go's preemptall).
 fn preempt_running_async(s: &'static super::Sched) {
     let now = crate::sys::time::nanotime();
+    // Goroutines in regions on threads whose P was taken: their Ps count
+    // as stopped already, but a dump wants their frames.
+    super::asyncpreempt::preempt_revoked(now);
     for id in 0..s.gomaxprocs() as usize {
         if let Some(p) = s.allp(id) {
             if p.status() == PStatus::Running {
@@ -349,4 +352,11 @@ fn start_the_world(n: u32) {
         idle::startm(Some(pp), false);
     }
     idle::wakep();
+    // sysmon sleeps through a stop-the-world (its deep sleep, up to a
+    // minute when no timer is pending), and the Ps that run on after it
+    // (the caller's own, or one whose goroutine computes) start no M, so
+    // nothing else would wake it: a goroutine looping from here on would
+    // go unpreempted until that sleep ends. Go's startTheWorld wakes it
+    // the same way.
+    super::sysmon::wake_if_waiting();
 }

@@ -273,6 +273,8 @@ fn sysmon() {
         } else {
             idle_cycles += 1;
         }
+        // Goroutines in regions computing on threads whose P was taken.
+        super::asyncpreempt::preempt_revoked(now);
 
         if schedtrace_ns > 0 && now - last_schedtrace >= schedtrace_ns {
             last_schedtrace = now;
