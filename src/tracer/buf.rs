@@ -261,6 +261,9 @@ struct Inner {
     /// GoStop): a GoStart on the scheduler's quick path may take its
     /// timestamp (`emit_start_quick`, module note).
     slice_ended: bool,
+    /// The batch's last goroutine id field (0 before the first): the next
+    /// one is written as its difference from it (`mod.rs`, `g_fields`).
+    last_g: u64,
     events: u64,
     /// The session's TSC base and scale (`Session`), copied for the fast
     /// path (plain loads, next to `pos`) when it is enabled.
@@ -311,6 +314,7 @@ impl TraceBuf {
                 limit: ptr::null_mut(),
                 last_ts: 0,
                 slice_ended: false,
+                last_g: 0,
                 events: 0,
                 base_tsc: 0,
                 mult: 0,
@@ -634,6 +638,7 @@ impl Inner {
         }
         self.last_ts = 0;
         self.slice_ended = false;
+        self.last_g = 0;
         self.events = 0;
     }
 
@@ -672,8 +677,17 @@ impl Inner {
             let start = self.pos;
             start.write(ty);
             let mut p = put_uvarint(start.add(1), delta);
-            for &a in args {
-                p = put_uvarint(p, a);
+            let gs = super::g_fields(ty);
+            for (i, &a) in args.iter().enumerate() {
+                // `gs` is a constant where this is inlined: the test folds.
+                let v = if gs & (1 << i) != 0 {
+                    let d = a.wrapping_sub(self.last_g) as i64;
+                    self.last_g = a;
+                    super::zigzag(d)
+                } else {
+                    a
+                };
+                p = put_uvarint(p, v);
             }
             ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len());
             self.pos = p.add(bytes.len());
@@ -1080,6 +1094,7 @@ fn flight_write_locked(
     // GoNames of the recorder's start may have left the ring.
     let mut names = Vec::new();
     let mut last = 0;
+    let mut last_g = 0u64;
     for (g, name) in crate::g::names() {
         let mut end = name.len().min(super::MAX_NAME);
         while !name.is_char_boundary(end) {
@@ -1088,13 +1103,15 @@ fn flight_write_locked(
         names.push(super::GO_NAME);
         push_uvarint(&mut names, (cutoff - last) as u64);
         last = cutoff;
-        push_uvarint(&mut names, g);
+        push_uvarint(&mut names, super::zigzag(g.wrapping_sub(last_g) as i64));
+        last_g = g;
         push_uvarint(&mut names, end as u64);
         names.extend_from_slice(&name.as_bytes()[..end]);
         if names.len() > BATCH_BYTES - MAX_EVENT - super::MAX_NAME {
             push_batch(&mut out, u32::MAX, &names);
             names.clear();
             last = 0;
+            last_g = 0;
         }
     }
     if !names.is_empty() {
@@ -1189,44 +1206,66 @@ fn push_batch(out: &mut Vec<u8>, m_id: u32, payload: &[u8]) {
 /// Appends the events of `batch` (a whole batch record, header
 /// included) at or after `cutoff` (relative to the session's start): the
 /// first one kept gets its time from the start as its delta, as a batch's
-/// first event has; the rest are copied as they are. Nothing if none is.
+/// first event has, and the goroutine ids of the kept events are written
+/// again relative to the new batch's start (`mod.rs`, `g_fields`): their
+/// differences chain through the events cut. Nothing if none is kept.
 fn trim_into(out: &mut Vec<u8>, batch: &[u8], cutoff: i64) {
     let m_id = u32::from_le_bytes(batch[1..5].try_into().expect("4 bytes"));
     let payload = &batch[HEADER..];
     let mut i = 0;
     let mut ts = 0i64;
+    // The ids as written (`last_g`) and in the new batch (`new_g`).
+    let mut last_g = 0u64;
+    let mut new_g = 0u64;
+    let mut kept: Option<Vec<u8>> = None;
     while i < payload.len() {
         let at = i;
         let ty = payload[i];
         i += 1;
-        ts += read_uvarint(payload, &mut i) as i64;
-        let fields_at = i;
-        let n = super::field_count(ty);
-        let mut last = 0;
-        for _ in 0..n {
-            last = read_uvarint(payload, &mut i);
-        }
-        if ty == super::GO_NAME {
-            i += last as usize;
-        }
-        if ts >= cutoff {
+        let delta = read_uvarint(payload, &mut i);
+        ts += delta as i64;
+        if kept.is_none() && ts >= cutoff {
             if at == 0 {
                 out.extend_from_slice(batch);
                 return;
             }
-            let mut first = vec![ty];
-            push_uvarint(&mut first, ts as u64);
-            let rest = &payload[fields_at..];
-            let len = first.len() + rest.len();
-            out.push(0xB7);
-            out.extend_from_slice(&m_id.to_le_bytes());
-            out.extend_from_slice(&(len as u32).to_le_bytes());
-            out.extend_from_slice(&first);
-            out.extend_from_slice(rest);
-            return;
+            let mut k = vec![ty];
+            push_uvarint(&mut k, ts as u64);
+            kept = Some(k);
+        } else if let Some(k) = &mut kept {
+            k.push(ty);
+            push_uvarint(k, delta);
+        }
+        let gs = super::g_fields(ty);
+        let mut last = 0;
+        for f in 0..super::field_count(ty) {
+            let mut v = read_uvarint(payload, &mut i);
+            if gs & (1 << f) != 0 {
+                let g = last_g.wrapping_add((v >> 1) ^ (v & 1).wrapping_neg());
+                last_g = g;
+                v = super::zigzag(g.wrapping_sub(new_g) as i64);
+                if kept.is_some() {
+                    new_g = g;
+                }
+            }
+            if let Some(k) = &mut kept {
+                push_uvarint(k, v);
+            }
+            last = v;
+        }
+        if ty == super::GO_NAME {
+            let end = (i + last as usize).min(payload.len());
+            if let Some(k) = &mut kept {
+                k.extend_from_slice(&payload[i..end]);
+            }
+            i = end;
         }
     }
+    if let Some(k) = kept {
+        push_batch(out, m_id, &k);
+    }
 }
+
 /// The writer thread: drains the queue into the file, then writes the
 /// trailer.
 fn writer(mut out: BufWriter<File>) -> io::Result<()> {

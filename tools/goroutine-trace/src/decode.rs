@@ -10,8 +10,8 @@
 //! way to look at the trace of a process that died while writing it.
 
 use crate::format::{
-    field_count, Event, Header, BATCH_HEADER_LEN, BATCH_TAG, HEADER_LEN, MAGIC, TRAILER_LEN,
-    TRAILER_TAG, VERSION,
+    field_count, g_fields, unzigzag, Event, Header, BATCH_HEADER_LEN, BATCH_TAG, HEADER_LEN, MAGIC,
+    TRAILER_LEN, TRAILER_TAG, VERSION,
 };
 use std::fmt;
 
@@ -158,7 +158,13 @@ impl fmt::Display for DecodeError {
             ),
             DecodeError::UnsupportedVersion { version } => write!(
                 f,
-                "unsupported trace format version {version} (this tool reads version {VERSION})"
+                "unsupported trace format version {version}: this tool reads version {VERSION} only{}",
+                if *version < VERSION {
+                    "; the trace was written by an older runtime, whose format this tool no \
+                     longer reads (read it with the goroutine-trace of that runtime's release)"
+                } else {
+                    "; the trace was written by a newer runtime: use its goroutine-trace"
+                }
             ),
             DecodeError::TruncatedBatch {
                 batch,
@@ -295,14 +301,22 @@ fn decode_batch(
     let mut pos = 0;
     let mut ts: u64 = 0;
     let mut fields = [0u64; 4];
+    let mut last_g: u64 = 0;
     while pos < payload.len() {
         let at = (base + pos) as u64;
         let ty = payload[pos];
         pos += 1;
         let n = field_count(ty).ok_or((EventFault::UnknownType(ty), at))?;
         let delta = read_uvarint(payload, &mut pos).map_err(|f| (f, at))?;
-        for slot in fields.iter_mut().take(n) {
-            *slot = read_uvarint(payload, &mut pos).map_err(|f| (f, at))?;
+        let gs = g_fields(ty);
+        for (i, slot) in fields.iter_mut().take(n).enumerate() {
+            let v = read_uvarint(payload, &mut pos).map_err(|f| (f, at))?;
+            *slot = if gs & (1 << i) != 0 {
+                last_g = last_g.wrapping_add(unzigzag(v));
+                last_g
+            } else {
+                v
+            };
         }
         let name = if ty == 18 {
             let len = fields[1];

@@ -9,7 +9,7 @@
 /// `"GRTRACE\0"`, the first 8 bytes of every trace.
 pub const MAGIC: [u8; 8] = *b"GRTRACE\0";
 /// The only version this tool reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// magic 8 + version 4 + flags 4 + start_ns 8 + unix_start_ns 8 + gomaxprocs 4 + reserved 4.
 pub const HEADER_LEN: usize = 40;
 /// Tag byte of a batch record.
@@ -169,6 +169,28 @@ pub fn field_count(ty: u8) -> Option<usize> {
         20 => 4,
         _ => return None,
     })
+}
+
+/// Which fields of an event type are goroutine ids (bit `i`: field `i`),
+/// written as the zig-zag difference from the batch's previous goroutine id
+/// field (0 at the batch's start; docs/trace-format.md, "Goroutine ids").
+pub fn g_fields(ty: u8) -> u8 {
+    match ty {
+        1 | 5 => 0b11,
+        2 | 3 | 4 | 6 | 12 | 13 | 15 | 18 | 21 => 0b1,
+        _ => 0,
+    }
+}
+
+/// Zig-zag encoding of a goroutine id's difference (wrapping).
+pub fn zigzag(d: u64) -> u64 {
+    let d = d as i64;
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+/// The inverse of [`zigzag`] (wrapping).
+pub fn unzigzag(v: u64) -> u64 {
+    (v >> 1) ^ (v & 1).wrapping_neg()
 }
 
 impl Event {

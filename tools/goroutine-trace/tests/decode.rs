@@ -213,14 +213,21 @@ fn wrong_magic() {
 fn unsupported_version() {
     let g = generate(&Scenario::default());
     let mut b = g.bytes.clone();
-    b[8..12].copy_from_slice(&2u32.to_le_bytes());
+    // Version 1 wrote goroutine ids as themselves: an older trace.
+    b[8..12].copy_from_slice(&1u32.to_le_bytes());
     let e = strict(&b).unwrap_err();
-    assert_eq!(e, DecodeError::UnsupportedVersion { version: 2 });
-    assert_eq!(
-        e.to_string(),
-        "unsupported trace format version 2 (this tool reads version 1)"
+    assert_eq!(e, DecodeError::UnsupportedVersion { version: 1 });
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("unsupported trace format version 1: this tool reads version 2 only"),
+        "{msg}"
     );
+    assert!(msg.contains("older runtime"), "{msg}");
     assert!(lenient(&b).is_err());
+    b[8..12].copy_from_slice(&3u32.to_le_bytes());
+    let e = strict(&b).unwrap_err();
+    assert_eq!(e, DecodeError::UnsupportedVersion { version: 3 });
+    assert!(e.to_string().contains("newer runtime"), "{e}");
 }
 
 #[test]
