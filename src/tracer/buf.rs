@@ -521,18 +521,25 @@ fn emit_at<const SHARE: bool>(ty: u8, args: &[u64], bytes: &[u8]) {
 fn slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) {
     if bytes.is_empty() {
         let a = |i: usize| args.get(i).copied().unwrap_or(0);
-        emit_slow_fields(ty, args.len(), share, a(0), a(1), a(2), a(3));
+        // Five arguments, all in registers (six is the most on x86-64 and
+        // aarch64 has eight): with a seventh on the stack the event
+        // function needed a frame and callee-saved registers on its fast
+        // path too, not only a call here.
+        let meta = ty as u64 | (args.len() as u64) << 8 | (share as u64) << 16;
+        emit_slow_fields(meta, a(0), a(1), a(2), a(3));
     } else {
         emit_slow(ty, args, bytes, share);
     }
 }
 
-/// `emit_slow` for up to four fields (`n` of them), by value.
+/// `emit_slow` for up to four fields by value; `meta` packs the type (bits
+/// 0-7), the field count (8-15) and `share` (bit 16).
 #[cold]
 #[inline(never)]
-fn emit_slow_fields(ty: u8, n: usize, share: bool, a0: u64, a1: u64, a2: u64, a3: u64) {
+fn emit_slow_fields(meta: u64, a0: u64, a1: u64, a2: u64, a3: u64) {
     let args = [a0, a1, a2, a3];
-    emit_slow(ty, &args[..n.min(4)], &[], share);
+    let n = ((meta >> 8) & 0xff) as usize;
+    emit_slow(meta as u8, &args[..n.min(4)], &[], meta >> 16 & 1 != 0);
 }
 
 /// Every case of `emit`, out of line: finds (or claims) the buffer, raises
