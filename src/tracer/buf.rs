@@ -79,6 +79,11 @@
 //!   call (a stack cache spilling to its pool) or a lock is contended. A
 //!   trace shows that time inside the next goroutine's slice
 //!   (docs/trace-format.md).
+//! - Such a GoStart is written as a GoStartLocal: its type and goroutine
+//!   only, no time delta (0) and no P (the slice end's, as it is the same
+//!   M holding the same P). The flight recorder's trim turns one that
+//!   begins a cut batch back into a GoStart with the P of the slice end
+//!   that was cut.
 //!
 //! Buffers are leaked and registered in `ALL` (so `stop` finds them); a
 //! thread that exits (a plain thread, or an M whose goroutine exited locked
@@ -502,13 +507,14 @@ fn emit_at<const SHARE: bool>(ty: u8, args: &[u64], bytes: &[u8]) {
     if inner.pos.addr() + bytes.len() >= inner.limit.addr() {
         return slow(ty, args, bytes, SHARE);
     }
+    if SHARE && inner.slice_ended {
+        // SAFETY: room checked just above.
+        unsafe { inner.write_start_local(args[0]) };
+        return tb.lower();
+    }
     // `fast_gen` matched: the session's clock is the TSC, its base and
     // scale copied into the buffer.
-    let ts = if SHARE && inner.slice_ended {
-        inner.last_ts
-    } else {
-        tsc_rel(inner.base_tsc, inner.mult).max(inner.last_ts)
-    };
+    let ts = tsc_rel(inner.base_tsc, inner.mult).max(inner.last_ts);
     // SAFETY: room checked just above.
     unsafe { inner.write(ty, ts, args, bytes) };
     tb.lower();
@@ -582,13 +588,14 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) {
             inner.make_room(bytes.len());
         }
         // A batch just begun (or discarded) has no slice end to share.
-        let ts = if share && inner.slice_ended {
-            inner.last_ts
+        if share && inner.slice_ended {
+            // SAFETY: `make_room` made room (it asserts it).
+            unsafe { inner.write_start_local(args[0]) };
         } else {
-            now_rel().max(inner.last_ts)
-        };
-        // SAFETY: `make_room` made room (it asserts it).
-        unsafe { inner.write(ty, ts, args, bytes) };
+            let ts = now_rel().max(inner.last_ts);
+            // SAFETY: `make_room` made room (it asserts it).
+            unsafe { inner.write(ty, ts, args, bytes) };
+        }
     }
     tb.lower();
 }
@@ -698,6 +705,26 @@ impl Inner {
             }
             ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len());
             self.pos = p.add(bytes.len());
+        }
+        self.events += 1;
+    }
+
+    /// Writes a GoStartLocal of goroutine `g`: a GoStart with the
+    /// timestamp and the P of the slice end just before it (`slice_ended`),
+    /// which the reader takes from that event.
+    ///
+    /// # Safety
+    /// As `write`'s, with no name bytes.
+    #[inline(always)]
+    unsafe fn write_start_local(&mut self, g: u64) {
+        let d = g.wrapping_sub(self.last_g) as i64;
+        self.last_g = g;
+        self.slice_ended = false;
+        // SAFETY: at most 11 bytes, within the room `write`'s contract
+        // leaves.
+        unsafe {
+            self.pos.write(super::GO_START_LOCAL);
+            self.pos = put_uvarint(self.pos.add(1), super::zigzag(d));
         }
         self.events += 1;
     }
@@ -1225,23 +1252,37 @@ fn trim_into(out: &mut Vec<u8>, batch: &[u8], cutoff: i64) {
     let mut last_g = 0u64;
     let mut new_g = 0u64;
     let mut kept: Option<Vec<u8>> = None;
+    // The P of the last slice end (GoEnd, GoBlock, GoStop): a
+    // GoStartLocal's.
+    let mut slice_p = 0u64;
     while i < payload.len() {
         let at = i;
         let ty = payload[i];
         i += 1;
-        let delta = read_uvarint(payload, &mut i);
+        let local = ty == super::GO_START_LOCAL;
+        let delta = if local {
+            0
+        } else {
+            read_uvarint(payload, &mut i)
+        };
         ts += delta as i64;
+        // A GoStartLocal kept first becomes a GoStart: the slice end it
+        // takes its P from was cut.
+        let mut first_local = false;
         if kept.is_none() && ts >= cutoff {
             if at == 0 {
                 out.extend_from_slice(batch);
                 return;
             }
-            let mut k = vec![ty];
+            first_local = local;
+            let mut k = vec![if local { super::GO_START } else { ty }];
             push_uvarint(&mut k, ts as u64);
             kept = Some(k);
         } else if let Some(k) = &mut kept {
             k.push(ty);
-            push_uvarint(k, delta);
+            if !local {
+                push_uvarint(k, delta);
+            }
         }
         let gs = super::g_fields(ty);
         let mut last = 0;
@@ -1258,7 +1299,15 @@ fn trim_into(out: &mut Vec<u8>, batch: &[u8], cutoff: i64) {
             if let Some(k) = &mut kept {
                 push_uvarint(k, v);
             }
+            if f == 1 && super::ends_slice(ty) {
+                slice_p = v;
+            }
             last = v;
+        }
+        if first_local {
+            if let Some(k) = &mut kept {
+                push_uvarint(k, slice_p);
+            }
         }
         if ty == super::GO_NAME {
             let end = (i + last as usize).min(payload.len());

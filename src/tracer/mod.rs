@@ -214,6 +214,10 @@ const GO_NAME: u8 = 18;
 const RUNQ_SAMPLE: u8 = 19;
 const GO_COUNT: u8 = 20;
 const PROC_REVOKE: u8 = 21;
+/// A GoStart right after a slice end of the same batch, sharing its
+/// timestamp and its P: only the goroutine is written (no `ts_delta`, no
+/// P; docs/trace-format.md).
+const GO_START_LOCAL: u8 = 22;
 
 /// How many uvarint fields follow an event's timestamp (GoName: `g` and
 /// `len`, then `len` bytes), for the flight recorder, which cuts batches
@@ -221,7 +225,7 @@ const PROC_REVOKE: u8 = 21;
 const fn field_count(ty: u8) -> usize {
     match ty {
         M_PARK | M_WAKE => 0,
-        PROC_START | PROC_STOP | SYSCALL_HANDOFF | NETPOLL_READY => 1,
+        PROC_START | PROC_STOP | SYSCALL_HANDOFF | NETPOLL_READY | GO_START_LOCAL => 1,
         GO_START | GO_END | SYSCALL_ENTER | PREEMPT | TIMER_FIRE | GO_NAME => 2,
         GO_CREATE | GO_STOP | GO_BLOCK | GO_UNBLOCK | STEAL | SYSCALL_EXIT | RUNQ_SAMPLE
         | PROC_REVOKE => 3,
@@ -239,7 +243,7 @@ const fn g_fields(ty: u8) -> u8 {
     match ty {
         GO_CREATE | GO_UNBLOCK => 0b11,
         GO_START | GO_STOP | GO_BLOCK | GO_END | SYSCALL_ENTER | SYSCALL_EXIT | PREEMPT
-        | GO_NAME | PROC_REVOKE => 0b1,
+        | GO_NAME | PROC_REVOKE | GO_START_LOCAL => 0b1,
         _ => 0,
     }
 }
@@ -274,9 +278,10 @@ pub(crate) fn go_start(g: u64, p: u32) {
     buf::emit(GO_START, &[g, p as u64], &[]);
 }
 
-/// A GoStart on the scheduler's quick path: it takes the timestamp of the
-/// slice end traced just before it on this thread, if that was the last
-/// event (`buf.rs`, "Shared timestamps").
+/// A GoStart on the scheduler's quick path: if the slice end traced just
+/// before it on this thread was the batch's last event, it is written as a
+/// GoStartLocal, which takes that event's timestamp and P (`buf.rs`,
+/// "Shared timestamps").
 #[cold]
 #[inline(never)]
 pub(crate) fn go_start_quick(g: u64, p: u32) {

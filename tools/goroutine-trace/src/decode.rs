@@ -10,8 +10,8 @@
 //! way to look at the trace of a process that died while writing it.
 
 use crate::format::{
-    field_count, g_fields, unzigzag, Event, Header, BATCH_HEADER_LEN, BATCH_TAG, HEADER_LEN, MAGIC,
-    TRAILER_LEN, TRAILER_TAG, VERSION,
+    field_count, g_fields, unzigzag, Event, Header, BATCH_HEADER_LEN, BATCH_TAG, GO_START_LOCAL,
+    HEADER_LEN, MAGIC, TRAILER_LEN, TRAILER_TAG, VERSION,
 };
 use std::fmt;
 
@@ -88,6 +88,9 @@ pub enum EventFault {
     PastBatchEnd,
     /// A GoName whose bytes are not UTF-8.
     NameNotUtf8,
+    /// A GoStartLocal with no GoEnd, GoBlock or GoStop before it in its
+    /// batch to take its P from.
+    LocalStartAlone,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -200,6 +203,10 @@ impl fmt::Display for DecodeError {
                     EventFault::BadVarint => write!(f, "malformed varint in an event")?,
                     EventFault::PastBatchEnd => write!(f, "event runs past the end of its batch")?,
                     EventFault::NameNotUtf8 => write!(f, "GoName event with a non-UTF-8 name")?,
+                    EventFault::LocalStartAlone => write!(
+                        f,
+                        "GoStartLocal event with no slice end before it in its batch"
+                    )?,
                 }
                 write!(f, " at byte {offset} (batch #{batch}, M {m}); {reached}")
             }
@@ -302,10 +309,25 @@ fn decode_batch(
     let mut ts: u64 = 0;
     let mut fields = [0u64; 4];
     let mut last_g: u64 = 0;
+    // The P of the batch's last GoEnd, GoBlock or GoStop (None: none yet).
+    let mut slice_p: Option<u64> = None;
     while pos < payload.len() {
         let at = (base + pos) as u64;
         let ty = payload[pos];
         pos += 1;
+        if ty == GO_START_LOCAL {
+            // A GoStart with the timestamp and the P of the slice end
+            // before it: no delta, one field.
+            let p = slice_p.ok_or((EventFault::LocalStartAlone, at))?;
+            let v = read_uvarint(payload, &mut pos).map_err(|f| (f, at))?;
+            last_g = last_g.wrapping_add(unzigzag(v));
+            out.push(TimedEvent {
+                ts,
+                m,
+                ev: Event::GoStart { g: last_g, p },
+            });
+            continue;
+        }
         let n = field_count(ty).ok_or((EventFault::UnknownType(ty), at))?;
         let delta = read_uvarint(payload, &mut pos).map_err(|f| (f, at))?;
         let gs = g_fields(ty);
@@ -333,6 +355,9 @@ fn decode_batch(
             None
         };
         ts = ts.wrapping_add(delta);
+        if matches!(ty, 3 | 4 | 6) {
+            slice_p = Some(fields[1]);
+        }
         let ev =
             Event::from_fields(ty, &fields[..n], name).ok_or((EventFault::UnknownType(ty), at))?;
         out.push(TimedEvent { ts, m, ev });

@@ -27,6 +27,11 @@ pub const GLOBAL_QUEUE: u64 = u32::MAX as u64;
 /// Highest event type number of version 1.
 pub const MAX_EVENT_TYPE: u8 = 21;
 
+/// The wire type of a GoStart that shares the timestamp and the P of the
+/// slice end (GoEnd, GoBlock, GoStop) just before it in its batch: `u8 22 |
+/// g` (no `ts_delta`). Decoded as a [`Event::GoStart`].
+pub const GO_START_LOCAL: u8 = 22;
+
 /// The trace header, as written at the start of the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {

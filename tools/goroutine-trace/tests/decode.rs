@@ -503,3 +503,47 @@ fn damaged_traces_never_panic() {
         run(&b);
     }
 }
+
+#[test]
+fn goroutine_ids_and_local_starts() {
+    use goroutine_trace::writer::encode_event_after;
+    // GoEnd of g 1000 on P 3, then a GoStartLocal of g 998 (difference -2,
+    // zig-zag 3): a GoStart of 998 on P 3 at the GoEnd's time.
+    let mut p = Vec::new();
+    let mut last_g = 0;
+    encode_event_after(&mut p, 40, &Event::GoEnd { g: 1000, p: 3 }, &mut last_g);
+    p.extend_from_slice(&[22, 3]);
+    last_g = 998;
+    // Then a GoBlock of 998 (difference 0), 5 ns later.
+    encode_event_after(
+        &mut p,
+        5,
+        &Event::GoBlock {
+            g: 998,
+            p: 3,
+            wait_reason: 2,
+        },
+        &mut last_g,
+    );
+    assert_eq!(last_g, 998);
+    let t = strict(&one_batch(&p)).unwrap();
+    let evs: Vec<_> = t.events.iter().map(|e| (e.ts, e.ev.clone())).collect();
+    assert_eq!(
+        evs,
+        vec![
+            (40, Event::GoEnd { g: 1000, p: 3 }),
+            (40, Event::GoStart { g: 998, p: 3 }),
+            (
+                45,
+                Event::GoBlock {
+                    g: 998,
+                    p: 3,
+                    wait_reason: 2
+                }
+            ),
+        ]
+    );
+    // A GoStartLocal with no slice end before it in its batch.
+    let e = strict(&one_batch(&[22, 2])).unwrap_err();
+    assert!(e.to_string().contains("GoStartLocal"), "{e}");
+}
