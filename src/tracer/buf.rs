@@ -266,9 +266,10 @@ struct Inner {
     /// GoStop): a GoStart on the scheduler's quick path may take its
     /// timestamp (`emit_start_quick`, module note).
     slice_ended: bool,
-    /// The batch's last goroutine id field (0 before the first): the next
-    /// one is written as its difference from it (`mod.rs`, `g_fields`).
-    last_g: u64,
+    /// The batch's goroutine id registers, running and other (0 before
+    /// the first): ids are written as differences from them (`mod.rs`,
+    /// `g_kind`).
+    g_regs: [u64; 2],
     events: u64,
     /// The session's TSC base and scale (`Session`), copied for the fast
     /// path (plain loads, next to `pos`) when it is enabled.
@@ -319,7 +320,7 @@ impl TraceBuf {
                 limit: ptr::null_mut(),
                 last_ts: 0,
                 slice_ended: false,
-                last_g: 0,
+                g_regs: [0; 2],
                 events: 0,
                 base_tsc: 0,
                 mult: 0,
@@ -652,7 +653,7 @@ impl Inner {
         }
         self.last_ts = 0;
         self.slice_ended = false;
-        self.last_g = 0;
+        self.g_regs = [0; 2];
         self.events = 0;
     }
 
@@ -691,13 +692,11 @@ impl Inner {
             let start = self.pos;
             start.write(ty);
             let mut p = put_uvarint(start.add(1), delta);
-            let gs = super::g_fields(ty);
             for (i, &a) in args.iter().enumerate() {
-                // `gs` is a constant where this is inlined: the test folds.
-                let v = if gs & (1 << i) != 0 {
-                    let d = a.wrapping_sub(self.last_g) as i64;
-                    self.last_g = a;
-                    super::zigzag(d)
+                // A constant where this is inlined: the test folds.
+                let k = super::g_kind(ty, i);
+                let v = if k != 0 {
+                    super::g_encode(&mut self.g_regs, k, a)
                 } else {
                     a
                 };
@@ -717,14 +716,13 @@ impl Inner {
     /// As `write`'s, with no name bytes.
     #[inline(always)]
     unsafe fn write_start_local(&mut self, g: u64) {
-        let d = g.wrapping_sub(self.last_g) as i64;
-        self.last_g = g;
+        let v = super::g_encode(&mut self.g_regs, super::G_START, g);
         self.slice_ended = false;
         // SAFETY: at most 11 bytes, within the room `write`'s contract
         // leaves.
         unsafe {
             self.pos.write(super::GO_START_LOCAL);
-            self.pos = put_uvarint(self.pos.add(1), super::zigzag(d));
+            self.pos = put_uvarint(self.pos.add(1), v);
         }
         self.events += 1;
     }
@@ -1128,7 +1126,7 @@ fn flight_write_locked(
     // GoNames of the recorder's start may have left the ring.
     let mut names = Vec::new();
     let mut last = 0;
-    let mut last_g = 0u64;
+    let mut regs = [0u64; 2];
     for (g, name) in crate::g::names() {
         let mut end = name.len().min(super::MAX_NAME);
         while !name.is_char_boundary(end) {
@@ -1137,15 +1135,15 @@ fn flight_write_locked(
         names.push(super::GO_NAME);
         push_uvarint(&mut names, (cutoff - last) as u64);
         last = cutoff;
-        push_uvarint(&mut names, super::zigzag(g.wrapping_sub(last_g) as i64));
-        last_g = g;
+        let k = super::g_kind(super::GO_NAME, 0);
+        push_uvarint(&mut names, super::g_encode(&mut regs, k, g));
         push_uvarint(&mut names, end as u64);
         names.extend_from_slice(&name.as_bytes()[..end]);
         if names.len() > BATCH_BYTES - MAX_EVENT - super::MAX_NAME {
             push_batch(&mut out, u32::MAX, &names);
             names.clear();
             last = 0;
-            last_g = 0;
+            regs = [0; 2];
         }
     }
     if !names.is_empty() {
@@ -1248,9 +1246,9 @@ fn trim_into(out: &mut Vec<u8>, batch: &[u8], cutoff: i64) {
     let payload = &batch[HEADER..];
     let mut i = 0;
     let mut ts = 0i64;
-    // The ids as written (`last_g`) and in the new batch (`new_g`).
-    let mut last_g = 0u64;
-    let mut new_g = 0u64;
+    // The id registers as written (`regs`) and in the new batch.
+    let mut regs = [0u64; 2];
+    let mut new_regs = [0u64; 2];
     let mut kept: Option<Vec<u8>> = None;
     // The P of the last slice end (GoEnd, GoBlock, GoStop): a
     // GoStartLocal's.
@@ -1284,16 +1282,16 @@ fn trim_into(out: &mut Vec<u8>, batch: &[u8], cutoff: i64) {
                 push_uvarint(k, delta);
             }
         }
-        let gs = super::g_fields(ty);
         let mut last = 0;
         for f in 0..super::field_count(ty) {
             let mut v = read_uvarint(payload, &mut i);
-            if gs & (1 << f) != 0 {
-                let g = last_g.wrapping_add((v >> 1) ^ (v & 1).wrapping_neg());
-                last_g = g;
-                v = super::zigzag(g.wrapping_sub(new_g) as i64);
+            let k = super::g_kind(ty, f);
+            if k != 0 {
+                let g = super::g_decode(&mut regs, k, v);
+                let mut scratch = new_regs;
+                v = super::g_encode(&mut scratch, k, g);
                 if kept.is_some() {
-                    new_g = g;
+                    new_regs = scratch;
                 }
             }
             if let Some(k) = &mut kept {
@@ -1352,5 +1350,84 @@ fn writer(mut out: BufWriter<File>) -> io::Result<()> {
                 .and_then(|_| out.flush());
             return result;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{g_decode, g_encode, g_kind, GO_BLOCK, GO_CREATE, GO_END, GO_START_LOCAL};
+    use super::*;
+
+    /// Appends one event of type `ty` (with a delta unless a GoStartLocal).
+    fn put(b: &mut Vec<u8>, regs: &mut [u64; 2], ty: u8, delta: u64, fields: &[u64]) {
+        b.push(ty);
+        if ty != GO_START_LOCAL {
+            push_uvarint(b, delta);
+        }
+        for (i, &f) in fields.iter().enumerate() {
+            match g_kind(ty, i) {
+                0 => push_uvarint(b, f),
+                k => push_uvarint(b, g_encode(regs, k, f)),
+            }
+        }
+    }
+
+    /// The events of a batch record: (type, absolute time, fields).
+    fn events(batch: &[u8]) -> Vec<(u8, u64, Vec<u64>)> {
+        let payload = &batch[HEADER..];
+        let (mut i, mut ts, mut regs) = (0, 0, [0u64; 2]);
+        let mut out = Vec::new();
+        while i < payload.len() {
+            let ty = payload[i];
+            i += 1;
+            if ty != GO_START_LOCAL {
+                ts += read_uvarint(payload, &mut i);
+            }
+            let fields = (0..super::super::field_count(ty))
+                .map(|f| {
+                    let v = read_uvarint(payload, &mut i);
+                    match g_kind(ty, f) {
+                        0 => v,
+                        k => g_decode(&mut regs, k, v),
+                    }
+                })
+                .collect();
+            out.push((ty, ts, fields));
+        }
+        out
+    }
+
+    #[test]
+    fn trim_rebases_times_and_goroutine_ids() {
+        let mut payload = Vec::new();
+        let mut regs = [0; 2];
+        put(&mut payload, &mut regs, GO_CREATE, 10, &[500, 100, 2]);
+        put(&mut payload, &mut regs, GO_END, 10, &[100, 2]);
+        put(&mut payload, &mut regs, GO_START_LOCAL, 0, &[500]);
+        put(&mut payload, &mut regs, GO_BLOCK, 10, &[500, 2, 3]);
+        put(&mut payload, &mut regs, GO_CREATE, 5, &[501, 500, 2]);
+        let mut batch = Vec::new();
+        push_batch(&mut batch, 7, &payload);
+        let all = events(&batch);
+        assert_eq!(all.len(), 5);
+        assert_eq!(all[2], (GO_START_LOCAL, 20, vec![500]));
+        // Nothing cut: the batch as it was.
+        let mut out = Vec::new();
+        trim_into(&mut out, &batch, 10);
+        assert_eq!(out, batch);
+        // Cut at each later time: the events at or after it, unchanged.
+        for cutoff in [11, 20, 21, 30, 35] {
+            let mut out = Vec::new();
+            trim_into(&mut out, &batch, cutoff);
+            let want: Vec<_> = all
+                .iter()
+                .filter(|e| e.1 >= cutoff as u64)
+                .cloned()
+                .collect();
+            assert_eq!(events(&out), want, "cut at {cutoff}");
+        }
+        let mut out = Vec::new();
+        trim_into(&mut out, &batch, 36);
+        assert!(out.is_empty());
     }
 }

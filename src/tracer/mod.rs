@@ -234,18 +234,56 @@ const fn field_count(ty: u8) -> usize {
     }
 }
 
-/// Which fields of an event type are goroutine ids (bit `i`: field `i`):
-/// they are written as the zig-zag difference from the batch's previous
-/// goroutine id field (0 at a batch's start), so that the ids of a
-/// goroutine's neighbours in time, usually close, take one or two bytes
-/// instead of three or more (docs/trace-format.md, "Goroutine ids").
-const fn g_fields(ty: u8) -> u8 {
-    match ty {
-        GO_CREATE | GO_UNBLOCK => 0b11,
-        GO_START | GO_STOP | GO_BLOCK | GO_END | SYSCALL_ENTER | SYSCALL_EXIT | PREEMPT
-        | GO_NAME | PROC_REVOKE | GO_START_LOCAL => 0b1,
+/// Goroutine id fields (`g_kind`): an id of the goroutine running on the
+/// batch's M (predicted by, and then stored in, the batch's "running"
+/// register), of another goroutine (the "other" register), or a GoStart's
+/// (predicted by "other", the goroutine last created or readied, then
+/// stored in both).
+const G_RUN: u8 = 1;
+const G_OTHER: u8 = 2;
+const G_START: u8 = 3;
+
+/// The kind of field `i` of an event of type `ty` (0: not a goroutine id).
+/// Ids are written as the zig-zag difference from the register their kind
+/// names (both 0 at a batch's start): a goroutine's neighbours in time
+/// usually have close ids, and the running one recurs, so most ids take
+/// one byte (docs/trace-format.md, "Goroutine ids").
+#[inline(always)]
+const fn g_kind(ty: u8, i: usize) -> u8 {
+    match (ty, i) {
+        (GO_CREATE | GO_UNBLOCK, 0) => G_OTHER,
+        (GO_CREATE | GO_UNBLOCK, 1) => G_RUN,
+        (GO_START | GO_START_LOCAL, 0) => G_START,
+        (GO_STOP | GO_BLOCK | GO_END | SYSCALL_ENTER | SYSCALL_EXIT, 0) => G_RUN,
+        (PREEMPT | GO_NAME | PROC_REVOKE, 0) => G_OTHER,
         _ => 0,
     }
+}
+
+/// Writes goroutine id `g` of a field of kind `k` (not 0) against the
+/// batch's registers `regs` (running, other), which it updates.
+#[inline(always)]
+fn g_encode(regs: &mut [u64; 2], k: u8, g: u64) -> u64 {
+    let d = g.wrapping_sub(regs[(k != G_RUN) as usize]) as i64;
+    if k != G_OTHER {
+        regs[0] = g;
+    }
+    if k != G_RUN {
+        regs[1] = g;
+    }
+    zigzag(d)
+}
+
+/// The inverse of `g_encode`.
+fn g_decode(regs: &mut [u64; 2], k: u8, v: u64) -> u64 {
+    let g = regs[(k != G_RUN) as usize].wrapping_add((v >> 1) ^ (v & 1).wrapping_neg());
+    if k != G_OTHER {
+        regs[0] = g;
+    }
+    if k != G_RUN {
+        regs[1] = g;
+    }
+    g
 }
 
 /// Zig-zag: small differences of either sign become small unsigned numbers.

@@ -10,8 +10,8 @@
 //! way to look at the trace of a process that died while writing it.
 
 use crate::format::{
-    field_count, g_fields, unzigzag, Event, Header, BATCH_HEADER_LEN, BATCH_TAG, GO_START_LOCAL,
-    HEADER_LEN, MAGIC, TRAILER_LEN, TRAILER_TAG, VERSION,
+    field_count, g_decode, g_kind, Event, GRegs, Header, BATCH_HEADER_LEN, BATCH_TAG,
+    GO_START_LOCAL, G_START, HEADER_LEN, MAGIC, TRAILER_LEN, TRAILER_TAG, VERSION,
 };
 use std::fmt;
 
@@ -308,7 +308,7 @@ fn decode_batch(
     let mut pos = 0;
     let mut ts: u64 = 0;
     let mut fields = [0u64; 4];
-    let mut last_g: u64 = 0;
+    let mut regs: GRegs = [0; 2];
     // The P of the batch's last GoEnd, GoBlock or GoStop (None: none yet).
     let mut slice_p: Option<u64> = None;
     while pos < payload.len() {
@@ -320,24 +320,21 @@ fn decode_batch(
             // before it: no delta, one field.
             let p = slice_p.ok_or((EventFault::LocalStartAlone, at))?;
             let v = read_uvarint(payload, &mut pos).map_err(|f| (f, at))?;
-            last_g = last_g.wrapping_add(unzigzag(v));
+            let g = g_decode(&mut regs, G_START, v);
             out.push(TimedEvent {
                 ts,
                 m,
-                ev: Event::GoStart { g: last_g, p },
+                ev: Event::GoStart { g, p },
             });
             continue;
         }
         let n = field_count(ty).ok_or((EventFault::UnknownType(ty), at))?;
         let delta = read_uvarint(payload, &mut pos).map_err(|f| (f, at))?;
-        let gs = g_fields(ty);
         for (i, slot) in fields.iter_mut().take(n).enumerate() {
             let v = read_uvarint(payload, &mut pos).map_err(|f| (f, at))?;
-            *slot = if gs & (1 << i) != 0 {
-                last_g = last_g.wrapping_add(unzigzag(v));
-                last_g
-            } else {
-                v
+            *slot = match g_kind(ty, i) {
+                0 => v,
+                k => g_decode(&mut regs, k, v),
             };
         }
         let name = if ty == 18 {

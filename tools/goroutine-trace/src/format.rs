@@ -176,14 +176,49 @@ pub fn field_count(ty: u8) -> Option<usize> {
     })
 }
 
-/// Which fields of an event type are goroutine ids (bit `i`: field `i`),
-/// written as the zig-zag difference from the batch's previous goroutine id
-/// field (0 at the batch's start; docs/trace-format.md, "Goroutine ids").
-pub fn g_fields(ty: u8) -> u8 {
-    match ty {
-        1 | 5 => 0b11,
-        2 | 3 | 4 | 6 | 12 | 13 | 15 | 18 | 21 => 0b1,
+/// Goroutine id field kinds ([`g_kind`]; docs/trace-format.md, "Goroutine
+/// ids"): predicted by the batch's "running" register, by its "other"
+/// register, or a GoStart's (predicted by "other", stored in both).
+pub const G_RUN: u8 = 1;
+pub const G_OTHER: u8 = 2;
+pub const G_START: u8 = 3;
+
+/// The kind of field `i` of an event of wire type `ty` (0: not a goroutine id).
+pub fn g_kind(ty: u8, i: usize) -> u8 {
+    match (ty, i) {
+        (1 | 5, 0) => G_OTHER,
+        (1 | 5, 1) => G_RUN,
+        (2 | GO_START_LOCAL, 0) => G_START,
+        (3 | 4 | 6 | 12 | 13, 0) => G_RUN,
+        (15 | 18 | 21, 0) => G_OTHER,
         _ => 0,
+    }
+}
+
+/// A batch's goroutine id registers: running, other (both 0 at its start).
+pub type GRegs = [u64; 2];
+
+/// Goroutine id `g` of a field of kind `k` (not 0), as written: the zig-zag
+/// difference from its register. Updates the registers.
+pub fn g_encode(regs: &mut GRegs, k: u8, g: u64) -> u64 {
+    let d = g.wrapping_sub(regs[(k != G_RUN) as usize]);
+    g_store(regs, k, g);
+    zigzag(d)
+}
+
+/// The inverse of [`g_encode`].
+pub fn g_decode(regs: &mut GRegs, k: u8, v: u64) -> u64 {
+    let g = regs[(k != G_RUN) as usize].wrapping_add(unzigzag(v));
+    g_store(regs, k, g);
+    g
+}
+
+fn g_store(regs: &mut GRegs, k: u8, g: u64) {
+    if k != G_OTHER {
+        regs[0] = g;
+    }
+    if k != G_RUN {
+        regs[1] = g;
     }
 }
 

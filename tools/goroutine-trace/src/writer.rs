@@ -3,7 +3,9 @@
 //! in the file in flush order and the reader has to sort. Used by the
 //! synthetic generator (`gen.rs`) and by the tests to craft (bad) files.
 
-use crate::format::{g_fields, zigzag, Event, BATCH_SIZE, BATCH_TAG, MAGIC, TRAILER_TAG, VERSION};
+use crate::format::{
+    g_encode, g_kind, Event, GRegs, BATCH_SIZE, BATCH_TAG, MAGIC, TRAILER_TAG, VERSION,
+};
 use std::collections::BTreeMap;
 
 /// Appends `x` as an unsigned LEB128 varint.
@@ -18,23 +20,20 @@ pub fn put_uvarint(out: &mut Vec<u8>, mut x: u64) {
 /// Appends one event as the first of a batch: type, `ts_delta`, fields
 /// (and GoName's bytes).
 pub fn encode_event(out: &mut Vec<u8>, ts_delta: u64, ev: &Event) {
-    encode_event_after(out, ts_delta, ev, &mut 0);
+    encode_event_after(out, ts_delta, ev, &mut [0; 2]);
 }
 
-/// Appends one event after others of its batch, `last_g` the batch's last
-/// goroutine id field so far (0 at its start), which it updates: goroutine
-/// ids are written as differences from it.
-pub fn encode_event_after(out: &mut Vec<u8>, ts_delta: u64, ev: &Event, last_g: &mut u64) {
+/// Appends one event after others of its batch, `regs` the batch's
+/// goroutine id registers so far (0 at its start), which it updates:
+/// goroutine ids are written as differences from them.
+pub fn encode_event_after(out: &mut Vec<u8>, ts_delta: u64, ev: &Event, regs: &mut GRegs) {
     out.push(ev.ty());
     put_uvarint(out, ts_delta);
     let (fields, n) = ev.fields();
-    let gs = g_fields(ev.ty());
     for (i, &f) in fields[..n].iter().enumerate() {
-        if gs & (1 << i) != 0 {
-            put_uvarint(out, zigzag(f.wrapping_sub(*last_g)));
-            *last_g = f;
-        } else {
-            put_uvarint(out, f);
+        match g_kind(ev.ty(), i) {
+            0 => put_uvarint(out, f),
+            k => put_uvarint(out, g_encode(regs, k, f)),
         }
     }
     if let Event::GoName { name, .. } = ev {
@@ -75,8 +74,8 @@ struct MBuf {
     /// Absolute time of the buffer's last event (None: the buffer is empty,
     /// the next event's delta is relative to `start_ns`).
     last: Option<u64>,
-    /// The batch's last goroutine id field (0: none yet).
-    last_g: u64,
+    /// The batch's goroutine id registers.
+    regs: GRegs,
 }
 
 /// An in-memory trace writer with per-M buffers.
@@ -113,24 +112,24 @@ impl TraceWriter {
         let buf = self.bufs.entry(m).or_insert_with(|| MBuf {
             data: Vec::new(),
             last: None,
-            last_g: 0,
+            regs: [0; 2],
         });
         let delta = match buf.last {
             Some(last) => abs.saturating_sub(last),
             None => ts,
         };
         self.scratch.clear();
-        let mut last_g = buf.last_g;
-        encode_event_after(&mut self.scratch, delta, ev, &mut last_g);
+        let mut regs = buf.regs;
+        encode_event_after(&mut self.scratch, delta, ev, &mut regs);
         if !buf.data.is_empty() && buf.data.len() + self.scratch.len() > self.batch_size {
             put_batch(&mut self.out, m, &buf.data);
             buf.data.clear();
             // A new batch starts over relative to start_ns.
             self.scratch.clear();
-            last_g = 0;
-            encode_event_after(&mut self.scratch, ts, ev, &mut last_g);
+            regs = [0; 2];
+            encode_event_after(&mut self.scratch, ts, ev, &mut regs);
         }
-        buf.last_g = last_g;
+        buf.regs = regs;
         buf.data.extend_from_slice(&self.scratch);
         buf.last = Some(abs.max(buf.last.unwrap_or(0)));
     }

@@ -506,26 +506,27 @@ fn damaged_traces_never_panic() {
 
 #[test]
 fn goroutine_ids_and_local_starts() {
-    use goroutine_trace::writer::encode_event_after;
-    // GoEnd of g 1000 on P 3, then a GoStartLocal of g 998 (difference -2,
-    // zig-zag 3): a GoStart of 998 on P 3 at the GoEnd's time.
+    use goroutine_trace::format::zigzag;
+    use goroutine_trace::writer::{encode_event_after, put_uvarint};
+    // GoEnd of g 1000 on P 3 (registers: running 1000, other 0), then a
+    // GoStartLocal of g 998 (predicted by "other"): a GoStart of 998 on P 3
+    // at the GoEnd's time.
     let mut p = Vec::new();
-    let mut last_g = 0;
-    encode_event_after(&mut p, 40, &Event::GoEnd { g: 1000, p: 3 }, &mut last_g);
-    p.extend_from_slice(&[22, 3]);
-    last_g = 998;
-    // Then a GoBlock of 998 (difference 0), 5 ns later.
-    encode_event_after(
-        &mut p,
-        5,
-        &Event::GoBlock {
-            g: 998,
-            p: 3,
-            wait_reason: 2,
-        },
-        &mut last_g,
-    );
-    assert_eq!(last_g, 998);
+    let mut regs = [0; 2];
+    encode_event_after(&mut p, 40, &Event::GoEnd { g: 1000, p: 3 }, &mut regs);
+    assert_eq!(regs, [1000, 0]);
+    p.push(22);
+    put_uvarint(&mut p, zigzag(998));
+    regs = [998, 998];
+    // Then a GoBlock of 998 (the running one: difference 0), 5 ns later.
+    let block = Event::GoBlock {
+        g: 998,
+        p: 3,
+        wait_reason: 2,
+    };
+    let at = p.len();
+    encode_event_after(&mut p, 5, &block, &mut regs);
+    assert_eq!(&p[at..], &[4, 5, 0, 3, 2]);
     let t = strict(&one_batch(&p)).unwrap();
     let evs: Vec<_> = t.events.iter().map(|e| (e.ts, e.ev.clone())).collect();
     assert_eq!(
@@ -533,14 +534,7 @@ fn goroutine_ids_and_local_starts() {
         vec![
             (40, Event::GoEnd { g: 1000, p: 3 }),
             (40, Event::GoStart { g: 998, p: 3 }),
-            (
-                45,
-                Event::GoBlock {
-                    g: 998,
-                    p: 3,
-                    wait_reason: 2
-                }
-            ),
+            (45, block),
         ]
     );
     // A GoStartLocal with no slice end before it in its batch.
