@@ -610,7 +610,13 @@ unsafe fn put_uvarint(mut p: *mut u8, mut v: u64) -> *mut u8 {
     // SAFETY: at most 10 bytes are written (64 bits, 7 per byte), within
     // the room the caller guarantees.
     // The shift's zero test ends the loop (no compare, no copy of `v`).
+    // Most values take one byte: a straight line for them, the loop
+    // (kept out of the common path's registers) for the rest.
     unsafe {
+        if v < 0x80 {
+            p.write(v as u8);
+            return p.add(1);
+        }
         loop {
             let b = v as u8;
             v >>= 7;
