@@ -270,7 +270,6 @@ struct Inner {
     /// the first): ids are written as differences from them (`mod.rs`,
     /// `g_kind`).
     g_regs: [u64; 2],
-    events: u64,
     /// The session's TSC base and scale (`Session`), copied for the fast
     /// path (plain loads, next to `pos`) when it is enabled.
     base_tsc: u64,
@@ -321,7 +320,6 @@ impl TraceBuf {
                 last_ts: 0,
                 slice_ended: false,
                 g_regs: [0; 2],
-                events: 0,
                 base_tsc: 0,
                 mult: 0,
                 fast_ok: false,
@@ -660,7 +658,6 @@ impl Inner {
         self.last_ts = 0;
         self.slice_ended = false;
         self.g_regs = [0; 2];
-        self.events = 0;
     }
 
     /// Makes room for an event with `extra` name bytes: completes the full
@@ -711,7 +708,6 @@ impl Inner {
             ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len());
             self.pos = p.add(bytes.len());
         }
-        self.events += 1;
     }
 
     /// Writes a GoStartLocal of goroutine `g`: a GoStart with the
@@ -730,7 +726,6 @@ impl Inner {
             self.pos.write(super::GO_START_LOCAL);
             self.pos = put_uvarint(self.pos.add(1), v);
         }
-        self.events += 1;
     }
 
     /// Completes the batch being filled (one is begun) and hands it to the
@@ -758,7 +753,7 @@ impl Inner {
             return;
         }
         if q.batches.len() >= MAX_QUEUED {
-            q.dropped += self.events;
+            q.dropped += count_events(&batch[HEADER..]);
             q.free.push(batch);
             return;
         }
@@ -1218,6 +1213,28 @@ fn push_uvarint(v: &mut Vec<u8>, mut x: u64) {
     }
 }
 
+/// How many events a batch's payload holds (counted only when a batch is
+/// dropped, so that writing an event need not count).
+fn count_events(payload: &[u8]) -> u64 {
+    let (mut i, mut n) = (0, 0);
+    while i < payload.len() {
+        let ty = payload[i];
+        i += 1;
+        if ty != super::GO_START_LOCAL {
+            read_uvarint(payload, &mut i);
+        }
+        let mut last = 0;
+        for _ in 0..super::field_count(ty) {
+            last = read_uvarint(payload, &mut i);
+        }
+        if ty == super::GO_NAME {
+            i += last as usize;
+        }
+        n += 1;
+    }
+    n
+}
+
 /// Reads a uvarint of `b` at `*i` (a batch this module wrote).
 fn read_uvarint(b: &[u8], i: &mut usize) -> u64 {
     let mut x = 0u64;
@@ -1416,6 +1433,7 @@ mod tests {
         push_batch(&mut batch, 7, &payload);
         let all = events(&batch);
         assert_eq!(all.len(), 5);
+        assert_eq!(count_events(&batch[HEADER..]), 5);
         assert_eq!(all[2], (GO_START_LOCAL, 20, vec![500]));
         // Nothing cut: the batch as it was.
         let mut out = Vec::new();
