@@ -7,12 +7,14 @@
 
 mod common;
 
+use common::skynet;
+
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use goroutine::trace::{FlightConfig, FlightRecorder};
-use goroutine::{chan, go, Builder, Sender};
+use goroutine::{chan, go, Builder};
 use goroutine_trace::decode::{decode, decode_in_file_order, DecodeOptions};
 use goroutine_trace::format::{Event as Ev, BATCH_SIZE, HEADER_LEN, TRAILER_LEN};
 
@@ -48,22 +50,6 @@ fn gs_of(ev: &Ev) -> Option<u64> {
         | Ev::GoEnd { g, .. } => Some(g),
         _ => None,
     }
-}
-
-fn skynet(up: Sender<u64>, num: u64, size: u64) {
-    if size == 1 {
-        up.send(num).unwrap();
-        return;
-    }
-    let sub = size / 10;
-    let (tx, rx) = chan::<u64>(0);
-    for i in 0..10 {
-        let tx = tx.clone();
-        go(move || skynet(tx, num + i * sub, sub));
-    }
-    drop(tx);
-    let sum: u64 = (0..10).map(|_| rx.recv().unwrap()).sum();
-    up.send(sum).unwrap();
 }
 
 /// Runs `n` goroutines that each yield once and end; returns their ids.

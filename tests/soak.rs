@@ -8,25 +8,9 @@
 
 mod common;
 
-use goroutine::{chan, go, Sender};
+use common::skynet;
 
-fn skynet(up: Sender<u64>, num: u64, size: u64) {
-    if size == 1 {
-        up.send(num).expect("skynet: parent gone");
-        return;
-    }
-    let sub = size / 10;
-    let (tx, rx) = chan::<u64>(0);
-    for i in 0..10 {
-        let tx = tx.clone();
-        go(move || skynet(tx, num + i * sub, sub));
-    }
-    drop(tx);
-    let sum: u64 = (0..10)
-        .map(|_| rx.recv().expect("skynet: child gone"))
-        .sum();
-    up.send(sum).expect("skynet: parent gone");
-}
+use goroutine::{chan, go};
 
 /// Bytes the system allocator keeps free in its arenas, cached for reuse and
 /// not held by the program (mostly resident; a never-touched tail of an

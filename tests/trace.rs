@@ -4,10 +4,12 @@
 
 mod common;
 
+use common::skynet;
+
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use goroutine::{chan, go, Builder, Sender};
+use goroutine::{chan, go, Builder};
 use goroutine_trace::decode::decode_in_file_order;
 use goroutine_trace::format::{Event as Ev, BATCH_SIZE, HEADER_LEN, TRAILER_LEN};
 
@@ -161,22 +163,6 @@ fn trace_path(name: &str) -> PathBuf {
 // ---------------------------------------------------------------------------
 // Workloads
 // ---------------------------------------------------------------------------
-
-fn skynet(up: Sender<u64>, num: u64, size: u64) {
-    if size == 1 {
-        up.send(num).unwrap();
-        return;
-    }
-    let sub = size / 10;
-    let (tx, rx) = chan::<u64>(0);
-    for i in 0..10 {
-        let tx = tx.clone();
-        go(move || skynet(tx, num + i * sub, sub));
-    }
-    drop(tx);
-    let sum: u64 = (0..10).map(|_| rx.recv().unwrap()).sum();
-    up.send(sum).unwrap();
-}
 
 fn wait_for_goroutines(n: usize) {
     for _ in 0..2000 {

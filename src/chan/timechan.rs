@@ -89,6 +89,9 @@ unsafe fn chan<'a>(raw: NonNull<()>) -> &'a Chan<Instant> {
 
 /// `TimeChanOps::send`: a try-send that hands back the receiver it gave
 /// the value to instead of waking it (the timer's lock is held).
+///
+/// # Safety
+/// `raw` is a `TimeChan`'s pointer (module note).
 unsafe fn send(raw: NonNull<()>, at: Instant) -> Option<NonNull<()>> {
     // SAFETY: the heap calls this with its `TimeChan`'s pointer.
     match unsafe { chan(raw) }.try_send_claim(at) {
@@ -100,18 +103,27 @@ unsafe fn send(raw: NonNull<()>, at: Instant) -> Option<NonNull<()>> {
 }
 
 /// `TimeChanOps::wake`.
+///
+/// # Safety
+/// `claim` came from [`send`] and is woken once.
 unsafe fn wake(claim: NonNull<()>) {
     // SAFETY: `claim` came from `send`, and the heap wakes it once.
     unsafe { Claimed::from_raw(claim) }.complete(true);
 }
 
 /// `TimeChanOps::take_buffered` (`Chan::take_buffered`).
+///
+/// # Safety
+/// `raw` is a `TimeChan`'s pointer (module note).
 unsafe fn take_buffered(raw: NonNull<()>) -> bool {
     // SAFETY: the heap calls this with its `TimeChan`'s pointer.
     unsafe { chan(raw) }.take_buffered()
 }
 
 /// `TimeChanOps::drop`: the sender's drop.
+///
+/// # Safety
+/// `raw` is a `TimeChan`'s pointer, dropped once, as the `TimeChan` drops.
 unsafe fn drop_sender(raw: NonNull<()>) {
     drop(Sender {
         // SAFETY: the `TimeChan`'s pointer, taken back once, as it drops.

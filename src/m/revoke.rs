@@ -286,6 +286,15 @@ mod tests {
     use loom::sync::Arc;
     use loom::thread;
 
+    /// An M in a goroutine's own code (word 2), and its P's data (loom
+    /// reports any two unordered accesses to it).
+    fn m_in_user_code() -> (Arc<Revoke>, Arc<UnsafeCell<u32>>) {
+        let r = Arc::new(Revoke::new());
+        r.enter();
+        r.leave(); // word 2: user code
+        (r, Arc::new(UnsafeCell::new(0u32)))
+    }
+
     /// The M in a goroutine's own code (word 2) enters the runtime while a
     /// revoker tries to take its P. Checked: the P's data is never touched
     /// by both at once (loom reports a concurrent `with_mut`), exactly one
@@ -297,10 +306,7 @@ mod tests {
     #[test]
     fn revoke_races_entry() {
         loom::model(|| {
-            let r = Arc::new(Revoke::new());
-            r.enter();
-            r.leave(); // word 2: user code
-            let p = Arc::new(UnsafeCell::new(0u32));
+            let (r, p) = m_in_user_code();
             let (r2, p2) = (r.clone(), p.clone());
             let revoker = thread::spawn(move || {
                 if r2.begin(2, || {}) {
@@ -413,20 +419,21 @@ mod tests {
     #[test]
     fn an_entry_after_an_abort_sees_the_revokers_reads() {
         loom::model(|| {
-            let r = Arc::new(Revoke::new());
-            r.enter();
-            r.leave(); // word 2: user code
-            let p = Arc::new(UnsafeCell::new(0u32));
+            let (r, p) = m_in_user_code();
             let (r2, p2) = (r.clone(), p.clone());
             let revoker = thread::spawn(move || {
                 if r2.begin(2, || {}) {
                     // `take`'s check of the P, then it leaves it alone.
+                    // SAFETY: loom's cell checks that no write races this read.
                     p2.with(|v| assert_eq!(unsafe { *v }, 0));
                     r2.abort();
                 }
             });
             match r.enter() {
                 Entry::Nested => unreachable!(),
+                // SAFETY (both writes): loom's cell checks that no access
+                // races them; that the revoker's read happened before is what
+                // the model checks.
                 Entry::Entered => p.with_mut(|v| unsafe { *v += 1 }),
                 Entry::Contended => {
                     revoker.join().unwrap();

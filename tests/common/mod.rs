@@ -215,3 +215,25 @@ pub fn send_signal(pid: i32, sig: i32, thread: &str) {
     // SAFETY: kill has no memory-safety preconditions.
     assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
 }
+
+/// Skynet (Go's benchmark, the event-heaviest workload): a tree of
+/// goroutines, ten children each, down to `size` leaves numbered from
+/// `num`; each node sends its leaves' sum up. A root of 1M leaves sends
+/// 499,999,500,000.
+pub fn skynet(up: goroutine::Sender<u64>, num: u64, size: u64) {
+    if size == 1 {
+        up.send(num).expect("skynet: parent gone");
+        return;
+    }
+    let sub = size / 10;
+    let (tx, rx) = goroutine::chan::<u64>(0);
+    for i in 0..10 {
+        let tx = tx.clone();
+        goroutine::go(move || skynet(tx, num + i * sub, sub));
+    }
+    drop(tx);
+    let sum: u64 = (0..10)
+        .map(|_| rx.recv().expect("skynet: child gone"))
+        .sum();
+    up.send(sum).expect("skynet: parent gone");
+}
