@@ -32,12 +32,22 @@
 //!   the GOT as a static read all over the crate is.)
 //!
 //! # The fast path (one event, no call besides the event function's)
-//! Each event first tries `emit`'s fast path: one thread-local load, then
-//! two tests, each a load and a compare; otherwise it falls to the general,
-//! out-of-line `emit_slow` (which handles every case on its own):
-//! - `FAST`, a const thread-local, points to this thread's buffer once it
-//!   is claimed, else to `NO_BUF`, a static buffer whose `fast_gen` never
-//!   matches (so the pointer needs no null test). The fast path raises
+//! Each event first tries `emit_in`'s fast path: one load of the buffer's
+//! address, then two tests, each a load and a compare; otherwise it falls
+//! to the general, out-of-line `emit_slow` (which handles every case on
+//! its own):
+//! - The address comes from the M for the scheduler's own events (GoStart,
+//!   GoStop, GoBlock, GoEnd; GoCreate and GoUnblock from an M: `emit_m`),
+//!   whose sites hold the M: its `trace_buf` slot. Other events take it
+//!   from `FAST`, a const thread-local (`emit`): the crate is compiled
+//!   with the general-dynamic thread-local model, so a function that looks
+//!   one up is compiled around a call (which the linker then relaxes to
+//!   one load), and saves and restores registers for it on its fast path.
+//!   Both point to this thread's buffer once it is claimed (`claim` sets
+//!   both; a thread's exit points both back), else to `NO_BUF`, a static
+//!   buffer whose `fast_gen` never matches (so the pointer needs no null
+//!   test). A thread that is not an M has no slot: its events from sites
+//!   that pass an `Option<&M>` go straight to `emit_slow`. The fast path raises
 //!   `busy` with a plain store (the asymmetric barrier's raise): where the
 //!   barrier is not asymmetric (`fast_ok` false), `fast_gen` never matches
 //!   either, and `emit_slow` raises again with the SeqCst swap before its
@@ -126,11 +136,12 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, Once, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
+use crate::m::M;
 use crate::sys::time::{cputicks, nanotime, tsc_usable};
 
 /// Payload bytes per batch (docs/trace-format.md: 64 KiB).
@@ -234,7 +245,8 @@ pub(super) struct TraceBuf {
 // SAFETY: `inner` is only touched by its owner while `busy` is up and
 // `LIVE` set, by `stop` after `LIVE` is clear and `busy` is down, and by
 // claim/exit under `CONTROL`, which excludes `stop` (module note). Its
-// raw pointers point into its own `data`. `NO_BUF`, shared by threads
+// raw pointers point into its own `data`, and `m_slot` into a leaked M
+// (used by the owner only). `NO_BUF`, shared by threads
 // without a buffer, has its `inner` never touched (its `fast_gen` never
 // matches and it is never in `LOCAL` or `ALL`); only its atomic `busy` is
 // written.
@@ -277,6 +289,10 @@ struct Inner {
     /// The barrier is asymmetric: the fast path's raise is enough (module
     /// note). Read at claim.
     fast_ok: bool,
+    /// The owner's M's slot for this buffer (`M::trace_buf`), null for a
+    /// thread that is not an M: pointed at this buffer at claim, back at
+    /// `NO_BUF` when the thread exits.
+    m_slot: *const AtomicPtr<()>,
 }
 
 /// `FAST` of a thread without a buffer: the fast path never matches it
@@ -323,6 +339,7 @@ impl TraceBuf {
                 base_tsc: 0,
                 mult: 0,
                 fast_ok: false,
+                m_slot: ptr::null(),
             }),
         }
     }
@@ -400,7 +417,8 @@ fn local() -> Option<&'static TraceBuf> {
 
 #[cold]
 fn claim() -> Option<&'static TraceBuf> {
-    let id = match crate::m::current() {
+    let m = crate::m::current();
+    let id = match m {
         Some(m) => m.id as u32,
         None => match THREAD_ID.try_with(|c| c.get()).unwrap_or(0) {
             0 => NEXT_EXT_ID.fetch_sub(1, Ordering::Relaxed),
@@ -429,6 +447,11 @@ fn claim() -> Option<&'static TraceBuf> {
     inner.fast_ok = ASYMMETRIC.load(Ordering::Relaxed);
     LOCAL.try_with(|c| c.set(tb)).ok()?;
     let _ = FAST.try_with(|c| c.set(tb));
+    inner.m_slot = m.map_or(ptr::null(), |m| m.trace_buf() as *const _);
+    if let Some(m) = m {
+        m.trace_buf()
+            .store(tb as *const TraceBuf as *mut (), Ordering::Relaxed);
+    }
     // Plain threads exit, and so does an M whose goroutine exits locked to
     // it: give the buffer back then (registers the destructor; fails only
     // during thread exit).
@@ -458,6 +481,12 @@ impl Drop for ExitGuard {
             inner.flush();
         }
         inner.gen = NO_GEN;
+        if !inner.m_slot.is_null() {
+            // SAFETY: the slot is a field of a leaked (never freed) M, this
+            // thread's.
+            unsafe { &*inner.m_slot }.store(no_buf(), Ordering::Relaxed);
+            inner.m_slot = ptr::null();
+        }
         tb.fast_gen.store(NO_GEN, Ordering::Relaxed);
         lock(&FREE).push(tb);
     }
@@ -472,25 +501,58 @@ impl Drop for ExitGuard {
 /// batch, no TSC) goes to `emit_slow`.
 #[inline(always)]
 pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
-    emit_at::<false>(ty, args, bytes)
+    // Const thread-local without a destructor: a plain load.
+    let tb = FAST.with(|c| c.get());
+    // SAFETY: FAST only holds `NO_BUF` or leaked, never-freed buffers.
+    emit_in::<false>(unsafe { &*tb }, ty, args, bytes)
 }
 
-/// `emit` for a GoStart on the scheduler's quick path (module note,
+/// `emit` from the scheduler's thread `m` (the calling thread's M), which
+/// the caller holds: the buffer comes from the M (`M::trace_buf`), with no
+/// thread-local lookup, the lookup that made each event function save and
+/// restore registers around a call (module note, "The fast path").
+#[inline(always)]
+pub(super) fn emit_m(m: &M, ty: u8, args: &[u64]) {
+    emit_in::<false>(of_m(m), ty, args, &[])
+}
+
+/// `emit_m` where the caller may run on a thread that is not an M
+/// (`None`): such a thread takes the out-of-line path, which finds its
+/// buffer itself.
+#[inline(always)]
+pub(super) fn emit_here(m: Option<&M>, ty: u8, args: &[u64]) {
+    match m {
+        Some(m) => emit_m(m, ty, args),
+        None => slow(ty, args, &[], false),
+    }
+}
+
+/// `emit_m` for a GoStart on the scheduler's quick path (module note,
 /// "Shared timestamps"): if this thread's last event ended a goroutine's
 /// slice, the GoStart takes that event's timestamp instead of reading the
 /// clock.
 #[inline(always)]
-pub(super) fn emit_start_quick(ty: u8, args: &[u64]) {
-    emit_at::<true>(ty, args, &[])
+pub(super) fn emit_start_quick(m: &M, ty: u8, args: &[u64]) {
+    emit_in::<true>(of_m(m), ty, args, &[])
+}
+
+/// The buffer of `m`, the calling thread's M: the one its thread claimed,
+/// else `NO_BUF`.
+#[inline(always)]
+fn of_m(m: &M) -> &'static TraceBuf {
+    // SAFETY: the slot holds `NO_BUF` or a leaked, never-freed buffer
+    // (`claim`, `ExitGuard`), written by this thread only.
+    unsafe { &*(m.trace_buf().load(Ordering::Relaxed) as *const TraceBuf) }
+}
+
+/// `M::trace_buf`'s value for an M whose thread has claimed no buffer.
+pub(super) fn no_buf() -> *mut () {
+    &NO_BUF as *const TraceBuf as *mut ()
 }
 
 #[inline(always)]
-fn emit_at<const SHARE: bool>(ty: u8, args: &[u64], bytes: &[u8]) {
+fn emit_in<const SHARE: bool>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8]) {
     assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
-    // Const thread-local without a destructor: a plain load.
-    let tb = FAST.with(|c| c.get());
-    // SAFETY: FAST only holds `NO_BUF` or leaked, never-freed buffers.
-    let tb = unsafe { &*tb };
     // Enough where `fast_gen` can match below; elsewhere `emit_slow`
     // raises again (module note).
     tb.raise_asymmetric();

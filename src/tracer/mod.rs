@@ -37,6 +37,8 @@
 
 mod buf;
 
+use crate::m::M;
+
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -184,6 +186,11 @@ fn parse_flight(spec: &str) -> io::Result<Flight> {
     })
 }
 
+/// `M::trace_buf`'s initial value: no buffer claimed yet.
+pub(crate) fn no_buf() -> *mut () {
+    buf::no_buf()
+}
+
 /// Marks the calling thread as sysmon (its batches carry M id `u32::MAX`).
 pub(crate) fn set_sysmon_thread() {
     buf::set_thread_id(u32::MAX);
@@ -304,16 +311,19 @@ pub(crate) const STOP_YIELD_LOCAL: u64 = 2;
 // The emit functions: cold and out of line, so that a disabled event site
 // is only its branch.
 
+/// `m`: the calling thread's M, `None` on a plain thread. The scheduler's
+/// own events take the M they run on (`buf::emit_m`: the buffer is found
+/// through it).
 #[cold]
 #[inline(never)]
-pub(crate) fn go_create(g: u64, parent: u64, p: u32) {
-    buf::emit(GO_CREATE, &[g, parent, p as u64], &[]);
+pub(crate) fn go_create(m: Option<&M>, g: u64, parent: u64, p: u32) {
+    buf::emit_here(m, GO_CREATE, &[g, parent, p as u64]);
 }
 
 #[cold]
 #[inline(never)]
-pub(crate) fn go_start(g: u64, p: u32) {
-    buf::emit(GO_START, &[g, p as u64], &[]);
+pub(crate) fn go_start(m: &M, g: u64, p: u32) {
+    buf::emit_m(m, GO_START, &[g, p as u64]);
 }
 
 /// A GoStart on the scheduler's quick path: if the slice end traced just
@@ -322,8 +332,8 @@ pub(crate) fn go_start(g: u64, p: u32) {
 /// "Shared timestamps").
 #[cold]
 #[inline(never)]
-pub(crate) fn go_start_quick(g: u64, p: u32) {
-    buf::emit_start_quick(GO_START, &[g, p as u64]);
+pub(crate) fn go_start_quick(m: &M, g: u64, p: u32) {
+    buf::emit_start_quick(m, GO_START, &[g, p as u64]);
 }
 
 /// The events that end a goroutine's slice on its M, whose timestamp a
@@ -335,26 +345,26 @@ const fn ends_slice(ty: u8) -> bool {
 
 #[cold]
 #[inline(never)]
-pub(crate) fn go_stop(g: u64, p: u32, reason: u64) {
-    buf::emit(GO_STOP, &[g, p as u64, reason], &[]);
+pub(crate) fn go_stop(m: &M, g: u64, p: u32, reason: u64) {
+    buf::emit_m(m, GO_STOP, &[g, p as u64, reason]);
 }
 
 #[cold]
 #[inline(never)]
-pub(crate) fn go_block(g: u64, p: u32, reason: u64) {
-    buf::emit(GO_BLOCK, &[g, p as u64, reason], &[]);
+pub(crate) fn go_block(m: &M, g: u64, p: u32, reason: u64) {
+    buf::emit_m(m, GO_BLOCK, &[g, p as u64, reason]);
 }
 
 #[cold]
 #[inline(never)]
-pub(crate) fn go_unblock(g: u64, by_g: u64, p: u32) {
-    buf::emit(GO_UNBLOCK, &[g, by_g, p as u64], &[]);
+pub(crate) fn go_unblock(m: Option<&M>, g: u64, by_g: u64, p: u32) {
+    buf::emit_here(m, GO_UNBLOCK, &[g, by_g, p as u64]);
 }
 
 #[cold]
 #[inline(never)]
-pub(crate) fn go_end(g: u64, p: u32) {
-    buf::emit(GO_END, &[g, p as u64], &[]);
+pub(crate) fn go_end(m: &M, g: u64, p: u32) {
+    buf::emit_m(m, GO_END, &[g, p as u64]);
 }
 
 #[cold]
