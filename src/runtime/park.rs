@@ -192,7 +192,7 @@ fn ready_with(g: &'static G, here: m::Here, next: bool, wake: bool) {
         super::checkdead::progress();
         if tracer::on() {
             let by = m::current_g().map_or(0, |c| c.id());
-            tracer::go_unblock(here.m(), g.id(), by, tracer::GLOBAL);
+            tracer::go_unblock(here.m(), g, by, tracer::GLOBAL);
         }
         globrunq::put_woken(g);
         idle::wakep();
@@ -235,5 +235,5 @@ fn ready_global(g: &'static G, m: Option<&'static m::M>) {
 #[cold]
 fn trace_unblock(g: &'static G, m: Option<&'static m::M>, p: u32) {
     let by = m.and_then(|m| m.curg()).map_or(0, |c| c.id());
-    tracer::go_unblock(m, g.id(), by, p);
+    tracer::go_unblock(m, g, by, p);
 }

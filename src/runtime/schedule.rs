@@ -287,7 +287,7 @@ fn find_runnable(m: &'static M) -> Found {
             if !list.is_empty() {
                 let g = list.remove(0);
                 if tracer::on() {
-                    tracer::go_unblock(Some(m), g.id(), 0, pp.id);
+                    tracer::go_unblock(Some(m), g, 0, pp.id);
                 }
                 inject(list);
                 return Found::new(g);
@@ -374,7 +374,7 @@ fn find_runnable(m: &'static M) -> Found {
                         if tracer::on() {
                             // SAFETY: own thread, holding the P just acquired.
                             let p = unsafe { m.p() }.map_or(tracer::GLOBAL, |pp| pp.id);
-                            tracer::go_unblock(Some(m), g.id(), 0, p);
+                            tracer::go_unblock(Some(m), g, 0, p);
                         }
                         inject(list);
                         if was_spinning {
@@ -428,11 +428,11 @@ pub(crate) fn inject(mut list: Vec<&'static G>) {
     let rest = list.split_off(n);
     if tracer::on() {
         for g in &list {
-            tracer::go_unblock(here, g.id(), 0, tracer::GLOBAL);
+            tracer::go_unblock(here, g, 0, tracer::GLOBAL);
         }
         let p = pp.map_or(tracer::GLOBAL, |pp| pp.id);
         for g in &rest {
-            tracer::go_unblock(here, g.id(), 0, p);
+            tracer::go_unblock(here, g, 0, p);
         }
     }
     if !list.is_empty() {
@@ -560,7 +560,7 @@ fn execute(m: &'static M, found: Found) -> bool {
                 g.set_status(Status::Waiting);
                 // Before `unlock`: once it ran, a waker may emit GoUnblock.
                 if tracer::on() {
-                    tracer::go_block(m, g.id(), pp.id, g.wait_reason() as u64);
+                    tracer::go_block(m, g, pp.id, g.wait_reason() as u64);
                 }
                 // SAFETY: `unlock` points to a closure on the G's stack, which
                 // is intact: the G cannot run until `unlock` made it findable.

@@ -95,6 +95,29 @@
 //!   begins a cut batch back into a GoStart with the P of the slice end
 //!   that was cut.
 //!
+//! A GoCreate or a GoUnblock from an M's running goroutine (`PREV`,
+//! `PREV_AFTER`; a third of skynet's events each) reads none either: it
+//! takes the time of the batch's previous event, written as its type with
+//! `SAME_TIME` set and no delta. Invariants:
+//! - The time is a lower bound: the event happens on this M after the
+//!   batch's previous event. So nothing it causes (the new or readied
+//!   goroutine's GoStart, on any M) can sort before it.
+//! - What causes a GoUnblock on another M, its goroutine's GoBlock, must
+//!   not sort after it: `go_block` keeps the GoBlock's TSC reading in the
+//!   G (`G::trace_block_tsc`; returned by the emit functions), and the
+//!   GoUnblock shares only if that reading, scaled, is not later than the
+//!   batch's last time; else it reads the clock. A reading from before
+//!   the session (the G blocked untraced) scales to a negative time.
+//! - Only the fast path shares (it has the TSC's base and scale at hand);
+//!   `emit_slow` reads the clock, and a batch's first event (`last_ts` 0)
+//!   has nothing to share.
+//! - The price is precision: such an event shows at its goroutine's
+//!   previous traced event, however long the goroutine computed in
+//!   between (docs/trace-format.md says so).
+//! - A flight recorder's trim never keeps one first in a batch (it cuts
+//!   by time, and the event before has the same); if it did, it would
+//!   clear the bit and write the time (`trim_into`).
+//!
 //! Buffers are leaked and registered in `ALL` (so `stop` finds them); a
 //! thread that exits (a plain thread, or an M whose goroutine exited locked
 //! to it) flushes its buffer and puts it on `FREE` for the next thread.
@@ -179,15 +202,15 @@ static SESSION: Session = Session {
     mult: AtomicU64::new(0),
 };
 
-/// Nanoseconds since the session's start, from the TSC: `base_tsc` read
+/// Nanoseconds since the session's start of the TSC reading `tsc`: `base_tsc` read
 /// at the start, `mult` nanoseconds per tick (32.32).
 #[inline(always)]
-fn tsc_rel(base_tsc: u64, mult: i64) -> i64 {
-    // Signed: a TSC a little behind `base_tsc` (another CPU's) is a small
-    // negative time, which the caller's clamp absorbs, not a huge one.
-    // One signed 64x64->128 multiply (`mult` < 2^63: under 2^31 ns per
-    // tick).
-    let ticks = cputicks().wrapping_sub(base_tsc) as i64;
+fn tsc_scale(tsc: u64, base_tsc: u64, mult: i64) -> i64 {
+    // Signed: a TSC a little behind `base_tsc` (another CPU's, or one read
+    // before the session began) is a negative time, which the caller's
+    // clamp or comparison absorbs, not a huge one. One signed
+    // 64x64->128 multiply (`mult` < 2^63: under 2^31 ns per tick).
+    let ticks = tsc.wrapping_sub(base_tsc) as i64;
     ((ticks as i128 * mult as i128) >> 32) as i64
 }
 
@@ -195,14 +218,20 @@ fn tsc_rel(base_tsc: u64, mult: i64) -> i64 {
 /// nanotime.
 #[inline]
 fn now_rel() -> i64 {
+    now_rel_tsc().0
+}
+
+/// `now_rel`, with the TSC reading it came from (0: nanotime's).
+#[inline]
+fn now_rel_tsc() -> (i64, u64) {
     let s = &SESSION;
     if s.use_tsc.load(Ordering::Relaxed) {
-        tsc_rel(
-            s.base_tsc.load(Ordering::Relaxed),
-            s.mult.load(Ordering::Relaxed) as i64,
-        )
+        let tsc = cputicks();
+        let base = s.base_tsc.load(Ordering::Relaxed);
+        let rel = tsc_scale(tsc, base, s.mult.load(Ordering::Relaxed) as i64);
+        (rel, tsc)
     } else {
-        nanotime() - s.start_ns.load(Ordering::Relaxed)
+        (nanotime() - s.start_ns.load(Ordering::Relaxed), 0)
     }
 }
 
@@ -504,26 +533,49 @@ pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
     // Const thread-local without a destructor: a plain load.
     let tb = FAST.with(|c| c.get());
     // SAFETY: FAST only holds `NO_BUF` or leaked, never-freed buffers.
-    emit_in::<false>(unsafe { &*tb }, ty, args, bytes)
+    emit_in::<CLOCK>(unsafe { &*tb }, ty, args, bytes, 0);
 }
+
+/// How an event is stamped (`emit_in`'s `STAMP`; module note, "Shared
+/// timestamps"): with a clock read;
+const CLOCK: u8 = 0;
+/// as a GoStartLocal if the batch's last event ended a slice;
+const QUICK_START: u8 = 1;
+/// with the batch's previous event's time if there is one (GoCreate);
+const PREV: u8 = 2;
+/// as `PREV`, if the TSC reading passed (`floor`) is not later than that
+/// time (GoUnblock: its goroutine's GoBlock).
+const PREV_AFTER: u8 = 3;
 
 /// `emit` from the scheduler's thread `m` (the calling thread's M), which
 /// the caller holds: the buffer comes from the M (`M::trace_buf`), with no
 /// thread-local lookup, the lookup that made each event function save and
 /// restore registers around a call (module note, "The fast path").
+/// Returns the TSC reading of the event's timestamp, 0 if it read none
+/// (or none of the TSC, or wrote nothing): GoBlock keeps it for the
+/// GoUnblock that follows (`PREV_AFTER`).
 #[inline(always)]
-pub(super) fn emit_m(m: &M, ty: u8, args: &[u64]) {
-    emit_in::<false>(of_m(m), ty, args, &[])
+pub(super) fn emit_m(m: &M, ty: u8, args: &[u64]) -> u64 {
+    emit_in::<CLOCK>(of_m(m), ty, args, &[], 0)
 }
 
-/// `emit_m` where the caller may run on a thread that is not an M
-/// (`None`): such a thread takes the out-of-line path, which finds its
-/// buffer itself.
+/// `emit_m` for an event that may take the batch's previous event's time
+/// (`PREV`, or `PREV_AFTER` with a `floor` other than 0), where the
+/// caller may run on a thread that is not an M (`None`): such a thread
+/// takes the out-of-line path, which finds its buffer itself (and reads
+/// the clock).
 #[inline(always)]
-pub(super) fn emit_here(m: Option<&M>, ty: u8, args: &[u64]) {
-    match m {
-        Some(m) => emit_m(m, ty, args),
-        None => slow(ty, args, &[], false),
+pub(super) fn emit_here_prev(m: Option<&M>, ty: u8, args: &[u64], floor: Option<u64>) {
+    match (m, floor) {
+        (Some(m), None) => {
+            emit_in::<PREV>(of_m(m), ty, args, &[], 0);
+        }
+        (Some(m), Some(f)) => {
+            emit_in::<PREV_AFTER>(of_m(m), ty, args, &[], f);
+        }
+        (None, _) => {
+            slow(ty, args, &[], false);
+        }
     }
 }
 
@@ -533,7 +585,7 @@ pub(super) fn emit_here(m: Option<&M>, ty: u8, args: &[u64]) {
 /// clock.
 #[inline(always)]
 pub(super) fn emit_start_quick(m: &M, ty: u8, args: &[u64]) {
-    emit_in::<true>(of_m(m), ty, args, &[])
+    emit_in::<QUICK_START>(of_m(m), ty, args, &[], 0);
 }
 
 /// The buffer of `m`, the calling thread's M: the one its thread claimed,
@@ -551,8 +603,9 @@ pub(super) fn no_buf() -> *mut () {
 }
 
 #[inline(always)]
-fn emit_in<const SHARE: bool>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8]) {
+fn emit_in<const STAMP: u8>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8], floor: u64) -> u64 {
     assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
+    let share = STAMP == QUICK_START;
     // Enough where `fast_gen` can match below; elsewhere `emit_slow`
     // raises again (module note).
     tb.raise_asymmetric();
@@ -560,32 +613,46 @@ fn emit_in<const SHARE: bool>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8])
     // visible). After the raise: see the module note. `fast_gen` is only
     // written by this thread.
     if LIVE.load(Ordering::Acquire) != tb.fast_gen.load(Ordering::Relaxed) {
-        return slow(ty, args, bytes, SHARE);
+        return slow(ty, args, bytes, share);
     }
     // SAFETY: we own the buffer, `busy` is up and `LIVE` set (`fast_gen` is
     // never 0).
     let inner = unsafe { tb.inner() };
     if inner.pos.addr() + bytes.len() >= inner.limit.addr() {
-        return slow(ty, args, bytes, SHARE);
+        return slow(ty, args, bytes, share);
     }
-    if SHARE && inner.slice_ended {
+    if STAMP == QUICK_START && inner.slice_ended {
         // SAFETY: room checked just above.
         unsafe { inner.write_start_local(args[0]) };
-        return tb.lower();
+        tb.lower();
+        return 0;
+    }
+    // A batch's first event (`last_ts` 0) has no time to share; nor has
+    // a GoUnblock whose goroutine blocked after the batch's last stamp.
+    if (STAMP == PREV || STAMP == PREV_AFTER)
+        && inner.last_ts != 0
+        && (STAMP == PREV || tsc_scale(floor, inner.base_tsc, inner.mult) <= inner.last_ts)
+    {
+        // SAFETY: room checked just above.
+        unsafe { inner.write_same_time(ty, args) };
+        tb.lower();
+        return 0;
     }
     // `fast_gen` matched: the session's clock is the TSC, its base and
     // scale copied into the buffer.
-    let ts = tsc_rel(inner.base_tsc, inner.mult).max(inner.last_ts);
+    let tsc = cputicks();
+    let ts = tsc_scale(tsc, inner.base_tsc, inner.mult).max(inner.last_ts);
     // SAFETY: room checked just above.
     unsafe { inner.write(ty, ts, args, bytes) };
     tb.lower();
+    tsc
 }
 
 /// `emit_slow` for `emit`: events without name bytes pass their fields by
 /// value, in registers, so that the fast path's way out is a tail call
 /// (no frame, no spilled fields).
 #[inline(always)]
-fn slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) {
+fn slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) -> u64 {
     if bytes.is_empty() {
         let a = |i: usize| args.get(i).copied().unwrap_or(0);
         // Five arguments, all in registers (six is the most on x86-64 and
@@ -593,9 +660,9 @@ fn slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) {
         // function needed a frame and callee-saved registers on its fast
         // path too, not only a call here.
         let meta = ty as u64 | (args.len() as u64) << 8 | (share as u64) << 16;
-        emit_slow_fields(meta, a(0), a(1), a(2), a(3));
+        emit_slow_fields(meta, a(0), a(1), a(2), a(3))
     } else {
-        emit_slow(ty, args, bytes, share);
+        emit_slow(ty, args, bytes, share)
     }
 }
 
@@ -603,10 +670,10 @@ fn slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) {
 /// 0-7), the field count (8-15) and `share` (bit 16).
 #[cold]
 #[inline(never)]
-fn emit_slow_fields(meta: u64, a0: u64, a1: u64, a2: u64, a3: u64) {
+fn emit_slow_fields(meta: u64, a0: u64, a1: u64, a2: u64, a3: u64) -> u64 {
     let args = [a0, a1, a2, a3];
     let n = ((meta >> 8) & 0xff) as usize;
-    emit_slow(meta as u8, &args[..n.min(4)], &[], meta >> 16 & 1 != 0);
+    emit_slow(meta as u8, &args[..n.min(4)], &[], meta >> 16 & 1 != 0)
 }
 
 /// Every case of `emit`, out of line: finds (or claims) the buffer, raises
@@ -614,11 +681,13 @@ fn emit_slow_fields(meta: u64, a0: u64, a1: u64, a2: u64, a3: u64) {
 /// begins a batch and reads whichever clock the session uses (with
 /// `share`, not if the batch's last event ended a slice: `emit_start_quick`).
 /// May follow a raise by the fast path (raising twice is harmless).
+/// Returns the TSC reading of the timestamp, as `emit_m`; this path
+/// always reads the clock (but for a GoStartLocal).
 #[cold]
 #[inline(never)]
-fn emit_slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) {
+fn emit_slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) -> u64 {
     assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
-    let Some(tb) = local() else { return };
+    let Some(tb) = local() else { return 0 };
     tb.raise();
     // SeqCst: without membarrier `raise` is a SeqCst swap, and this load
     // is the other half of the owner's StoreLoad pair (module note): only
@@ -631,6 +700,7 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) {
     // (the session is visible). With membarrier it costs what an
     // Acquire does (`ldar`, a plain `mov` on x86-64).
     let gen = LIVE.load(Ordering::SeqCst);
+    let mut tsc = 0;
     if gen != 0 {
         // SAFETY: we own the buffer, `busy` is up and `LIVE` set.
         let inner = unsafe { tb.inner() };
@@ -653,12 +723,15 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) {
             // SAFETY: `make_room` made room (it asserts it).
             unsafe { inner.write_start_local(args[0]) };
         } else {
-            let ts = now_rel().max(inner.last_ts);
+            let (rel, read) = now_rel_tsc();
+            tsc = read;
+            let ts = rel.max(inner.last_ts);
             // SAFETY: `make_room` made room (it asserts it).
             unsafe { inner.write(ty, ts, args, bytes) };
         }
     }
     tb.lower();
+    tsc
 }
 
 /// Writes `v` as unsigned LEB128 at `p`; returns the byte after it.
@@ -756,17 +829,8 @@ impl Inner {
         unsafe {
             let start = self.pos;
             start.write(ty);
-            let mut p = put_uvarint(start.add(1), delta);
-            for (i, &a) in args.iter().enumerate() {
-                // A constant where this is inlined: the test folds.
-                let k = super::g_kind(ty, i);
-                let v = if k != 0 {
-                    super::g_encode(&mut self.g_regs, k, a)
-                } else {
-                    a
-                };
-                p = put_uvarint(p, v);
-            }
+            let p = put_uvarint(start.add(1), delta);
+            let p = self.write_fields(ty, p, args);
             ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len());
             self.pos = p.add(bytes.len());
         }
@@ -788,6 +852,44 @@ impl Inner {
             self.pos.write(super::GO_START_LOCAL);
             self.pos = put_uvarint(self.pos.add(1), v);
         }
+    }
+
+    /// Writes an event of type `ty` with the timestamp of the batch's
+    /// previous event (there is one): its type with `SAME_TIME` set, no
+    /// delta, then its fields as `write` does.
+    ///
+    /// # Safety
+    /// As `write`'s, with no name bytes.
+    #[inline(always)]
+    unsafe fn write_same_time(&mut self, ty: u8, args: &[u64]) {
+        self.slice_ended = super::ends_slice(ty);
+        // SAFETY: as `write`: at most 1 + 10 * args.len() bytes.
+        unsafe {
+            let start = self.pos;
+            start.write(ty | super::SAME_TIME);
+            self.pos = self.write_fields(ty, start.add(1), args);
+        }
+    }
+
+    /// Writes the fields `args` of an event of type `ty` at `p` (ids
+    /// against the registers); returns the byte after them.
+    ///
+    /// # Safety
+    /// `p` is valid for writes of `10 * args.len()` bytes.
+    #[inline(always)]
+    unsafe fn write_fields(&mut self, ty: u8, mut p: *mut u8, args: &[u64]) -> *mut u8 {
+        for (i, &a) in args.iter().enumerate() {
+            // A constant where this is inlined: the test folds.
+            let k = super::g_kind(ty, i);
+            let v = if k != 0 {
+                super::g_encode(&mut self.g_regs, k, a)
+            } else {
+                a
+            };
+            // SAFETY: within the room the caller guarantees.
+            p = unsafe { put_uvarint(p, v) };
+        }
+        p
     }
 
     /// Completes the batch being filled (one is begun) and hands it to the
@@ -1280,9 +1382,9 @@ fn push_uvarint(v: &mut Vec<u8>, mut x: u64) {
 fn count_events(payload: &[u8]) -> u64 {
     let (mut i, mut n) = (0, 0);
     while i < payload.len() {
-        let ty = payload[i];
+        let (ty, timed) = type_of(payload[i]);
         i += 1;
-        if ty != super::GO_START_LOCAL {
+        if timed {
             read_uvarint(payload, &mut i);
         }
         let mut last = 0;
@@ -1295,6 +1397,13 @@ fn count_events(payload: &[u8]) -> u64 {
         n += 1;
     }
     n
+}
+
+/// An event's type byte: its type, and whether a `ts_delta` follows
+/// (not for a GoStartLocal, nor with `SAME_TIME`).
+fn type_of(b: u8) -> (u8, bool) {
+    let ty = b & !super::SAME_TIME;
+    (ty, b == ty && ty != super::GO_START_LOCAL)
 }
 
 /// Reads a uvarint of `b` at `*i` (a batch this module wrote).
@@ -1340,17 +1449,19 @@ fn trim_into(out: &mut Vec<u8>, batch: &[u8], cutoff: i64) {
     let mut slice_p = 0u64;
     while i < payload.len() {
         let at = i;
-        let ty = payload[i];
+        let byte = payload[i];
+        let (ty, timed) = type_of(byte);
         i += 1;
         let local = ty == super::GO_START_LOCAL;
-        let delta = if local {
-            0
-        } else {
+        let delta = if timed {
             read_uvarint(payload, &mut i)
+        } else {
+            0
         };
         ts += delta as i64;
         // A GoStartLocal kept first becomes a GoStart: the slice end it
-        // takes its P from was cut.
+        // takes its P from was cut. An event kept first gets its time
+        // (`SAME_TIME` cleared): the event it shared it with was cut.
         let mut first_local = false;
         if kept.is_none() && ts >= cutoff {
             if at == 0 {
@@ -1362,8 +1473,8 @@ fn trim_into(out: &mut Vec<u8>, batch: &[u8], cutoff: i64) {
             push_uvarint(&mut k, ts as u64);
             kept = Some(k);
         } else if let Some(k) = &mut kept {
-            k.push(ty);
-            if !local {
+            k.push(byte);
+            if timed {
                 push_uvarint(k, delta);
             }
         }
@@ -1440,13 +1551,17 @@ fn writer(mut out: BufWriter<File>) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{g_decode, g_encode, g_kind, GO_BLOCK, GO_CREATE, GO_END, GO_START_LOCAL};
+    use super::super::{
+        g_decode, g_encode, g_kind, GO_BLOCK, GO_CREATE, GO_END, GO_START_LOCAL, SAME_TIME,
+    };
     use super::*;
 
-    /// Appends one event of type `ty` (with a delta unless a GoStartLocal).
-    fn put(b: &mut Vec<u8>, regs: &mut [u64; 2], ty: u8, delta: u64, fields: &[u64]) {
-        b.push(ty);
-        if ty != GO_START_LOCAL {
+    /// Appends one event of type byte `byte` (with a delta unless a
+    /// GoStartLocal or `SAME_TIME`).
+    fn put(b: &mut Vec<u8>, regs: &mut [u64; 2], byte: u8, delta: u64, fields: &[u64]) {
+        b.push(byte);
+        let (ty, timed) = type_of(byte);
+        if timed {
             push_uvarint(b, delta);
         }
         for (i, &f) in fields.iter().enumerate() {
@@ -1463,9 +1578,9 @@ mod tests {
         let (mut i, mut ts, mut regs) = (0, 0, [0u64; 2]);
         let mut out = Vec::new();
         while i < payload.len() {
-            let ty = payload[i];
+            let (ty, timed) = type_of(payload[i]);
             i += 1;
-            if ty != GO_START_LOCAL {
+            if timed {
                 ts += read_uvarint(payload, &mut i);
             }
             let fields = (0..super::super::field_count(ty))
@@ -1491,12 +1606,20 @@ mod tests {
         put(&mut payload, &mut regs, GO_START_LOCAL, 0, &[500]);
         put(&mut payload, &mut regs, GO_BLOCK, 10, &[500, 2, 3]);
         put(&mut payload, &mut regs, GO_CREATE, 5, &[501, 500, 2]);
+        put(
+            &mut payload,
+            &mut regs,
+            GO_CREATE | SAME_TIME,
+            0,
+            &[502, 500, 2],
+        );
         let mut batch = Vec::new();
         push_batch(&mut batch, 7, &payload);
         let all = events(&batch);
-        assert_eq!(all.len(), 5);
-        assert_eq!(count_events(&batch[HEADER..]), 5);
+        assert_eq!(all.len(), 6);
+        assert_eq!(count_events(&batch[HEADER..]), 6);
         assert_eq!(all[2], (GO_START_LOCAL, 20, vec![500]));
+        assert_eq!(all[5], (GO_CREATE, 35, vec![502, 500, 2]));
         // Nothing cut: the batch as it was.
         let mut out = Vec::new();
         trim_into(&mut out, &batch, 10);

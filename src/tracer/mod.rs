@@ -6,8 +6,10 @@
 //! Off, each event site is one predictable branch on a global flag
 //! (`on()`); the emit functions are `#[cold]` and out of line. On, an event
 //! costs a time-stamp counter read (not a GoStart on the scheduler's quick
-//! path: it shares the timestamp of the slice end just before it, see
-//! `buf.rs`, "Shared timestamps"), a few varint bytes written in place into
+//! path: it shares the timestamp of the slice end just before it; nor a
+//! GoCreate or GoUnblock from a running goroutine: it takes the batch's
+//! previous event's time; see `buf.rs`, "Shared timestamps"), a few
+//! varint bytes written in place into
 //! the calling thread's buffer, and two plain stores of a busy flag that
 //! let `stop` collect every buffer safely (its StoreLoad barrier is a
 //! `membarrier` issued by `stop`, so the hot path has no locked
@@ -37,6 +39,7 @@
 
 mod buf;
 
+use crate::g::G;
 use crate::m::M;
 
 use std::io;
@@ -197,7 +200,7 @@ pub(crate) fn set_sysmon_thread() {
 }
 
 /// The format's version (docs/trace-format.md), in the file's header.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 // Event types (docs/trace-format.md).
 const GO_CREATE: u8 = 1;
@@ -225,6 +228,10 @@ const PROC_REVOKE: u8 = 21;
 /// timestamp and its P: only the goroutine is written (no `ts_delta`, no
 /// P; docs/trace-format.md).
 const GO_START_LOCAL: u8 = 22;
+/// Set in an event's type byte: the event has no `ts_delta` and takes the
+/// timestamp of the batch's previous event, as a lower bound of its own
+/// (docs/trace-format.md, "Shared timestamps"; `buf.rs`, the same).
+const SAME_TIME: u8 = 0x80;
 
 /// How many uvarint fields follow an event's timestamp (GoName: `g` and
 /// `len`, then `len` bytes), for the flight recorder, which cuts batches
@@ -314,10 +321,12 @@ pub(crate) const STOP_YIELD_LOCAL: u64 = 2;
 /// `m`: the calling thread's M, `None` on a plain thread. The scheduler's
 /// own events take the M they run on (`buf::emit_m`: the buffer is found
 /// through it).
+/// A GoCreate on an M takes the batch's previous event's time (`buf.rs`,
+/// "Shared timestamps").
 #[cold]
 #[inline(never)]
 pub(crate) fn go_create(m: Option<&M>, g: u64, parent: u64, p: u32) {
-    buf::emit_here(m, GO_CREATE, &[g, parent, p as u64]);
+    buf::emit_here_prev(m, GO_CREATE, &[g, parent, p as u64], None);
 }
 
 #[cold]
@@ -351,14 +360,19 @@ pub(crate) fn go_stop(m: &M, g: u64, p: u32, reason: u64) {
 
 #[cold]
 #[inline(never)]
-pub(crate) fn go_block(m: &M, g: u64, p: u32, reason: u64) {
-    buf::emit_m(m, GO_BLOCK, &[g, p as u64, reason]);
+pub(crate) fn go_block(m: &M, g: &G, p: u32, reason: u64) {
+    let tsc = buf::emit_m(m, GO_BLOCK, &[g.id(), p as u64, reason]);
+    g.set_trace_block_tsc(tsc);
 }
 
+/// A GoUnblock on an M takes the batch's previous event's time if `g`'s
+/// GoBlock (its TSC reading, kept in the G by `go_block`) was not later
+/// (`buf.rs`, "Shared timestamps").
 #[cold]
 #[inline(never)]
-pub(crate) fn go_unblock(m: Option<&M>, g: u64, by_g: u64, p: u32) {
-    buf::emit_here(m, GO_UNBLOCK, &[g, by_g, p as u64]);
+pub(crate) fn go_unblock(m: Option<&M>, g: &G, by_g: u64, p: u32) {
+    let floor = g.trace_block_tsc();
+    buf::emit_here_prev(m, GO_UNBLOCK, &[g.id(), by_g, p as u64], Some(floor));
 }
 
 #[cold]

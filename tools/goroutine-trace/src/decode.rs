@@ -11,7 +11,7 @@
 
 use crate::format::{
     field_count, g_decode, g_kind, Event, GRegs, Header, BATCH_HEADER_LEN, BATCH_TAG,
-    GO_START_LOCAL, G_START, HEADER_LEN, MAGIC, TRAILER_LEN, TRAILER_TAG, VERSION,
+    GO_START_LOCAL, G_START, HEADER_LEN, MAGIC, SAME_TIME, TRAILER_LEN, TRAILER_TAG, VERSION,
 };
 use std::fmt;
 
@@ -91,6 +91,8 @@ pub enum EventFault {
     /// A GoStartLocal with no GoEnd, GoBlock or GoStop before it in its
     /// batch to take its P from.
     LocalStartAlone,
+    /// An event with `SAME_TIME` set first in its batch: no time to share.
+    SameTimeFirst,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -207,6 +209,10 @@ impl fmt::Display for DecodeError {
                         f,
                         "GoStartLocal event with no slice end before it in its batch"
                     )?,
+                    EventFault::SameTimeFirst => write!(
+                        f,
+                        "an event that shares the previous event's time is first in its batch"
+                    )?,
                 }
                 write!(f, " at byte {offset} (batch #{batch}, M {m}); {reached}")
             }
@@ -313,8 +319,18 @@ fn decode_batch(
     let mut slice_p: Option<u64> = None;
     while pos < payload.len() {
         let at = (base + pos) as u64;
-        let ty = payload[pos];
+        let byte = payload[pos];
         pos += 1;
+        // `SAME_TIME`: no delta, the previous event's time (a GoStartLocal
+        // never carries it: it has its own rule).
+        let ty = byte & !SAME_TIME;
+        let same = byte != ty;
+        if same && (ty == GO_START_LOCAL || ty == 0) {
+            return Err((EventFault::UnknownType(byte), at));
+        }
+        if same && pos == 1 {
+            return Err((EventFault::SameTimeFirst, at));
+        }
         if ty == GO_START_LOCAL {
             // A GoStart with the timestamp and the P of the slice end
             // before it: no delta, one field.
@@ -328,8 +344,12 @@ fn decode_batch(
             });
             continue;
         }
-        let n = field_count(ty).ok_or((EventFault::UnknownType(ty), at))?;
-        let delta = read_uvarint(payload, &mut pos).map_err(|f| (f, at))?;
+        let n = field_count(ty).ok_or((EventFault::UnknownType(byte), at))?;
+        let delta = if same {
+            0
+        } else {
+            read_uvarint(payload, &mut pos).map_err(|f| (f, at))?
+        };
         for (i, slot) in fields.iter_mut().take(n).enumerate() {
             let v = read_uvarint(payload, &mut pos).map_err(|f| (f, at))?;
             *slot = match g_kind(ty, i) {

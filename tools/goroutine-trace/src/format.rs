@@ -1,4 +1,4 @@
-//! The execution trace format, version 1 (`docs/trace-format.md`): constants,
+//! The execution trace format, version 3 (`docs/trace-format.md`): constants,
 //! the event enum, and the names the tool prints for codes.
 //!
 //! This module is the single place that knows the numbering. The decoder
@@ -9,7 +9,7 @@
 /// `"GRTRACE\0"`, the first 8 bytes of every trace.
 pub const MAGIC: [u8; 8] = *b"GRTRACE\0";
 /// The only version this tool reads.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// magic 8 + version 4 + flags 4 + start_ns 8 + unix_start_ns 8 + gomaxprocs 4 + reserved 4.
 pub const HEADER_LEN: usize = 40;
 /// Tag byte of a batch record.
@@ -31,6 +31,12 @@ pub const MAX_EVENT_TYPE: u8 = 21;
 /// slice end (GoEnd, GoBlock, GoStop) just before it in its batch: `u8 22 |
 /// g` (no `ts_delta`). Decoded as a [`Event::GoStart`].
 pub const GO_START_LOCAL: u8 = 22;
+
+/// Set in an event's type byte (not a GoStartLocal's): the event has no
+/// `ts_delta` and takes the timestamp of the batch's previous event, a
+/// lower bound of its own (the runtime read no clock for it). Never on a
+/// batch's first event.
+pub const SAME_TIME: u8 = 0x80;
 
 /// The trace header, as written at the start of the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
