@@ -375,6 +375,17 @@ pub(crate) fn go_unblock(m: Option<&M>, g: &G, by_g: u64, p: u32) {
     buf::emit_here_prev(m, GO_UNBLOCK, &[g.id(), by_g, p as u64], Some(floor));
 }
 
+/// `go_unblock` by the goroutine running on `m` (0 if none, or on a plain
+/// thread: `park::ready`'s case), looked up here: one call instead of a
+/// wrapper's two.
+#[cold]
+#[inline(never)]
+pub(crate) fn go_unblock_by(m: Option<&M>, g: &G, p: u32) {
+    let by_g = m.and_then(|m| m.curg()).map_or(0, |c| c.id());
+    let floor = g.trace_block_tsc();
+    buf::emit_here_prev(m, GO_UNBLOCK, &[g.id(), by_g, p as u64], Some(floor));
+}
+
 #[cold]
 #[inline(never)]
 pub(crate) fn go_end(m: &M, g: u64, p: u32) {
