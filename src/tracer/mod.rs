@@ -252,7 +252,8 @@ const fn field_count(ty: u8) -> usize {
 /// batch's M (predicted by, and then stored in, the batch's "running"
 /// register), of another goroutine (the "other" register), or a GoStart's
 /// (predicted by "other", the goroutine last created or readied, then
-/// stored in both).
+/// stored in "running" only: "other" keeps that goroutine, which the
+/// started one often readies next, as skynet's leaves their parent).
 const G_RUN: u8 = 1;
 const G_OTHER: u8 = 2;
 const G_START: u8 = 3;
@@ -282,7 +283,7 @@ fn g_encode(regs: &mut [u64; 2], k: u8, g: u64) -> u64 {
     if k != G_OTHER {
         regs[0] = g;
     }
-    if k != G_RUN {
+    if k == G_OTHER {
         regs[1] = g;
     }
     zigzag(d)
@@ -294,7 +295,7 @@ fn g_decode(regs: &mut [u64; 2], k: u8, v: u64) -> u64 {
     if k != G_OTHER {
         regs[0] = g;
     }
-    if k != G_RUN {
+    if k == G_OTHER {
         regs[1] = g;
     }
     g

@@ -184,7 +184,7 @@ pub fn field_count(ty: u8) -> Option<usize> {
 
 /// Goroutine id field kinds ([`g_kind`]; docs/trace-format.md, "Goroutine
 /// ids"): predicted by the batch's "running" register, by its "other"
-/// register, or a GoStart's (predicted by "other", stored in both).
+/// register, or a GoStart's (predicted by "other", stored in "running").
 pub const G_RUN: u8 = 1;
 pub const G_OTHER: u8 = 2;
 pub const G_START: u8 = 3;
@@ -223,7 +223,7 @@ fn g_store(regs: &mut GRegs, k: u8, g: u64) {
     if k != G_OTHER {
         regs[0] = g;
     }
-    if k != G_RUN {
+    if k == G_OTHER {
         regs[1] = g;
     }
 }

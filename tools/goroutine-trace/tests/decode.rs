@@ -522,7 +522,7 @@ fn goroutine_ids_and_local_starts() {
     assert_eq!(regs, [1000, 0]);
     p.push(22);
     put_uvarint(&mut p, zigzag(998));
-    regs = [998, 998];
+    regs = [998, 0];
     // Then a GoBlock of 998 (the running one: difference 0), 5 ns later.
     let block = Event::GoBlock {
         g: 998,
@@ -558,7 +558,7 @@ fn same_time_events() {
     let mut regs = [0; 2];
     encode_event_after(&mut p, 40, &Event::GoStart { g: 7, p: 1 }, &mut regs);
     p.push(1 | SAME_TIME);
-    put_uvarint(&mut p, zigzag(1)); // g_new 8 against "other" 7
+    put_uvarint(&mut p, zigzag(8)); // g_new 8 against "other" 0
     put_uvarint(&mut p, 0); // parent 7 against "running" 7
     put_uvarint(&mut p, 1);
     p.push(5 | SAME_TIME);
