@@ -50,8 +50,10 @@
 //! written by the ready that ends the wait compares it before any sample
 //! is taken (`tracer/buf.rs`, "Shared timestamps"). A ready that samples
 //! first (the paths without a P) leaves a later reading there, which only
-//! makes the GoUnblock read the clock; a stale one (the G blocked before
-//! the trace began) is older than anything of the session's.
+//! makes the GoUnblock read the clock (a sample is a `ticks` reading, the
+//! TSC whenever the tracer's session uses it: both follow `tsc_usable`);
+//! a stale one (the G blocked before the trace began) is older than
+//! anything of the session's.
 
 pub(crate) mod arena;
 pub(crate) mod stack;
