@@ -248,21 +248,58 @@ isolated_test! {
             shared * 4 >= starts,
             "{shared} of {starts} GoStarts share a slice end's timestamp"
         );
+        // GoCreate and GoUnblock written by a running goroutine read no
+        // clock: they take their batch's previous event's time (a lower
+        // bound), so skynet's are mostly at the time of the event before.
+        let (mut mid, mut same) = (0, 0);
+        for w in t.events.windows(2) {
+            if let Ev::GoCreate { parent, .. } | Ev::GoUnblock { by_g: parent, .. } = w[1].ev {
+                if parent != 0 {
+                    mid += 1;
+                    if w[0].batch == w[1].batch && w[0].ts == w[1].ts {
+                        same += 1;
+                    }
+                }
+            }
+        }
+        assert!(
+            same * 2 >= mid,
+            "{same} of {mid} GoCreates and GoUnblocks share their batch's previous time"
+        );
         // Per goroutine, the events are in causal order once sorted by time
-        // (stable by file order): Create < Start, and nothing after End.
+        // (stable by file order): Create < Start, Block < Unblock < Start,
+        // and nothing after End. With two Ps, a GoUnblock's shared time
+        // (above) must still come after the GoBlock another M wrote.
         let mut order: Vec<&Event> = t.events.iter().collect();
         order.sort_by_key(|e| e.ts);
         let mut state: HashMap<u64, &str> = HashMap::new();
         for e in order {
             match e.ev {
                 Ev::GoCreate { g, .. } => {
-                    state.insert(g, "created");
+                    state.insert(g, "runnable");
                 }
                 Ev::GoStart { g, .. } => {
+                    // Blocked: a park cancelled (its GoStart follows its
+                    // GoBlock at once).
                     if let Some(s) = state.get(&g) {
-                        assert_ne!(*s, "ended", "g{g} started after its end");
+                        assert!(*s == "runnable" || *s == "blocked", "g{g} started while {s}");
                     }
                     state.insert(g, "running");
+                }
+                Ev::GoStop { g, .. } => {
+                    state.insert(g, "runnable");
+                }
+                Ev::GoBlock { g, .. } => {
+                    if let Some(s) = state.get(&g) {
+                        assert_eq!(*s, "running", "g{g} blocked while {s}");
+                    }
+                    state.insert(g, "blocked");
+                }
+                Ev::GoUnblock { g, .. } => {
+                    if let Some(s) = state.get(&g) {
+                        assert_eq!(*s, "blocked", "g{g} unblocked while {s}");
+                    }
+                    state.insert(g, "runnable");
                 }
                 Ev::GoEnd { g, .. } => {
                     if let Some(s) = state.get(&g) {

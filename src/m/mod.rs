@@ -127,6 +127,12 @@ pub(crate) struct M {
     cpu_clock: AtomicI32,
     /// The thread's stat file (see the note and [`M::thread_state`]).
     stat: Mutex<StatSlot>,
+    /// The tracer's buffer of this M's thread (`tracer/buf.rs`, "The fast
+    /// path"), opaque here: the event sites of the scheduler, which hold
+    /// the M, find the buffer with one load from it instead of a
+    /// thread-local lookup. Written by the M's own thread only (the
+    /// tracer's claim and thread exit); atomic only to be `Sync`.
+    trace_buf: AtomicPtr<()>,
 }
 
 /// `M::stat`: not opened yet, open, or closed for good (the thread ended).
@@ -370,7 +376,14 @@ impl M {
             revoked_hog: std::sync::atomic::AtomicBool::new(false),
             cpu_clock: AtomicI32::new(-1),
             stat: Mutex::new(StatSlot::Unopened),
+            trace_buf: AtomicPtr::new(crate::tracer::no_buf()),
         }))
+    }
+
+    /// The tracer's buffer slot of this M (see the field).
+    #[inline(always)]
+    pub(crate) fn trace_buf(&self) -> &AtomicPtr<()> {
+        &self.trace_buf
     }
 
     /// The running goroutine, read on this M's own thread (the M wrote

@@ -192,7 +192,7 @@ fn ready_with(g: &'static G, here: m::Here, next: bool, wake: bool) {
         super::checkdead::progress();
         if tracer::on() {
             let by = m::current_g().map_or(0, |c| c.id());
-            tracer::go_unblock(g.id(), by, tracer::GLOBAL);
+            tracer::go_unblock(here.m(), g, by, tracer::GLOBAL);
         }
         globrunq::put_woken(g);
         idle::wakep();
@@ -203,7 +203,7 @@ fn ready_with(g: &'static G, here: m::Here, next: bool, wake: bool) {
     match m.and_then(|m| unsafe { m.p() }) {
         Some(pp) => {
             if tracer::on() {
-                trace_unblock(g, m, pp.id);
+                tracer::go_unblock_by(m, g, pp.id);
             }
             super::stats::metrics_runnable(pp, g);
             localrunq::runqput(pp, g, next);
@@ -227,13 +227,7 @@ fn ready_global(g: &'static G, m: Option<&'static m::M>) {
     super::checkdead::progress();
     super::stats::metrics_runnable_unowned(g);
     if tracer::on() {
-        trace_unblock(g, m, tracer::GLOBAL);
+        tracer::go_unblock_by(m, g, tracer::GLOBAL);
     }
     globrunq::put_woken(g)
-}
-
-#[cold]
-fn trace_unblock(g: &'static G, m: Option<&'static m::M>, p: u32) {
-    let by = m.and_then(|m| m.curg()).map_or(0, |c| c.id());
-    tracer::go_unblock(g.id(), by, p);
 }

@@ -52,7 +52,7 @@ pub(crate) fn newproc(
     if let Some(pp) = pp {
         let id = pp.next_goid();
         if name.is_some() || tracer::on() {
-            named_or_traced(id, here.g().map_or(0, |g| g.id()), pp.id, &name);
+            named_or_traced(here.m(), id, here.g().map_or(0, |g| g.id()), pp.id, &name);
         }
         init(g, id, task, stack_size, name);
         super::stats::metrics_runnable(pp, g);
@@ -67,7 +67,7 @@ pub(crate) fn newproc(
     let s = start();
     let id = crate::g::new_goids(1);
     if name.is_some() || tracer::on() {
-        named_or_traced(id, 0, tracer::GLOBAL, &name);
+        named_or_traced(here.m(), id, 0, tracer::GLOBAL, &name);
     }
     init(g, id, task, stack_size, name);
     super::stats::metrics_runnable_unowned(g);
@@ -115,19 +115,25 @@ pub(crate) fn gfput_unused(g: &'static G, pp: Option<&'static PHandle>) {
 /// event, without the named case's frame.
 #[cold]
 #[inline(never)]
-fn named_or_traced(id: u64, parent: u64, p: u32, name: &Option<Arc<str>>) {
+fn named_or_traced(
+    m: Option<&'static m::M>,
+    id: u64,
+    parent: u64,
+    p: u32,
+    name: &Option<Arc<str>>,
+) {
     match name {
-        None => tracer::go_create(id, parent, p),
-        Some(name) => named(id, parent, p, name),
+        None => tracer::go_create(m, id, parent, p),
+        Some(name) => named(m, id, parent, p, name),
     }
 }
 
 #[cold]
 #[inline(never)]
-fn named(id: u64, parent: u64, p: u32, name: &Arc<str>) {
+fn named(m: Option<&'static m::M>, id: u64, parent: u64, p: u32, name: &Arc<str>) {
     crate::g::register_name(id, name.clone());
     if tracer::on() {
-        tracer::go_create(id, parent, p);
+        tracer::go_create(m, id, parent, p);
         tracer::go_name(id, name);
     }
 }
@@ -188,9 +194,9 @@ pub(crate) fn g_body(g: &'static G) {
 }
 
 /// A goroutine finished (or could not start): recycle its stack and G.
-pub(crate) fn gdestroy(pp: &PHandle, g: &'static G, stack: Option<Stack>) {
+pub(crate) fn gdestroy(m: &m::M, pp: &PHandle, g: &'static G, stack: Option<Stack>) {
     if tracer::on() {
-        tracer::go_end(g.id(), pp.id);
+        tracer::go_end(m, g.id(), pp.id);
     }
     g.set_status(Status::Dead);
     // A synctest bubble's member leaves it (maybe the bubble is done).

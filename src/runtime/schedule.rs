@@ -105,7 +105,7 @@ fn first_run(
                     w.wake();
                 }
             }
-            proc::gdestroy(pp, g, None);
+            proc::gdestroy(m, pp, g, None);
             false
         }
     }
@@ -287,7 +287,7 @@ fn find_runnable(m: &'static M) -> Found {
             if !list.is_empty() {
                 let g = list.remove(0);
                 if tracer::on() {
-                    tracer::go_unblock(g.id(), 0, pp.id);
+                    tracer::go_unblock(Some(m), g, 0, pp.id);
                 }
                 inject(list);
                 return Found::new(g);
@@ -374,7 +374,7 @@ fn find_runnable(m: &'static M) -> Found {
                         if tracer::on() {
                             // SAFETY: own thread, holding the P just acquired.
                             let p = unsafe { m.p() }.map_or(tracer::GLOBAL, |pp| pp.id);
-                            tracer::go_unblock(g.id(), 0, p);
+                            tracer::go_unblock(Some(m), g, 0, p);
                         }
                         inject(list);
                         if was_spinning {
@@ -415,7 +415,8 @@ pub(crate) fn inject(mut list: Vec<&'static G>) {
         return;
     }
     let s = sched();
-    let pp = m::current().and_then(|m| {
+    let here = m::current();
+    let pp = here.and_then(|m| {
         // SAFETY: m is the calling thread's own M.
         unsafe { m.p() }
     });
@@ -427,11 +428,11 @@ pub(crate) fn inject(mut list: Vec<&'static G>) {
     let rest = list.split_off(n);
     if tracer::on() {
         for g in &list {
-            tracer::go_unblock(g.id(), 0, tracer::GLOBAL);
+            tracer::go_unblock(here, g, 0, tracer::GLOBAL);
         }
         let p = pp.map_or(tracer::GLOBAL, |pp| pp.id);
         for g in &rest {
-            tracer::go_unblock(g.id(), 0, p);
+            tracer::go_unblock(here, g, 0, p);
         }
     }
     if !list.is_empty() {
@@ -489,9 +490,9 @@ fn execute(m: &'static M, found: Found) -> bool {
         m.set_curg(Some(g));
         if tracer::on() {
             if quick {
-                tracer::go_start_quick(g.id(), pp.id);
+                tracer::go_start_quick(m, g.id(), pp.id);
             } else {
-                tracer::go_start(g.id(), pp.id);
+                tracer::go_start(m, g.id(), pp.id);
             }
         }
 
@@ -536,11 +537,11 @@ fn execute(m: &'static M, found: Found) -> bool {
         match switch {
             Switch::Exited(stack) => return exited(m, pp, g, stack),
             Switch::Action(Action::Yield) => {
-                yielded(pp, g);
+                yielded(m, pp, g);
                 return true;
             }
             Switch::Action(Action::Preempt) => {
-                preempted(pp, g);
+                preempted(m, pp, g);
                 return true;
             }
             Switch::Action(Action::ExitSyscall) => unreachable!("handled above"),
@@ -548,7 +549,7 @@ fn execute(m: &'static M, found: Found) -> bool {
                 g.set_status(Status::Runnable);
                 stats::metrics_runnable(pp, g);
                 if tracer::on() {
-                    tracer::go_stop(g.id(), pp.id, tracer::STOP_YIELD_LOCAL);
+                    tracer::go_stop(m, g.id(), pp.id, tracer::STOP_YIELD_LOCAL);
                 }
                 localrunq::runqput(pp, g, false);
                 return true;
@@ -559,7 +560,7 @@ fn execute(m: &'static M, found: Found) -> bool {
                 g.set_status(Status::Waiting);
                 // Before `unlock`: once it ran, a waker may emit GoUnblock.
                 if tracer::on() {
-                    tracer::go_block(g.id(), pp.id, g.wait_reason() as u64);
+                    tracer::go_block(m, g, pp.id, g.wait_reason() as u64);
                 }
                 // SAFETY: `unlock` points to a closure on the G's stack, which
                 // is intact: the G cannot run until `unlock` made it findable.
@@ -594,7 +595,7 @@ fn exited(m: &'static M, pp: &PHandle, g: &'static G, stack: crate::g::stack::St
         // Wired only while it unwound: the thread stays.
         m.set_lockedg(None);
     }
-    proc::gdestroy(pp, g, Some(stack));
+    proc::gdestroy(m, pp, g, Some(stack));
     if ends_thread {
         lockosthread::mexit(m);
         return false;
@@ -608,11 +609,11 @@ fn exited(m: &'static M, pp: &PHandle, g: &'static G, stack: crate::g::stack::St
 /// queue go first and keeps the G on this P while the ring has room
 /// (localrunq's note).
 #[inline(always)]
-fn yielded(pp: &PHandle, g: &'static G) {
+fn yielded(m: &M, pp: &PHandle, g: &'static G) {
     g.set_status(Status::Runnable);
     stats::metrics_runnable(pp, g);
     if tracer::on() {
-        tracer::go_stop(g.id(), pp.id, tracer::STOP_YIELD);
+        tracer::go_stop(m, g.id(), pp.id, tracer::STOP_YIELD);
     }
     #[cfg(goroutine_randomize)]
     let to_global = super::randomize::coin();
@@ -633,12 +634,12 @@ fn yielded(pp: &PHandle, g: &'static G) {
 /// could pick it again ahead of that goroutine, which would then wait a
 /// whole slice (the sleeper's p99 in `hog_fairness` showed it).
 #[inline(always)]
-fn preempted(pp: &PHandle, g: &'static G) {
+fn preempted(m: &M, pp: &PHandle, g: &'static G) {
     g.set_status(Status::Runnable);
     stats::metrics_runnable(pp, g);
     stats::bump(&pp.counters.preempt_yields, 1);
     if tracer::on() {
-        tracer::go_stop(g.id(), pp.id, tracer::STOP_PREEMPT);
+        tracer::go_stop(m, g.id(), pp.id, tracer::STOP_PREEMPT);
     }
     if pp.preempt_for_timer.swap(false, Ordering::Relaxed) {
         localrunq::runqput(pp, g, false);

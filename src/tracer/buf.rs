@@ -32,12 +32,22 @@
 //!   the GOT as a static read all over the crate is.)
 //!
 //! # The fast path (one event, no call besides the event function's)
-//! Each event first tries `emit`'s fast path: one thread-local load, then
-//! two tests, each a load and a compare; otherwise it falls to the general,
-//! out-of-line `emit_slow` (which handles every case on its own):
-//! - `FAST`, a const thread-local, points to this thread's buffer once it
-//!   is claimed, else to `NO_BUF`, a static buffer whose `fast_gen` never
-//!   matches (so the pointer needs no null test). The fast path raises
+//! Each event first tries `emit_in`'s fast path: one load of the buffer's
+//! address, then two tests, each a load and a compare; otherwise it falls
+//! to the general, out-of-line `emit_slow` (which handles every case on
+//! its own):
+//! - The address comes from the M for the scheduler's own events (GoStart,
+//!   GoStop, GoBlock, GoEnd; GoCreate and GoUnblock from an M: `emit_m`),
+//!   whose sites hold the M: its `trace_buf` slot. Other events take it
+//!   from `FAST`, a const thread-local (`emit`): the crate is compiled
+//!   with the general-dynamic thread-local model, so a function that looks
+//!   one up is compiled around a call (which the linker then relaxes to
+//!   one load), and saves and restores registers for it on its fast path.
+//!   Both point to this thread's buffer once it is claimed (`claim` sets
+//!   both; a thread's exit points both back), else to `NO_BUF`, a static
+//!   buffer whose `fast_gen` never matches (so the pointer needs no null
+//!   test). A thread that is not an M has no slot: its events from sites
+//!   that pass an `Option<&M>` go straight to `emit_slow`. The fast path raises
 //!   `busy` with a plain store (the asymmetric barrier's raise): where the
 //!   barrier is not asymmetric (`fast_ok` false), `fast_gen` never matches
 //!   either, and `emit_slow` raises again with the SeqCst swap before its
@@ -79,6 +89,34 @@
 //!   call (a stack cache spilling to its pool) or a lock is contended. A
 //!   trace shows that time inside the next goroutine's slice
 //!   (docs/trace-format.md).
+//! - Such a GoStart is written as a GoStartLocal: its type and goroutine
+//!   only, no time delta (0) and no P (the slice end's, as it is the same
+//!   M holding the same P). The flight recorder's trim turns one that
+//!   begins a cut batch back into a GoStart with the P of the slice end
+//!   that was cut.
+//!
+//! A GoCreate or a GoUnblock from an M's running goroutine (`PREV`,
+//! `PREV_AFTER`; a third of skynet's events each) reads none either: it
+//! takes the time of the batch's previous event, written as its type with
+//! `SAME_TIME` set and no delta. Invariants:
+//! - The time is a lower bound: the event happens on this M after the
+//!   batch's previous event. So nothing it causes (the new or readied
+//!   goroutine's GoStart, on any M) can sort before it.
+//! - What causes a GoUnblock on another M, its goroutine's GoBlock, must
+//!   not sort after it: `go_block` keeps the GoBlock's TSC reading in the
+//!   G (`G::trace_block_tsc`; returned by the emit functions), and the
+//!   GoUnblock shares only if that reading, scaled, is not later than the
+//!   batch's last time; else it reads the clock. A reading from before
+//!   the session (the G blocked untraced) scales to a negative time.
+//! - Only the fast path shares (it has the TSC's base and scale at hand);
+//!   `emit_slow` reads the clock, and a batch's first event (`last_ts` 0)
+//!   has nothing to share.
+//! - The price is precision: such an event shows at its goroutine's
+//!   previous traced event, however long the goroutine computed in
+//!   between (docs/trace-format.md says so).
+//! - A flight recorder's trim never keeps one first in a batch (it cuts
+//!   by time, and the event before has the same); if it did, it would
+//!   clear the bit and write the time (`trim_into`).
 //!
 //! Buffers are leaked and registered in `ALL` (so `stop` finds them); a
 //! thread that exits (a plain thread, or an M whose goroutine exited locked
@@ -121,11 +159,12 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, Once, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
+use crate::m::M;
 use crate::sys::time::{cputicks, nanotime, tsc_usable};
 
 /// Payload bytes per batch (docs/trace-format.md: 64 KiB).
@@ -163,15 +202,15 @@ static SESSION: Session = Session {
     mult: AtomicU64::new(0),
 };
 
-/// Nanoseconds since the session's start, from the TSC: `base_tsc` read
+/// Nanoseconds since the session's start of the TSC reading `tsc`: `base_tsc` read
 /// at the start, `mult` nanoseconds per tick (32.32).
 #[inline(always)]
-fn tsc_rel(base_tsc: u64, mult: i64) -> i64 {
-    // Signed: a TSC a little behind `base_tsc` (another CPU's) is a small
-    // negative time, which the caller's clamp absorbs, not a huge one.
-    // One signed 64x64->128 multiply (`mult` < 2^63: under 2^31 ns per
-    // tick).
-    let ticks = cputicks().wrapping_sub(base_tsc) as i64;
+fn tsc_scale(tsc: u64, base_tsc: u64, mult: i64) -> i64 {
+    // Signed: a TSC a little behind `base_tsc` (another CPU's, or one read
+    // before the session began) is a negative time, which the caller's
+    // clamp or comparison absorbs, not a huge one. One signed
+    // 64x64->128 multiply (`mult` < 2^63: under 2^31 ns per tick).
+    let ticks = tsc.wrapping_sub(base_tsc) as i64;
     ((ticks as i128 * mult as i128) >> 32) as i64
 }
 
@@ -179,14 +218,20 @@ fn tsc_rel(base_tsc: u64, mult: i64) -> i64 {
 /// nanotime.
 #[inline]
 fn now_rel() -> i64 {
+    now_rel_tsc().0
+}
+
+/// `now_rel`, with the TSC reading it came from (0: nanotime's).
+#[inline]
+fn now_rel_tsc() -> (i64, u64) {
     let s = &SESSION;
     if s.use_tsc.load(Ordering::Relaxed) {
-        tsc_rel(
-            s.base_tsc.load(Ordering::Relaxed),
-            s.mult.load(Ordering::Relaxed) as i64,
-        )
+        let tsc = cputicks();
+        let base = s.base_tsc.load(Ordering::Relaxed);
+        let rel = tsc_scale(tsc, base, s.mult.load(Ordering::Relaxed) as i64);
+        (rel, tsc)
     } else {
-        nanotime() - s.start_ns.load(Ordering::Relaxed)
+        (nanotime() - s.start_ns.load(Ordering::Relaxed), 0)
     }
 }
 
@@ -229,7 +274,8 @@ pub(super) struct TraceBuf {
 // SAFETY: `inner` is only touched by its owner while `busy` is up and
 // `LIVE` set, by `stop` after `LIVE` is clear and `busy` is down, and by
 // claim/exit under `CONTROL`, which excludes `stop` (module note). Its
-// raw pointers point into its own `data`. `NO_BUF`, shared by threads
+// raw pointers point into its own `data`, and `m_slot` into a leaked M
+// (used by the owner only). `NO_BUF`, shared by threads
 // without a buffer, has its `inner` never touched (its `fast_gen` never
 // matches and it is never in `LOCAL` or `ALL`); only its atomic `busy` is
 // written.
@@ -261,7 +307,10 @@ struct Inner {
     /// GoStop): a GoStart on the scheduler's quick path may take its
     /// timestamp (`emit_start_quick`, module note).
     slice_ended: bool,
-    events: u64,
+    /// The batch's goroutine id registers, running and other (0 before
+    /// the first): ids are written as differences from them (`mod.rs`,
+    /// `g_kind`).
+    g_regs: [u64; 2],
     /// The session's TSC base and scale (`Session`), copied for the fast
     /// path (plain loads, next to `pos`) when it is enabled.
     base_tsc: u64,
@@ -269,6 +318,10 @@ struct Inner {
     /// The barrier is asymmetric: the fast path's raise is enough (module
     /// note). Read at claim.
     fast_ok: bool,
+    /// The owner's M's slot for this buffer (`M::trace_buf`), null for a
+    /// thread that is not an M: pointed at this buffer at claim, back at
+    /// `NO_BUF` when the thread exits.
+    m_slot: *const AtomicPtr<()>,
 }
 
 /// `FAST` of a thread without a buffer: the fast path never matches it
@@ -311,10 +364,11 @@ impl TraceBuf {
                 limit: ptr::null_mut(),
                 last_ts: 0,
                 slice_ended: false,
-                events: 0,
+                g_regs: [0; 2],
                 base_tsc: 0,
                 mult: 0,
                 fast_ok: false,
+                m_slot: ptr::null(),
             }),
         }
     }
@@ -392,7 +446,8 @@ fn local() -> Option<&'static TraceBuf> {
 
 #[cold]
 fn claim() -> Option<&'static TraceBuf> {
-    let id = match crate::m::current() {
+    let m = crate::m::current();
+    let id = match m {
         Some(m) => m.id as u32,
         None => match THREAD_ID.try_with(|c| c.get()).unwrap_or(0) {
             0 => NEXT_EXT_ID.fetch_sub(1, Ordering::Relaxed),
@@ -421,6 +476,11 @@ fn claim() -> Option<&'static TraceBuf> {
     inner.fast_ok = ASYMMETRIC.load(Ordering::Relaxed);
     LOCAL.try_with(|c| c.set(tb)).ok()?;
     let _ = FAST.try_with(|c| c.set(tb));
+    inner.m_slot = m.map_or(ptr::null(), |m| m.trace_buf() as *const _);
+    if let Some(m) = m {
+        m.trace_buf()
+            .store(tb as *const TraceBuf as *mut (), Ordering::Relaxed);
+    }
     // Plain threads exit, and so does an M whose goroutine exits locked to
     // it: give the buffer back then (registers the destructor; fails only
     // during thread exit).
@@ -450,6 +510,12 @@ impl Drop for ExitGuard {
             inner.flush();
         }
         inner.gen = NO_GEN;
+        if !inner.m_slot.is_null() {
+            // SAFETY: the slot is a field of a leaked (never freed) M, this
+            // thread's.
+            unsafe { &*inner.m_slot }.store(no_buf(), Ordering::Relaxed);
+            inner.m_slot = ptr::null();
+        }
         tb.fast_gen.store(NO_GEN, Ordering::Relaxed);
         lock(&FREE).push(tb);
     }
@@ -464,25 +530,82 @@ impl Drop for ExitGuard {
 /// batch, no TSC) goes to `emit_slow`.
 #[inline(always)]
 pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
-    emit_at::<false>(ty, args, bytes)
+    // Const thread-local without a destructor: a plain load.
+    let tb = FAST.with(|c| c.get());
+    // SAFETY: FAST only holds `NO_BUF` or leaked, never-freed buffers.
+    emit_in::<CLOCK>(unsafe { &*tb }, ty, args, bytes, 0);
 }
 
-/// `emit` for a GoStart on the scheduler's quick path (module note,
+/// How an event is stamped (`emit_in`'s `STAMP`; module note, "Shared
+/// timestamps"): with a clock read;
+const CLOCK: u8 = 0;
+/// as a GoStartLocal if the batch's last event ended a slice;
+const QUICK_START: u8 = 1;
+/// with the batch's previous event's time if there is one (GoCreate);
+const PREV: u8 = 2;
+/// as `PREV`, if the TSC reading passed (`floor`) is not later than that
+/// time (GoUnblock: its goroutine's GoBlock).
+const PREV_AFTER: u8 = 3;
+
+/// `emit` from the scheduler's thread `m` (the calling thread's M), which
+/// the caller holds: the buffer comes from the M (`M::trace_buf`), with no
+/// thread-local lookup, the lookup that made each event function save and
+/// restore registers around a call (module note, "The fast path").
+/// Returns the TSC reading of the event's timestamp, 0 if it read none
+/// (or none of the TSC, or wrote nothing): GoBlock keeps it for the
+/// GoUnblock that follows (`PREV_AFTER`).
+#[inline(always)]
+pub(super) fn emit_m(m: &M, ty: u8, args: &[u64]) -> u64 {
+    emit_in::<CLOCK>(of_m(m), ty, args, &[], 0)
+}
+
+/// `emit_m` for an event that may take the batch's previous event's time
+/// (`PREV`, or `PREV_AFTER` with a `floor` other than 0), where the
+/// caller may run on a thread that is not an M (`None`): such a thread
+/// takes the out-of-line path, which finds its buffer itself (and reads
+/// the clock).
+#[inline(always)]
+pub(super) fn emit_here_prev(m: Option<&M>, ty: u8, args: &[u64], floor: Option<u64>) {
+    match (m, floor) {
+        (Some(m), None) => {
+            emit_in::<PREV>(of_m(m), ty, args, &[], 0);
+        }
+        (Some(m), Some(f)) => {
+            emit_in::<PREV_AFTER>(of_m(m), ty, args, &[], f);
+        }
+        (None, _) => {
+            slow(ty, args, &[], false);
+        }
+    }
+}
+
+/// `emit_m` for a GoStart on the scheduler's quick path (module note,
 /// "Shared timestamps"): if this thread's last event ended a goroutine's
 /// slice, the GoStart takes that event's timestamp instead of reading the
 /// clock.
 #[inline(always)]
-pub(super) fn emit_start_quick(ty: u8, args: &[u64]) {
-    emit_at::<true>(ty, args, &[])
+pub(super) fn emit_start_quick(m: &M, ty: u8, args: &[u64]) {
+    emit_in::<QUICK_START>(of_m(m), ty, args, &[], 0);
+}
+
+/// The buffer of `m`, the calling thread's M: the one its thread claimed,
+/// else `NO_BUF`.
+#[inline(always)]
+fn of_m(m: &M) -> &'static TraceBuf {
+    // SAFETY: the slot holds `NO_BUF` or a leaked, never-freed buffer
+    // (`claim`, `ExitGuard`), written by this thread only.
+    unsafe { &*(m.trace_buf().load(Ordering::Relaxed) as *const TraceBuf) }
+}
+
+/// `M::trace_buf`'s value for an M whose thread has claimed no buffer.
+pub(super) fn no_buf() -> *mut () {
+    &NO_BUF as *const TraceBuf as *mut ()
 }
 
 #[inline(always)]
-fn emit_at<const SHARE: bool>(ty: u8, args: &[u64], bytes: &[u8]) {
+fn emit_in<const STAMP: u8>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8], floor: u64) -> u64 {
     assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
-    // Const thread-local without a destructor: a plain load.
-    let tb = FAST.with(|c| c.get());
-    // SAFETY: FAST only holds `NO_BUF` or leaked, never-freed buffers.
-    let tb = unsafe { &*tb };
+    let share = STAMP == QUICK_START;
     // Enough where `fast_gen` can match below; elsewhere `emit_slow`
     // raises again (module note).
     tb.raise_asymmetric();
@@ -490,45 +613,67 @@ fn emit_at<const SHARE: bool>(ty: u8, args: &[u64], bytes: &[u8]) {
     // visible). After the raise: see the module note. `fast_gen` is only
     // written by this thread.
     if LIVE.load(Ordering::Acquire) != tb.fast_gen.load(Ordering::Relaxed) {
-        return slow(ty, args, bytes, SHARE);
+        return slow(ty, args, bytes, share);
     }
     // SAFETY: we own the buffer, `busy` is up and `LIVE` set (`fast_gen` is
     // never 0).
     let inner = unsafe { tb.inner() };
     if inner.pos.addr() + bytes.len() >= inner.limit.addr() {
-        return slow(ty, args, bytes, SHARE);
+        return slow(ty, args, bytes, share);
+    }
+    if STAMP == QUICK_START && inner.slice_ended {
+        // SAFETY: room checked just above.
+        unsafe { inner.write_start_local(args[0]) };
+        tb.lower();
+        return 0;
+    }
+    // A batch's first event (`last_ts` 0) has no time to share; nor has
+    // a GoUnblock whose goroutine blocked after the batch's last stamp.
+    if (STAMP == PREV || STAMP == PREV_AFTER)
+        && inner.last_ts != 0
+        && (STAMP == PREV || tsc_scale(floor, inner.base_tsc, inner.mult) <= inner.last_ts)
+    {
+        // SAFETY: room checked just above.
+        unsafe { inner.write_same_time(ty, args) };
+        tb.lower();
+        return 0;
     }
     // `fast_gen` matched: the session's clock is the TSC, its base and
     // scale copied into the buffer.
-    let ts = if SHARE && inner.slice_ended {
-        inner.last_ts
-    } else {
-        tsc_rel(inner.base_tsc, inner.mult).max(inner.last_ts)
-    };
+    let tsc = cputicks();
+    let ts = tsc_scale(tsc, inner.base_tsc, inner.mult).max(inner.last_ts);
     // SAFETY: room checked just above.
     unsafe { inner.write(ty, ts, args, bytes) };
     tb.lower();
+    tsc
 }
 
 /// `emit_slow` for `emit`: events without name bytes pass their fields by
 /// value, in registers, so that the fast path's way out is a tail call
 /// (no frame, no spilled fields).
 #[inline(always)]
-fn slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) {
+fn slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) -> u64 {
     if bytes.is_empty() {
         let a = |i: usize| args.get(i).copied().unwrap_or(0);
-        emit_slow_fields(ty, args.len(), share, a(0), a(1), a(2), a(3));
+        // Five arguments, all in registers (six is the most on x86-64 and
+        // aarch64 has eight): with a seventh on the stack the event
+        // function needed a frame and callee-saved registers on its fast
+        // path too, not only a call here.
+        let meta = ty as u64 | (args.len() as u64) << 8 | (share as u64) << 16;
+        emit_slow_fields(meta, a(0), a(1), a(2), a(3))
     } else {
-        emit_slow(ty, args, bytes, share);
+        emit_slow(ty, args, bytes, share)
     }
 }
 
-/// `emit_slow` for up to four fields (`n` of them), by value.
+/// `emit_slow` for up to four fields by value; `meta` packs the type (bits
+/// 0-7), the field count (8-15) and `share` (bit 16).
 #[cold]
 #[inline(never)]
-fn emit_slow_fields(ty: u8, n: usize, share: bool, a0: u64, a1: u64, a2: u64, a3: u64) {
+fn emit_slow_fields(meta: u64, a0: u64, a1: u64, a2: u64, a3: u64) -> u64 {
     let args = [a0, a1, a2, a3];
-    emit_slow(ty, &args[..n.min(4)], &[], share);
+    let n = ((meta >> 8) & 0xff) as usize;
+    emit_slow(meta as u8, &args[..n.min(4)], &[], meta >> 16 & 1 != 0)
 }
 
 /// Every case of `emit`, out of line: finds (or claims) the buffer, raises
@@ -536,11 +681,13 @@ fn emit_slow_fields(ty: u8, n: usize, share: bool, a0: u64, a1: u64, a2: u64, a3
 /// begins a batch and reads whichever clock the session uses (with
 /// `share`, not if the batch's last event ended a slice: `emit_start_quick`).
 /// May follow a raise by the fast path (raising twice is harmless).
+/// Returns the TSC reading of the timestamp, as `emit_m`; this path
+/// always reads the clock (but for a GoStartLocal).
 #[cold]
 #[inline(never)]
-fn emit_slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) {
+fn emit_slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) -> u64 {
     assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
-    let Some(tb) = local() else { return };
+    let Some(tb) = local() else { return 0 };
     tb.raise();
     // SeqCst: without membarrier `raise` is a SeqCst swap, and this load
     // is the other half of the owner's StoreLoad pair (module note): only
@@ -553,6 +700,7 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) {
     // (the session is visible). With membarrier it costs what an
     // Acquire does (`ldar`, a plain `mov` on x86-64).
     let gen = LIVE.load(Ordering::SeqCst);
+    let mut tsc = 0;
     if gen != 0 {
         // SAFETY: we own the buffer, `busy` is up and `LIVE` set.
         let inner = unsafe { tb.inner() };
@@ -571,15 +719,19 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) {
             inner.make_room(bytes.len());
         }
         // A batch just begun (or discarded) has no slice end to share.
-        let ts = if share && inner.slice_ended {
-            inner.last_ts
+        if share && inner.slice_ended {
+            // SAFETY: `make_room` made room (it asserts it).
+            unsafe { inner.write_start_local(args[0]) };
         } else {
-            now_rel().max(inner.last_ts)
-        };
-        // SAFETY: `make_room` made room (it asserts it).
-        unsafe { inner.write(ty, ts, args, bytes) };
+            let (rel, read) = now_rel_tsc();
+            tsc = read;
+            let ts = rel.max(inner.last_ts);
+            // SAFETY: `make_room` made room (it asserts it).
+            unsafe { inner.write(ty, ts, args, bytes) };
+        }
     }
     tb.lower();
+    tsc
 }
 
 /// Writes `v` as unsigned LEB128 at `p`; returns the byte after it.
@@ -591,7 +743,13 @@ unsafe fn put_uvarint(mut p: *mut u8, mut v: u64) -> *mut u8 {
     // SAFETY: at most 10 bytes are written (64 bits, 7 per byte), within
     // the room the caller guarantees.
     // The shift's zero test ends the loop (no compare, no copy of `v`).
+    // Most values take one byte: a straight line for them, the loop
+    // (kept out of the common path's registers) for the rest.
     unsafe {
+        if v < 0x80 {
+            p.write(v as u8);
+            return p.add(1);
+        }
         loop {
             let b = v as u8;
             v >>= 7;
@@ -634,7 +792,7 @@ impl Inner {
         }
         self.last_ts = 0;
         self.slice_ended = false;
-        self.events = 0;
+        self.g_regs = [0; 2];
     }
 
     /// Makes room for an event with `extra` name bytes: completes the full
@@ -671,14 +829,67 @@ impl Inner {
         unsafe {
             let start = self.pos;
             start.write(ty);
-            let mut p = put_uvarint(start.add(1), delta);
-            for &a in args {
-                p = put_uvarint(p, a);
-            }
+            let p = put_uvarint(start.add(1), delta);
+            let p = self.write_fields(ty, p, args);
             ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len());
             self.pos = p.add(bytes.len());
         }
-        self.events += 1;
+    }
+
+    /// Writes a GoStartLocal of goroutine `g`: a GoStart with the
+    /// timestamp and the P of the slice end just before it (`slice_ended`),
+    /// which the reader takes from that event.
+    ///
+    /// # Safety
+    /// As `write`'s, with no name bytes.
+    #[inline(always)]
+    unsafe fn write_start_local(&mut self, g: u64) {
+        let v = super::g_encode(&mut self.g_regs, super::G_START, g);
+        self.slice_ended = false;
+        // SAFETY: at most 11 bytes, within the room `write`'s contract
+        // leaves.
+        unsafe {
+            self.pos.write(super::GO_START_LOCAL);
+            self.pos = put_uvarint(self.pos.add(1), v);
+        }
+    }
+
+    /// Writes an event of type `ty` with the timestamp of the batch's
+    /// previous event (there is one): its type with `SAME_TIME` set, no
+    /// delta, then its fields as `write` does.
+    ///
+    /// # Safety
+    /// As `write`'s, with no name bytes.
+    #[inline(always)]
+    unsafe fn write_same_time(&mut self, ty: u8, args: &[u64]) {
+        self.slice_ended = super::ends_slice(ty);
+        // SAFETY: as `write`: at most 1 + 10 * args.len() bytes.
+        unsafe {
+            let start = self.pos;
+            start.write(ty | super::SAME_TIME);
+            self.pos = self.write_fields(ty, start.add(1), args);
+        }
+    }
+
+    /// Writes the fields `args` of an event of type `ty` at `p` (ids
+    /// against the registers); returns the byte after them.
+    ///
+    /// # Safety
+    /// `p` is valid for writes of `10 * args.len()` bytes.
+    #[inline(always)]
+    unsafe fn write_fields(&mut self, ty: u8, mut p: *mut u8, args: &[u64]) -> *mut u8 {
+        for (i, &a) in args.iter().enumerate() {
+            // A constant where this is inlined: the test folds.
+            let k = super::g_kind(ty, i);
+            let v = if k != 0 {
+                super::g_encode(&mut self.g_regs, k, a)
+            } else {
+                a
+            };
+            // SAFETY: within the room the caller guarantees.
+            p = unsafe { put_uvarint(p, v) };
+        }
+        p
     }
 
     /// Completes the batch being filled (one is begun) and hands it to the
@@ -706,7 +917,7 @@ impl Inner {
             return;
         }
         if q.batches.len() >= MAX_QUEUED {
-            q.dropped += self.events;
+            q.dropped += count_events(&batch[HEADER..]);
             q.free.push(batch);
             return;
         }
@@ -1080,6 +1291,7 @@ fn flight_write_locked(
     // GoNames of the recorder's start may have left the ring.
     let mut names = Vec::new();
     let mut last = 0;
+    let mut regs = [0u64; 2];
     for (g, name) in crate::g::names() {
         let mut end = name.len().min(super::MAX_NAME);
         while !name.is_char_boundary(end) {
@@ -1088,13 +1300,15 @@ fn flight_write_locked(
         names.push(super::GO_NAME);
         push_uvarint(&mut names, (cutoff - last) as u64);
         last = cutoff;
-        push_uvarint(&mut names, g);
+        let k = super::g_kind(super::GO_NAME, 0);
+        push_uvarint(&mut names, super::g_encode(&mut regs, k, g));
         push_uvarint(&mut names, end as u64);
         names.extend_from_slice(&name.as_bytes()[..end]);
         if names.len() > BATCH_BYTES - MAX_EVENT - super::MAX_NAME {
             push_batch(&mut out, u32::MAX, &names);
             names.clear();
             last = 0;
+            regs = [0; 2];
         }
     }
     if !names.is_empty() {
@@ -1163,6 +1377,35 @@ fn push_uvarint(v: &mut Vec<u8>, mut x: u64) {
     }
 }
 
+/// How many events a batch's payload holds (counted only when a batch is
+/// dropped, so that writing an event need not count).
+fn count_events(payload: &[u8]) -> u64 {
+    let (mut i, mut n) = (0, 0);
+    while i < payload.len() {
+        let (ty, timed) = type_of(payload[i]);
+        i += 1;
+        if timed {
+            read_uvarint(payload, &mut i);
+        }
+        let mut last = 0;
+        for _ in 0..super::field_count(ty) {
+            last = read_uvarint(payload, &mut i);
+        }
+        if ty == super::GO_NAME {
+            i += last as usize;
+        }
+        n += 1;
+    }
+    n
+}
+
+/// An event's type byte: its type, and whether a `ts_delta` follows
+/// (not for a GoStartLocal, nor with `SAME_TIME`).
+fn type_of(b: u8) -> (u8, bool) {
+    let ty = b & !super::SAME_TIME;
+    (ty, b == ty && ty != super::GO_START_LOCAL)
+}
+
 /// Reads a uvarint of `b` at `*i` (a batch this module wrote).
 fn read_uvarint(b: &[u8], i: &mut usize) -> u64 {
     let mut x = 0u64;
@@ -1189,44 +1432,90 @@ fn push_batch(out: &mut Vec<u8>, m_id: u32, payload: &[u8]) {
 /// Appends the events of `batch` (a whole batch record, header
 /// included) at or after `cutoff` (relative to the session's start): the
 /// first one kept gets its time from the start as its delta, as a batch's
-/// first event has; the rest are copied as they are. Nothing if none is.
+/// first event has, and the goroutine ids of the kept events are written
+/// again relative to the new batch's start (`mod.rs`, `g_fields`): their
+/// differences chain through the events cut. Nothing if none is kept.
 fn trim_into(out: &mut Vec<u8>, batch: &[u8], cutoff: i64) {
     let m_id = u32::from_le_bytes(batch[1..5].try_into().expect("4 bytes"));
     let payload = &batch[HEADER..];
     let mut i = 0;
     let mut ts = 0i64;
+    // The id registers as written (`regs`) and in the new batch.
+    let mut regs = [0u64; 2];
+    let mut new_regs = [0u64; 2];
+    let mut kept: Option<Vec<u8>> = None;
+    // The P of the last slice end (GoEnd, GoBlock, GoStop): a
+    // GoStartLocal's.
+    let mut slice_p = 0u64;
     while i < payload.len() {
         let at = i;
-        let ty = payload[i];
+        let byte = payload[i];
+        let (ty, timed) = type_of(byte);
         i += 1;
-        ts += read_uvarint(payload, &mut i) as i64;
-        let fields_at = i;
-        let n = super::field_count(ty);
-        let mut last = 0;
-        for _ in 0..n {
-            last = read_uvarint(payload, &mut i);
-        }
-        if ty == super::GO_NAME {
-            i += last as usize;
-        }
-        if ts >= cutoff {
+        let local = ty == super::GO_START_LOCAL;
+        let delta = if timed {
+            read_uvarint(payload, &mut i)
+        } else {
+            0
+        };
+        ts += delta as i64;
+        // A GoStartLocal kept first becomes a GoStart: the slice end it
+        // takes its P from was cut. An event kept first gets its time
+        // (`SAME_TIME` cleared): the event it shared it with was cut.
+        let mut first_local = false;
+        if kept.is_none() && ts >= cutoff {
             if at == 0 {
                 out.extend_from_slice(batch);
                 return;
             }
-            let mut first = vec![ty];
-            push_uvarint(&mut first, ts as u64);
-            let rest = &payload[fields_at..];
-            let len = first.len() + rest.len();
-            out.push(0xB7);
-            out.extend_from_slice(&m_id.to_le_bytes());
-            out.extend_from_slice(&(len as u32).to_le_bytes());
-            out.extend_from_slice(&first);
-            out.extend_from_slice(rest);
-            return;
+            first_local = local;
+            let mut k = vec![if local { super::GO_START } else { ty }];
+            push_uvarint(&mut k, ts as u64);
+            kept = Some(k);
+        } else if let Some(k) = &mut kept {
+            k.push(byte);
+            if timed {
+                push_uvarint(k, delta);
+            }
+        }
+        let mut last = 0;
+        for f in 0..super::field_count(ty) {
+            let mut v = read_uvarint(payload, &mut i);
+            let k = super::g_kind(ty, f);
+            if k != 0 {
+                let g = super::g_decode(&mut regs, k, v);
+                let mut scratch = new_regs;
+                v = super::g_encode(&mut scratch, k, g);
+                if kept.is_some() {
+                    new_regs = scratch;
+                }
+            }
+            if let Some(k) = &mut kept {
+                push_uvarint(k, v);
+            }
+            if f == 1 && super::ends_slice(ty) {
+                slice_p = v;
+            }
+            last = v;
+        }
+        if first_local {
+            if let Some(k) = &mut kept {
+                push_uvarint(k, slice_p);
+            }
+        }
+        if ty == super::GO_NAME {
+            let end = (i + last as usize).min(payload.len());
+            if let Some(k) = &mut kept {
+                k.extend_from_slice(&payload[i..end]);
+            }
+            i = end;
         }
     }
+    if let Some(k) = kept {
+        push_batch(out, m_id, &k);
+    }
 }
+
 /// The writer thread: drains the queue into the file, then writes the
 /// trailer.
 fn writer(mut out: BufWriter<File>) -> io::Result<()> {
@@ -1257,5 +1546,97 @@ fn writer(mut out: BufWriter<File>) -> io::Result<()> {
                 .and_then(|_| out.flush());
             return result;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{
+        g_decode, g_encode, g_kind, GO_BLOCK, GO_CREATE, GO_END, GO_START_LOCAL, SAME_TIME,
+    };
+    use super::*;
+
+    /// Appends one event of type byte `byte` (with a delta unless a
+    /// GoStartLocal or `SAME_TIME`).
+    fn put(b: &mut Vec<u8>, regs: &mut [u64; 2], byte: u8, delta: u64, fields: &[u64]) {
+        b.push(byte);
+        let (ty, timed) = type_of(byte);
+        if timed {
+            push_uvarint(b, delta);
+        }
+        for (i, &f) in fields.iter().enumerate() {
+            match g_kind(ty, i) {
+                0 => push_uvarint(b, f),
+                k => push_uvarint(b, g_encode(regs, k, f)),
+            }
+        }
+    }
+
+    /// The events of a batch record: (type, absolute time, fields).
+    fn events(batch: &[u8]) -> Vec<(u8, u64, Vec<u64>)> {
+        let payload = &batch[HEADER..];
+        let (mut i, mut ts, mut regs) = (0, 0, [0u64; 2]);
+        let mut out = Vec::new();
+        while i < payload.len() {
+            let (ty, timed) = type_of(payload[i]);
+            i += 1;
+            if timed {
+                ts += read_uvarint(payload, &mut i);
+            }
+            let fields = (0..super::super::field_count(ty))
+                .map(|f| {
+                    let v = read_uvarint(payload, &mut i);
+                    match g_kind(ty, f) {
+                        0 => v,
+                        k => g_decode(&mut regs, k, v),
+                    }
+                })
+                .collect();
+            out.push((ty, ts, fields));
+        }
+        out
+    }
+
+    #[test]
+    fn trim_rebases_times_and_goroutine_ids() {
+        let mut payload = Vec::new();
+        let mut regs = [0; 2];
+        put(&mut payload, &mut regs, GO_CREATE, 10, &[500, 100, 2]);
+        put(&mut payload, &mut regs, GO_END, 10, &[100, 2]);
+        put(&mut payload, &mut regs, GO_START_LOCAL, 0, &[500]);
+        put(&mut payload, &mut regs, GO_BLOCK, 10, &[500, 2, 3]);
+        put(&mut payload, &mut regs, GO_CREATE, 5, &[501, 500, 2]);
+        put(
+            &mut payload,
+            &mut regs,
+            GO_CREATE | SAME_TIME,
+            0,
+            &[502, 500, 2],
+        );
+        let mut batch = Vec::new();
+        push_batch(&mut batch, 7, &payload);
+        let all = events(&batch);
+        assert_eq!(all.len(), 6);
+        assert_eq!(count_events(&batch[HEADER..]), 6);
+        assert_eq!(all[2], (GO_START_LOCAL, 20, vec![500]));
+        assert_eq!(all[5], (GO_CREATE, 35, vec![502, 500, 2]));
+        // Nothing cut: the batch as it was.
+        let mut out = Vec::new();
+        trim_into(&mut out, &batch, 10);
+        assert_eq!(out, batch);
+        // Cut at each later time: the events at or after it, unchanged.
+        for cutoff in [11, 20, 21, 30, 35] {
+            let mut out = Vec::new();
+            trim_into(&mut out, &batch, cutoff);
+            let want: Vec<_> = all
+                .iter()
+                .filter(|e| e.1 >= cutoff as u64)
+                .cloned()
+                .collect();
+            assert_eq!(events(&out), want, "cut at {cutoff}");
+        }
+        let mut out = Vec::new();
+        trim_into(&mut out, &batch, 36);
+        assert!(out.is_empty());
     }
 }

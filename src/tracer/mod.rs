@@ -6,8 +6,10 @@
 //! Off, each event site is one predictable branch on a global flag
 //! (`on()`); the emit functions are `#[cold]` and out of line. On, an event
 //! costs a time-stamp counter read (not a GoStart on the scheduler's quick
-//! path: it shares the timestamp of the slice end just before it, see
-//! `buf.rs`, "Shared timestamps"), a few varint bytes written in place into
+//! path: it shares the timestamp of the slice end just before it; nor a
+//! GoCreate or GoUnblock from a running goroutine: it takes the batch's
+//! previous event's time; see `buf.rs`, "Shared timestamps"), a few
+//! varint bytes written in place into
 //! the calling thread's buffer, and two plain stores of a busy flag that
 //! let `stop` collect every buffer safely (its StoreLoad barrier is a
 //! `membarrier` issued by `stop`, so the hot path has no locked
@@ -36,6 +38,9 @@
 //!   start. Ms holding a P at start get no ProcStart.
 
 mod buf;
+
+use crate::g::G;
+use crate::m::M;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -184,13 +189,18 @@ fn parse_flight(spec: &str) -> io::Result<Flight> {
     })
 }
 
+/// `M::trace_buf`'s initial value: no buffer claimed yet.
+pub(crate) fn no_buf() -> *mut () {
+    buf::no_buf()
+}
+
 /// Marks the calling thread as sysmon (its batches carry M id `u32::MAX`).
 pub(crate) fn set_sysmon_thread() {
     buf::set_thread_id(u32::MAX);
 }
 
 /// The format's version (docs/trace-format.md), in the file's header.
-const VERSION: u32 = 1;
+const VERSION: u32 = 3;
 
 // Event types (docs/trace-format.md).
 const GO_CREATE: u8 = 1;
@@ -214,6 +224,14 @@ const GO_NAME: u8 = 18;
 const RUNQ_SAMPLE: u8 = 19;
 const GO_COUNT: u8 = 20;
 const PROC_REVOKE: u8 = 21;
+/// A GoStart right after a slice end of the same batch, sharing its
+/// timestamp and its P: only the goroutine is written (no `ts_delta`, no
+/// P; docs/trace-format.md).
+const GO_START_LOCAL: u8 = 22;
+/// Set in an event's type byte: the event has no `ts_delta` and takes the
+/// timestamp of the batch's previous event, as a lower bound of its own
+/// (docs/trace-format.md, "Shared timestamps"; `buf.rs`, the same).
+const SAME_TIME: u8 = 0x80;
 
 /// How many uvarint fields follow an event's timestamp (GoName: `g` and
 /// `len`, then `len` bytes), for the flight recorder, which cuts batches
@@ -221,13 +239,72 @@ const PROC_REVOKE: u8 = 21;
 const fn field_count(ty: u8) -> usize {
     match ty {
         M_PARK | M_WAKE => 0,
-        PROC_START | PROC_STOP | SYSCALL_HANDOFF | NETPOLL_READY => 1,
+        PROC_START | PROC_STOP | SYSCALL_HANDOFF | NETPOLL_READY | GO_START_LOCAL => 1,
         GO_START | GO_END | SYSCALL_ENTER | PREEMPT | TIMER_FIRE | GO_NAME => 2,
         GO_CREATE | GO_STOP | GO_BLOCK | GO_UNBLOCK | STEAL | SYSCALL_EXIT | RUNQ_SAMPLE
         | PROC_REVOKE => 3,
         GO_COUNT => 4,
         _ => 0,
     }
+}
+
+/// Goroutine id fields (`g_kind`): an id of the goroutine running on the
+/// batch's M (predicted by, and then stored in, the batch's "running"
+/// register), of another goroutine (the "other" register), or a GoStart's
+/// (predicted by "other", the goroutine last created or readied, then
+/// stored in "running" only: "other" keeps that goroutine, which the
+/// started one often readies next, as skynet's leaves their parent).
+const G_RUN: u8 = 1;
+const G_OTHER: u8 = 2;
+const G_START: u8 = 3;
+
+/// The kind of field `i` of an event of type `ty` (0: not a goroutine id).
+/// Ids are written as the zig-zag difference from the register their kind
+/// names (both 0 at a batch's start): a goroutine's neighbours in time
+/// usually have close ids, and the running one recurs, so most ids take
+/// one byte (docs/trace-format.md, "Goroutine ids").
+#[inline(always)]
+const fn g_kind(ty: u8, i: usize) -> u8 {
+    match (ty, i) {
+        (GO_CREATE | GO_UNBLOCK, 0) => G_OTHER,
+        (GO_CREATE | GO_UNBLOCK, 1) => G_RUN,
+        (GO_START | GO_START_LOCAL, 0) => G_START,
+        (GO_STOP | GO_BLOCK | GO_END | SYSCALL_ENTER | SYSCALL_EXIT, 0) => G_RUN,
+        (PREEMPT | GO_NAME | PROC_REVOKE, 0) => G_OTHER,
+        _ => 0,
+    }
+}
+
+/// Writes goroutine id `g` of a field of kind `k` (not 0) against the
+/// batch's registers `regs` (running, other), which it updates.
+#[inline(always)]
+fn g_encode(regs: &mut [u64; 2], k: u8, g: u64) -> u64 {
+    let d = g.wrapping_sub(regs[(k != G_RUN) as usize]) as i64;
+    if k != G_OTHER {
+        regs[0] = g;
+    }
+    if k == G_OTHER {
+        regs[1] = g;
+    }
+    zigzag(d)
+}
+
+/// The inverse of `g_encode`.
+fn g_decode(regs: &mut [u64; 2], k: u8, v: u64) -> u64 {
+    let g = regs[(k != G_RUN) as usize].wrapping_add((v >> 1) ^ (v & 1).wrapping_neg());
+    if k != G_OTHER {
+        regs[0] = g;
+    }
+    if k == G_OTHER {
+        regs[1] = g;
+    }
+    g
+}
+
+/// Zig-zag: small differences of either sign become small unsigned numbers.
+#[inline(always)]
+const fn zigzag(d: i64) -> u64 {
+    ((d << 1) ^ (d >> 63)) as u64
 }
 
 /// The P field of GoUnblock (and SyscallExit) when the goroutine went to
@@ -242,25 +319,31 @@ pub(crate) const STOP_YIELD_LOCAL: u64 = 2;
 // The emit functions: cold and out of line, so that a disabled event site
 // is only its branch.
 
+/// `m`: the calling thread's M, `None` on a plain thread. The scheduler's
+/// own events take the M they run on (`buf::emit_m`: the buffer is found
+/// through it).
+/// A GoCreate on an M takes the batch's previous event's time (`buf.rs`,
+/// "Shared timestamps").
 #[cold]
 #[inline(never)]
-pub(crate) fn go_create(g: u64, parent: u64, p: u32) {
-    buf::emit(GO_CREATE, &[g, parent, p as u64], &[]);
+pub(crate) fn go_create(m: Option<&M>, g: u64, parent: u64, p: u32) {
+    buf::emit_here_prev(m, GO_CREATE, &[g, parent, p as u64], None);
 }
 
 #[cold]
 #[inline(never)]
-pub(crate) fn go_start(g: u64, p: u32) {
-    buf::emit(GO_START, &[g, p as u64], &[]);
+pub(crate) fn go_start(m: &M, g: u64, p: u32) {
+    buf::emit_m(m, GO_START, &[g, p as u64]);
 }
 
-/// A GoStart on the scheduler's quick path: it takes the timestamp of the
-/// slice end traced just before it on this thread, if that was the last
-/// event (`buf.rs`, "Shared timestamps").
+/// A GoStart on the scheduler's quick path: if the slice end traced just
+/// before it on this thread was the batch's last event, it is written as a
+/// GoStartLocal, which takes that event's timestamp and P (`buf.rs`,
+/// "Shared timestamps").
 #[cold]
 #[inline(never)]
-pub(crate) fn go_start_quick(g: u64, p: u32) {
-    buf::emit_start_quick(GO_START, &[g, p as u64]);
+pub(crate) fn go_start_quick(m: &M, g: u64, p: u32) {
+    buf::emit_start_quick(m, GO_START, &[g, p as u64]);
 }
 
 /// The events that end a goroutine's slice on its M, whose timestamp a
@@ -272,26 +355,42 @@ const fn ends_slice(ty: u8) -> bool {
 
 #[cold]
 #[inline(never)]
-pub(crate) fn go_stop(g: u64, p: u32, reason: u64) {
-    buf::emit(GO_STOP, &[g, p as u64, reason], &[]);
+pub(crate) fn go_stop(m: &M, g: u64, p: u32, reason: u64) {
+    buf::emit_m(m, GO_STOP, &[g, p as u64, reason]);
 }
 
 #[cold]
 #[inline(never)]
-pub(crate) fn go_block(g: u64, p: u32, reason: u64) {
-    buf::emit(GO_BLOCK, &[g, p as u64, reason], &[]);
+pub(crate) fn go_block(m: &M, g: &G, p: u32, reason: u64) {
+    let tsc = buf::emit_m(m, GO_BLOCK, &[g.id(), p as u64, reason]);
+    g.set_trace_block_tsc(tsc);
+}
+
+/// A GoUnblock on an M takes the batch's previous event's time if `g`'s
+/// GoBlock (its TSC reading, kept in the G by `go_block`) was not later
+/// (`buf.rs`, "Shared timestamps").
+#[cold]
+#[inline(never)]
+pub(crate) fn go_unblock(m: Option<&M>, g: &G, by_g: u64, p: u32) {
+    let floor = g.trace_block_tsc();
+    buf::emit_here_prev(m, GO_UNBLOCK, &[g.id(), by_g, p as u64], Some(floor));
+}
+
+/// `go_unblock` by the goroutine running on `m` (0 if none, or on a plain
+/// thread: `park::ready`'s case), looked up here: one call instead of a
+/// wrapper's two.
+#[cold]
+#[inline(never)]
+pub(crate) fn go_unblock_by(m: Option<&M>, g: &G, p: u32) {
+    let by_g = m.and_then(|m| m.curg()).map_or(0, |c| c.id());
+    let floor = g.trace_block_tsc();
+    buf::emit_here_prev(m, GO_UNBLOCK, &[g.id(), by_g, p as u64], Some(floor));
 }
 
 #[cold]
 #[inline(never)]
-pub(crate) fn go_unblock(g: u64, by_g: u64, p: u32) {
-    buf::emit(GO_UNBLOCK, &[g, by_g, p as u64], &[]);
-}
-
-#[cold]
-#[inline(never)]
-pub(crate) fn go_end(g: u64, p: u32) {
-    buf::emit(GO_END, &[g, p as u64], &[]);
+pub(crate) fn go_end(m: &M, g: u64, p: u32) {
+    buf::emit_m(m, GO_END, &[g, p as u64]);
 }
 
 #[cold]

@@ -10,8 +10,8 @@
 //! way to look at the trace of a process that died while writing it.
 
 use crate::format::{
-    field_count, Event, Header, BATCH_HEADER_LEN, BATCH_TAG, HEADER_LEN, MAGIC, TRAILER_LEN,
-    TRAILER_TAG, VERSION,
+    field_count, g_decode, g_kind, Event, GRegs, Header, BATCH_HEADER_LEN, BATCH_TAG,
+    GO_START_LOCAL, G_START, HEADER_LEN, MAGIC, SAME_TIME, TRAILER_LEN, TRAILER_TAG, VERSION,
 };
 use std::fmt;
 
@@ -88,6 +88,11 @@ pub enum EventFault {
     PastBatchEnd,
     /// A GoName whose bytes are not UTF-8.
     NameNotUtf8,
+    /// A GoStartLocal with no GoEnd, GoBlock or GoStop before it in its
+    /// batch to take its P from.
+    LocalStartAlone,
+    /// An event with `SAME_TIME` set first in its batch: no time to share.
+    SameTimeFirst,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,7 +163,13 @@ impl fmt::Display for DecodeError {
             ),
             DecodeError::UnsupportedVersion { version } => write!(
                 f,
-                "unsupported trace format version {version} (this tool reads version {VERSION})"
+                "unsupported trace format version {version}: this tool reads version {VERSION} only{}",
+                if *version < VERSION {
+                    "; the trace was written by an older runtime, whose format this tool no \
+                     longer reads (read it with the goroutine-trace of that runtime's release)"
+                } else {
+                    "; the trace was written by a newer runtime: use its goroutine-trace"
+                }
             ),
             DecodeError::TruncatedBatch {
                 batch,
@@ -194,6 +205,14 @@ impl fmt::Display for DecodeError {
                     EventFault::BadVarint => write!(f, "malformed varint in an event")?,
                     EventFault::PastBatchEnd => write!(f, "event runs past the end of its batch")?,
                     EventFault::NameNotUtf8 => write!(f, "GoName event with a non-UTF-8 name")?,
+                    EventFault::LocalStartAlone => write!(
+                        f,
+                        "GoStartLocal event with no slice end before it in its batch"
+                    )?,
+                    EventFault::SameTimeFirst => write!(
+                        f,
+                        "an event that shares the previous event's time is first in its batch"
+                    )?,
                 }
                 write!(f, " at byte {offset} (batch #{batch}, M {m}); {reached}")
             }
@@ -295,14 +314,48 @@ fn decode_batch(
     let mut pos = 0;
     let mut ts: u64 = 0;
     let mut fields = [0u64; 4];
+    let mut regs: GRegs = [0; 2];
+    // The P of the batch's last GoEnd, GoBlock or GoStop (None: none yet).
+    let mut slice_p: Option<u64> = None;
     while pos < payload.len() {
         let at = (base + pos) as u64;
-        let ty = payload[pos];
+        let byte = payload[pos];
         pos += 1;
-        let n = field_count(ty).ok_or((EventFault::UnknownType(ty), at))?;
-        let delta = read_uvarint(payload, &mut pos).map_err(|f| (f, at))?;
-        for slot in fields.iter_mut().take(n) {
-            *slot = read_uvarint(payload, &mut pos).map_err(|f| (f, at))?;
+        // `SAME_TIME`: no delta, the previous event's time (a GoStartLocal
+        // never carries it: it has its own rule).
+        let ty = byte & !SAME_TIME;
+        let same = byte != ty;
+        if same && (ty == GO_START_LOCAL || ty == 0) {
+            return Err((EventFault::UnknownType(byte), at));
+        }
+        if same && pos == 1 {
+            return Err((EventFault::SameTimeFirst, at));
+        }
+        if ty == GO_START_LOCAL {
+            // A GoStart with the timestamp and the P of the slice end
+            // before it: no delta, one field.
+            let p = slice_p.ok_or((EventFault::LocalStartAlone, at))?;
+            let v = read_uvarint(payload, &mut pos).map_err(|f| (f, at))?;
+            let g = g_decode(&mut regs, G_START, v);
+            out.push(TimedEvent {
+                ts,
+                m,
+                ev: Event::GoStart { g, p },
+            });
+            continue;
+        }
+        let n = field_count(ty).ok_or((EventFault::UnknownType(byte), at))?;
+        let delta = if same {
+            0
+        } else {
+            read_uvarint(payload, &mut pos).map_err(|f| (f, at))?
+        };
+        for (i, slot) in fields.iter_mut().take(n).enumerate() {
+            let v = read_uvarint(payload, &mut pos).map_err(|f| (f, at))?;
+            *slot = match g_kind(ty, i) {
+                0 => v,
+                k => g_decode(&mut regs, k, v),
+            };
         }
         let name = if ty == 18 {
             let len = fields[1];
@@ -319,6 +372,9 @@ fn decode_batch(
             None
         };
         ts = ts.wrapping_add(delta);
+        if matches!(ty, 3 | 4 | 6) {
+            slice_p = Some(fields[1]);
+        }
         let ev =
             Event::from_fields(ty, &fields[..n], name).ok_or((EventFault::UnknownType(ty), at))?;
         out.push(TimedEvent { ts, m, ev });

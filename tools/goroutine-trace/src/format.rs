@@ -1,4 +1,4 @@
-//! The execution trace format, version 1 (`docs/trace-format.md`): constants,
+//! The execution trace format, version 3 (`docs/trace-format.md`): constants,
 //! the event enum, and the names the tool prints for codes.
 //!
 //! This module is the single place that knows the numbering. The decoder
@@ -9,7 +9,7 @@
 /// `"GRTRACE\0"`, the first 8 bytes of every trace.
 pub const MAGIC: [u8; 8] = *b"GRTRACE\0";
 /// The only version this tool reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 3;
 /// magic 8 + version 4 + flags 4 + start_ns 8 + unix_start_ns 8 + gomaxprocs 4 + reserved 4.
 pub const HEADER_LEN: usize = 40;
 /// Tag byte of a batch record.
@@ -26,6 +26,17 @@ pub const BATCH_SIZE: usize = 64 * 1024;
 pub const GLOBAL_QUEUE: u64 = u32::MAX as u64;
 /// Highest event type number of version 1.
 pub const MAX_EVENT_TYPE: u8 = 21;
+
+/// The wire type of a GoStart that shares the timestamp and the P of the
+/// slice end (GoEnd, GoBlock, GoStop) just before it in its batch: `u8 22 |
+/// g` (no `ts_delta`). Decoded as a [`Event::GoStart`].
+pub const GO_START_LOCAL: u8 = 22;
+
+/// Set in an event's type byte (not a GoStartLocal's): the event has no
+/// `ts_delta` and takes the timestamp of the batch's previous event, a
+/// lower bound of its own (the runtime read no clock for it). Never on a
+/// batch's first event.
+pub const SAME_TIME: u8 = 0x80;
 
 /// The trace header, as written at the start of the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,6 +180,63 @@ pub fn field_count(ty: u8) -> Option<usize> {
         20 => 4,
         _ => return None,
     })
+}
+
+/// Goroutine id field kinds ([`g_kind`]; docs/trace-format.md, "Goroutine
+/// ids"): predicted by the batch's "running" register, by its "other"
+/// register, or a GoStart's (predicted by "other", stored in "running").
+pub const G_RUN: u8 = 1;
+pub const G_OTHER: u8 = 2;
+pub const G_START: u8 = 3;
+
+/// The kind of field `i` of an event of wire type `ty` (0: not a goroutine id).
+pub fn g_kind(ty: u8, i: usize) -> u8 {
+    match (ty, i) {
+        (1 | 5, 0) => G_OTHER,
+        (1 | 5, 1) => G_RUN,
+        (2 | GO_START_LOCAL, 0) => G_START,
+        (3 | 4 | 6 | 12 | 13, 0) => G_RUN,
+        (15 | 18 | 21, 0) => G_OTHER,
+        _ => 0,
+    }
+}
+
+/// A batch's goroutine id registers: running, other (both 0 at its start).
+pub type GRegs = [u64; 2];
+
+/// Goroutine id `g` of a field of kind `k` (not 0), as written: the zig-zag
+/// difference from its register. Updates the registers.
+pub fn g_encode(regs: &mut GRegs, k: u8, g: u64) -> u64 {
+    let d = g.wrapping_sub(regs[(k != G_RUN) as usize]);
+    g_store(regs, k, g);
+    zigzag(d)
+}
+
+/// The inverse of [`g_encode`].
+pub fn g_decode(regs: &mut GRegs, k: u8, v: u64) -> u64 {
+    let g = regs[(k != G_RUN) as usize].wrapping_add(unzigzag(v));
+    g_store(regs, k, g);
+    g
+}
+
+fn g_store(regs: &mut GRegs, k: u8, g: u64) {
+    if k != G_OTHER {
+        regs[0] = g;
+    }
+    if k == G_OTHER {
+        regs[1] = g;
+    }
+}
+
+/// Zig-zag encoding of a goroutine id's difference (wrapping).
+pub fn zigzag(d: u64) -> u64 {
+    let d = d as i64;
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+/// The inverse of [`zigzag`] (wrapping).
+pub fn unzigzag(v: u64) -> u64 {
+    (v >> 1) ^ (v & 1).wrapping_neg()
 }
 
 impl Event {

@@ -2,7 +2,7 @@
 //! of a G/M/P scheduler that writes what a tracer would see.
 //!
 //! It is not the runtime and does not try to be faithful; it only has to
-//! produce *valid* format-v1 traces that exercise every event type the way the
+//! produce *valid* format-v2 traces that exercise every event type the way the
 //! runtime will: several Ps and Ms, goroutines created, started, stopped
 //! (yield, yield-local, preempted by sysmon), blocked for every wait reason and
 //! unblocked by another goroutine, a timer or the netpoller, syscalls that

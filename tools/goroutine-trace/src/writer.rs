@@ -1,9 +1,11 @@
-//! Writing format-v1 traces, the way the runtime's tracer does: one buffer per
+//! Writing format-v2 traces, the way the runtime's tracer does: one buffer per
 //! M, each flushed as a batch when full, so batches of different Ms interleave
 //! in the file in flush order and the reader has to sort. Used by the
 //! synthetic generator (`gen.rs`) and by the tests to craft (bad) files.
 
-use crate::format::{Event, BATCH_SIZE, BATCH_TAG, MAGIC, TRAILER_TAG, VERSION};
+use crate::format::{
+    g_encode, g_kind, Event, GRegs, BATCH_SIZE, BATCH_TAG, MAGIC, TRAILER_TAG, VERSION,
+};
 use std::collections::BTreeMap;
 
 /// Appends `x` as an unsigned LEB128 varint.
@@ -15,13 +17,24 @@ pub fn put_uvarint(out: &mut Vec<u8>, mut x: u64) {
     out.push(x as u8);
 }
 
-/// Appends one event: type, `ts_delta`, fields (and GoName's bytes).
+/// Appends one event as the first of a batch: type, `ts_delta`, fields
+/// (and GoName's bytes).
 pub fn encode_event(out: &mut Vec<u8>, ts_delta: u64, ev: &Event) {
+    encode_event_after(out, ts_delta, ev, &mut [0; 2]);
+}
+
+/// Appends one event after others of its batch, `regs` the batch's
+/// goroutine id registers so far (0 at its start), which it updates:
+/// goroutine ids are written as differences from them.
+pub fn encode_event_after(out: &mut Vec<u8>, ts_delta: u64, ev: &Event, regs: &mut GRegs) {
     out.push(ev.ty());
     put_uvarint(out, ts_delta);
     let (fields, n) = ev.fields();
-    for &f in &fields[..n] {
-        put_uvarint(out, f);
+    for (i, &f) in fields[..n].iter().enumerate() {
+        match g_kind(ev.ty(), i) {
+            0 => put_uvarint(out, f),
+            k => put_uvarint(out, g_encode(regs, k, f)),
+        }
     }
     if let Event::GoName { name, .. } = ev {
         out.extend_from_slice(name.as_bytes());
@@ -61,6 +74,8 @@ struct MBuf {
     /// Absolute time of the buffer's last event (None: the buffer is empty,
     /// the next event's delta is relative to `start_ns`).
     last: Option<u64>,
+    /// The batch's goroutine id registers.
+    regs: GRegs,
 }
 
 /// An in-memory trace writer with per-M buffers.
@@ -97,20 +112,24 @@ impl TraceWriter {
         let buf = self.bufs.entry(m).or_insert_with(|| MBuf {
             data: Vec::new(),
             last: None,
+            regs: [0; 2],
         });
         let delta = match buf.last {
             Some(last) => abs.saturating_sub(last),
             None => ts,
         };
         self.scratch.clear();
-        encode_event(&mut self.scratch, delta, ev);
+        let mut regs = buf.regs;
+        encode_event_after(&mut self.scratch, delta, ev, &mut regs);
         if !buf.data.is_empty() && buf.data.len() + self.scratch.len() > self.batch_size {
             put_batch(&mut self.out, m, &buf.data);
             buf.data.clear();
             // A new batch starts over relative to start_ns.
             self.scratch.clear();
-            encode_event(&mut self.scratch, ts, ev);
+            regs = [0; 2];
+            encode_event_after(&mut self.scratch, ts, ev, &mut regs);
         }
+        buf.regs = regs;
         buf.data.extend_from_slice(&self.scratch);
         buf.last = Some(abs.max(buf.last.unwrap_or(0)));
     }

@@ -91,10 +91,11 @@ fn clear_errors() {
         b"PK\x03\x04 this is a zip file, not a trace..........",
     );
     expect_error(&["stats", &junk], 1, "not a goroutine trace");
-    let mut v2 = g.clone();
-    v2[8] = 2;
-    let v2 = path("v2.bin", &v2);
-    expect_error(&["view", &v2], 1, "unsupported trace format version 2");
+    let mut v1 = g.clone();
+    v1[8] = 1;
+    let v1 = path("v1.bin", &v1);
+    expect_error(&["view", &v1], 1, "unsupported trace format version 1");
+    expect_error(&["view", &v1], 1, "older runtime");
     let cut = path("cut.bin", &g[..g.len() * 2 / 3]);
     expect_error(&["perfetto", &cut], 1, "complete batches and");
     // --lenient reads it anyway, with a warning.

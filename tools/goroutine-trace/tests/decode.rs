@@ -213,14 +213,26 @@ fn wrong_magic() {
 fn unsupported_version() {
     let g = generate(&Scenario::default());
     let mut b = g.bytes.clone();
-    b[8..12].copy_from_slice(&2u32.to_le_bytes());
+    // Version 2 had no shared timestamps (and version 1 wrote goroutine
+    // ids as themselves): older traces.
+    for old in [1u32, 2] {
+        b[8..12].copy_from_slice(&old.to_le_bytes());
+        let e = strict(&b).unwrap_err();
+        assert_eq!(e, DecodeError::UnsupportedVersion { version: old });
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "unsupported trace format version {old}: this tool reads version 3 only"
+            )),
+            "{msg}"
+        );
+        assert!(msg.contains("older runtime"), "{msg}");
+        assert!(lenient(&b).is_err());
+    }
+    b[8..12].copy_from_slice(&4u32.to_le_bytes());
     let e = strict(&b).unwrap_err();
-    assert_eq!(e, DecodeError::UnsupportedVersion { version: 2 });
-    assert_eq!(
-        e.to_string(),
-        "unsupported trace format version 2 (this tool reads version 1)"
-    );
-    assert!(lenient(&b).is_err());
+    assert_eq!(e, DecodeError::UnsupportedVersion { version: 4 });
+    assert!(e.to_string().contains("newer runtime"), "{e}");
 }
 
 #[test]
@@ -495,4 +507,95 @@ fn damaged_traces_never_panic() {
         }
         run(&b);
     }
+}
+
+#[test]
+fn goroutine_ids_and_local_starts() {
+    use goroutine_trace::format::zigzag;
+    use goroutine_trace::writer::{encode_event_after, put_uvarint};
+    // GoEnd of g 1000 on P 3 (registers: running 1000, other 0), then a
+    // GoStartLocal of g 998 (predicted by "other"): a GoStart of 998 on P 3
+    // at the GoEnd's time.
+    let mut p = Vec::new();
+    let mut regs = [0; 2];
+    encode_event_after(&mut p, 40, &Event::GoEnd { g: 1000, p: 3 }, &mut regs);
+    assert_eq!(regs, [1000, 0]);
+    p.push(22);
+    put_uvarint(&mut p, zigzag(998));
+    regs = [998, 0];
+    // Then a GoBlock of 998 (the running one: difference 0), 5 ns later.
+    let block = Event::GoBlock {
+        g: 998,
+        p: 3,
+        wait_reason: 2,
+    };
+    let at = p.len();
+    encode_event_after(&mut p, 5, &block, &mut regs);
+    assert_eq!(&p[at..], &[4, 5, 0, 3, 2]);
+    let t = strict(&one_batch(&p)).unwrap();
+    let evs: Vec<_> = t.events.iter().map(|e| (e.ts, e.ev.clone())).collect();
+    assert_eq!(
+        evs,
+        vec![
+            (40, Event::GoEnd { g: 1000, p: 3 }),
+            (40, Event::GoStart { g: 998, p: 3 }),
+            (45, block),
+        ]
+    );
+    // A GoStartLocal with no slice end before it in its batch.
+    let e = strict(&one_batch(&[22, 2])).unwrap_err();
+    assert!(e.to_string().contains("GoStartLocal"), "{e}");
+}
+
+#[test]
+fn same_time_events() {
+    use goroutine_trace::format::{zigzag, SAME_TIME};
+    use goroutine_trace::writer::{encode_event_after, put_uvarint};
+    // GoStart of g 7 on P 1 at 40, then a GoCreate of g 8 (parent 7) and a
+    // GoUnblock of g 3 (by 7) with `SAME_TIME`: no delta, both at 40;
+    // then a GoEnd of 7, 6 ns later.
+    let mut p = Vec::new();
+    let mut regs = [0; 2];
+    encode_event_after(&mut p, 40, &Event::GoStart { g: 7, p: 1 }, &mut regs);
+    p.push(1 | SAME_TIME);
+    put_uvarint(&mut p, zigzag(8)); // g_new 8 against "other" 0
+    put_uvarint(&mut p, 0); // parent 7 against "running" 7
+    put_uvarint(&mut p, 1);
+    p.push(5 | SAME_TIME);
+    put_uvarint(&mut p, zigzag(3u64.wrapping_sub(8))); // g 3 against "other" 8
+    put_uvarint(&mut p, 0); // by 7
+    put_uvarint(&mut p, 1);
+    regs = [7, 3];
+    encode_event_after(&mut p, 6, &Event::GoEnd { g: 7, p: 1 }, &mut regs);
+    let t = strict(&one_batch(&p)).unwrap();
+    let evs: Vec<_> = t.events.iter().map(|e| (e.ts, e.ev.clone())).collect();
+    assert_eq!(
+        evs,
+        vec![
+            (40, Event::GoStart { g: 7, p: 1 }),
+            (
+                40,
+                Event::GoCreate {
+                    g: 8,
+                    parent: 7,
+                    p: 1
+                }
+            ),
+            (
+                40,
+                Event::GoUnblock {
+                    g: 3,
+                    by_g: 7,
+                    p: 1
+                }
+            ),
+            (46, Event::GoEnd { g: 7, p: 1 }),
+        ]
+    );
+    // First in its batch: no previous event's time to take.
+    let e = strict(&one_batch(&[1 | SAME_TIME, 2, 0, 1])).unwrap_err();
+    assert!(e.to_string().contains("first in its batch"), "{e}");
+    // Not on a GoStartLocal.
+    let e = strict(&one_batch(&[22 | SAME_TIME, 2])).unwrap_err();
+    assert!(e.to_string().contains("unknown event type"), "{e}");
 }
