@@ -191,8 +191,7 @@ fn ready_with(g: &'static G, here: m::Here, next: bool, wake: bool) {
     if super::randomize::one_in(4) {
         super::checkdead::progress();
         if tracer::on() {
-            let by = m::current_g().map_or(0, |c| c.id());
-            tracer::go_unblock(here.m(), g, by, tracer::GLOBAL);
+            tracer::go_unblock_by(here.m(), g, tracer::GLOBAL);
         }
         globrunq::put_woken(g);
         idle::wakep();

@@ -372,8 +372,7 @@ pub(crate) fn go_block(m: &M, g: &G, p: u32, reason: u64) {
 #[cold]
 #[inline(never)]
 pub(crate) fn go_unblock(m: Option<&M>, g: &G, by_g: u64, p: u32) {
-    let floor = g.trace_block_tsc();
-    buf::emit_here_prev(m, GO_UNBLOCK, &[g.id(), by_g, p as u64], Some(floor));
+    unblock(m, g, by_g, p);
 }
 
 /// `go_unblock` by the goroutine running on `m` (0 if none, or on a plain
@@ -383,6 +382,12 @@ pub(crate) fn go_unblock(m: Option<&M>, g: &G, by_g: u64, p: u32) {
 #[inline(never)]
 pub(crate) fn go_unblock_by(m: Option<&M>, g: &G, p: u32) {
     let by_g = m.and_then(|m| m.curg()).map_or(0, |c| c.id());
+    unblock(m, g, by_g, p);
+}
+
+/// The body of both GoUnblock sites, inlined into each (one call each).
+#[inline(always)]
+fn unblock(m: Option<&M>, g: &G, by_g: u64, p: u32) {
     let floor = g.trace_block_tsc();
     buf::emit_here_prev(m, GO_UNBLOCK, &[g.id(), by_g, p as u64], Some(floor));
 }
