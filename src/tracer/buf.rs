@@ -95,6 +95,32 @@
 //!   begins a cut batch back into a GoStart with the P of the slice end
 //!   that was cut.
 //!
+//! # Deferred quick starts
+//! A GoStartLocal needs no clock and nothing the next event does not
+//! also check, so the quick GoStart is not an event call at all: the
+//! scheduler stores the goroutine in the buffer's `quick` word (two loads
+//! and a store, no busy flag), and the thread's next event writes the
+//! GoStartLocal just before itself. Invariants:
+//! - `quick` is set only while `slice_ended` is (the batch's last event
+//!   ends a slice), and every slice ends with an event of its M (GoEnd,
+//!   GoBlock, GoStop, SyscallEnter...), which writes it first: so a
+//!   GoStartLocal lands right after its slice end, where an immediate one
+//!   would have been, and the bytes are the same.
+//! - Both words are atomics (Relaxed: one thread writes them, but for
+//!   the cases below), as the quick start runs outside the busy protocol.
+//!   `slice_ended` is written inside an event, and at claim, exit and a
+//!   new generation's first event.
+//! - `limit` leaves `START_LOCAL` bytes free after any event, so a
+//!   deferred GoStartLocal always fits in the batch of its slice end: the
+//!   next event writes it before it makes room, and `collect` (a stop or a
+//!   flight snapshot) writes it before it flushes, after the owner's event
+//!   in progress (`busy`) and with `quick` swapped to 0.
+//! - A quick start the owner stores between `collect`'s swap and its own
+//!   next event (the two instructions of `defer_quick_start`, against a
+//!   stop) belongs to no batch: that next event is of a new generation,
+//!   and resets `quick`. The goroutine then shows from its next event, as
+//!   one running when a trace starts.
+//!
 //! A GoCreate or a GoUnblock from an M's running goroutine (`PREV`,
 //! `PREV_AFTER`; a third of skynet's events each) reads none either: it
 //! takes the time of the batch's previous event, written as its type with
@@ -268,6 +294,17 @@ pub(super) struct TraceBuf {
     /// note). Written by the owner (in `emit_slow`), and by claim/exit
     /// under `CONTROL` when it has none.
     fast_gen: AtomicU64,
+    /// The batch's last event ended a goroutine's slice (GoEnd, GoBlock,
+    /// GoStop): a GoStart on the scheduler's quick path may take its
+    /// timestamp and P (module note, "Deferred quick starts"). Written by
+    /// the owner inside an event, and when a batch begins or is dropped;
+    /// read by the owner at a quick start, outside any event.
+    slice_ended: AtomicBool,
+    /// A goroutine started on the quick path right after the slice end
+    /// that is the batch's last event, not yet written (0: none): the
+    /// owner's next event writes its GoStartLocal first, or `collect`
+    /// does (module note, "Deferred quick starts").
+    quick: AtomicU64,
     inner: UnsafeCell<Inner>,
 }
 
@@ -303,10 +340,6 @@ struct Inner {
     /// Timestamp of the batch's last event, relative to the session's
     /// start (0 before the first).
     last_ts: i64,
-    /// The batch's last event ended a goroutine's slice (GoEnd, GoBlock,
-    /// GoStop): a GoStart on the scheduler's quick path may take its
-    /// timestamp (`emit_start_quick`, module note).
-    slice_ended: bool,
     /// The batch's goroutine id registers, running and other (0 before
     /// the first): ids are written as differences from them (`mod.rs`,
     /// `g_kind`).
@@ -356,6 +389,8 @@ impl TraceBuf {
         TraceBuf {
             busy: AtomicBool::new(false),
             fast_gen: AtomicU64::new(NO_GEN),
+            slice_ended: AtomicBool::new(false),
+            quick: AtomicU64::new(0),
             inner: UnsafeCell::new(Inner {
                 gen: NO_GEN,
                 m_id: 0,
@@ -363,7 +398,6 @@ impl TraceBuf {
                 pos: ptr::null_mut(),
                 limit: ptr::null_mut(),
                 last_ts: 0,
-                slice_ended: false,
                 g_regs: [0; 2],
                 base_tsc: 0,
                 mult: 0,
@@ -470,6 +504,8 @@ fn claim() -> Option<&'static TraceBuf> {
     inner.gen = NO_GEN;
     inner.discard();
     tb.fast_gen.store(NO_GEN, Ordering::Relaxed);
+    tb.slice_ended.store(false, Ordering::Relaxed);
+    tb.quick.store(0, Ordering::Relaxed);
     // The fast path's plain-store raise is only enough with the membarrier.
     // `start` set ASYMMETRIC before `LIVE`; a stale false (Relaxed) only
     // keeps this thread on the slow path, which is always correct.
@@ -517,6 +553,8 @@ impl Drop for ExitGuard {
             inner.m_slot = ptr::null();
         }
         tb.fast_gen.store(NO_GEN, Ordering::Relaxed);
+        tb.slice_ended.store(false, Ordering::Relaxed);
+        tb.quick.store(0, Ordering::Relaxed);
         lock(&FREE).push(tb);
     }
 }
@@ -539,8 +577,6 @@ pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
 /// How an event is stamped (`emit_in`'s `STAMP`; module note, "Shared
 /// timestamps"): with a clock read;
 const CLOCK: u8 = 0;
-/// as a GoStartLocal if the batch's last event ended a slice;
-const QUICK_START: u8 = 1;
 /// with the batch's previous event's time if there is one (GoCreate);
 const PREV: u8 = 2;
 /// as `PREV`, if the TSC reading passed (`floor`) is not later than that
@@ -574,18 +610,26 @@ pub(super) fn emit_here_prev(m: Option<&M>, ty: u8, args: &[u64], floor: Option<
             emit_in::<PREV_AFTER>(of_m(m), ty, args, &[], f);
         }
         (None, _) => {
-            slow(ty, args, &[], false);
+            slow(ty, args, &[]);
         }
     }
 }
 
-/// `emit_m` for a GoStart on the scheduler's quick path (module note,
-/// "Shared timestamps"): if this thread's last event ended a goroutine's
-/// slice, the GoStart takes that event's timestamp instead of reading the
-/// clock.
+/// A GoStart of goroutine `g` (not 0) on the scheduler's quick path, on
+/// `m`, the calling thread's M: if the batch's last event ended a
+/// goroutine's slice, it is left for the next event to write as a
+/// GoStartLocal, and this returns true (module note, "Deferred quick
+/// starts"); else false, and the caller writes a GoStart.
 #[inline(always)]
-pub(super) fn emit_start_quick(m: &M, ty: u8, args: &[u64]) {
-    emit_in::<QUICK_START>(of_m(m), ty, args, &[], 0);
+pub(super) fn defer_quick_start(m: &M, g: u64) -> bool {
+    let tb = of_m(m);
+    // Outside any event: both words are atomics, and only this thread
+    // writes them but for `collect` and a batch's reset (module note).
+    if tb.slice_ended.load(Ordering::Relaxed) {
+        tb.quick.store(g, Ordering::Relaxed);
+        return true;
+    }
+    false
 }
 
 /// The buffer of `m`, the calling thread's M: the one its thread claimed,
@@ -605,7 +649,6 @@ pub(super) fn no_buf() -> *mut () {
 #[inline(always)]
 fn emit_in<const STAMP: u8>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8], floor: u64) -> u64 {
     assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
-    let share = STAMP == QUICK_START;
     // Enough where `fast_gen` can match below; elsewhere `emit_slow`
     // raises again (module note).
     tb.raise_asymmetric();
@@ -613,20 +656,27 @@ fn emit_in<const STAMP: u8>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8], f
     // visible). After the raise: see the module note. `fast_gen` is only
     // written by this thread.
     if LIVE.load(Ordering::Acquire) != tb.fast_gen.load(Ordering::Relaxed) {
-        return slow(ty, args, bytes, share);
+        return slow(ty, args, bytes);
     }
     // SAFETY: we own the buffer, `busy` is up and `LIVE` set (`fast_gen` is
     // never 0).
     let inner = unsafe { tb.inner() };
     if inner.pos.addr() + bytes.len() >= inner.limit.addr() {
-        return slow(ty, args, bytes, share);
+        return slow(ty, args, bytes);
     }
-    if STAMP == QUICK_START && inner.slice_ended {
-        // SAFETY: room checked just above.
-        unsafe { inner.write_start_local(args[0]) };
-        tb.lower();
-        return 0;
+    // A goroutine started on the quick path since the last event: its
+    // GoStartLocal first. The batch's last event is the slice end it
+    // follows (module note, "Deferred quick starts").
+    let quick = tb.quick.load(Ordering::Relaxed);
+    if quick != 0 {
+        tb.quick.store(0, Ordering::Relaxed);
+        // SAFETY: `limit` keeps `START_LOCAL` bytes free besides an
+        // event's (`begin_batch`).
+        unsafe { inner.write_start_local(quick) };
     }
+    // A constant store: `ty` is a constant where this is inlined.
+    tb.slice_ended
+        .store(super::ends_slice(ty), Ordering::Relaxed);
     // A batch's first event (`last_ts` 0) has no time to share; nor has
     // a GoUnblock whose goroutine blocked after the batch's last stamp.
     if (STAMP == PREV || STAMP == PREV_AFTER)
@@ -652,40 +702,39 @@ fn emit_in<const STAMP: u8>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8], f
 /// value, in registers, so that the fast path's way out is a tail call
 /// (no frame, no spilled fields).
 #[inline(always)]
-fn slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) -> u64 {
+fn slow(ty: u8, args: &[u64], bytes: &[u8]) -> u64 {
     if bytes.is_empty() {
         let a = |i: usize| args.get(i).copied().unwrap_or(0);
         // Five arguments, all in registers (six is the most on x86-64 and
         // aarch64 has eight): with a seventh on the stack the event
         // function needed a frame and callee-saved registers on its fast
         // path too, not only a call here.
-        let meta = ty as u64 | (args.len() as u64) << 8 | (share as u64) << 16;
+        let meta = ty as u64 | (args.len() as u64) << 8;
         emit_slow_fields(meta, a(0), a(1), a(2), a(3))
     } else {
-        emit_slow(ty, args, bytes, share)
+        emit_slow(ty, args, bytes)
     }
 }
 
 /// `emit_slow` for up to four fields by value; `meta` packs the type (bits
-/// 0-7), the field count (8-15) and `share` (bit 16).
+/// 0-7) and the field count (8-15).
 #[cold]
 #[inline(never)]
 fn emit_slow_fields(meta: u64, a0: u64, a1: u64, a2: u64, a3: u64) -> u64 {
     let args = [a0, a1, a2, a3];
     let n = ((meta >> 8) & 0xff) as usize;
-    emit_slow(meta as u8, &args[..n.min(4)], &[], meta >> 16 & 1 != 0)
+    emit_slow(meta as u8, &args[..n.min(4)], &[])
 }
 
 /// Every case of `emit`, out of line: finds (or claims) the buffer, raises
 /// `busy` as the barrier's mode wants, resets the buffer for a new session,
-/// begins a batch and reads whichever clock the session uses (with
-/// `share`, not if the batch's last event ended a slice: `emit_start_quick`).
-/// May follow a raise by the fast path (raising twice is harmless).
-/// Returns the TSC reading of the timestamp, as `emit_m`; this path
-/// always reads the clock (but for a GoStartLocal).
+/// writes a deferred quick start, begins a batch and reads whichever clock
+/// the session uses. May follow a raise by the fast path (raising twice is
+/// harmless). Returns the TSC reading of the timestamp, as `emit_m`; this
+/// path always reads the clock.
 #[cold]
 #[inline(never)]
-fn emit_slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) -> u64 {
+fn emit_slow(ty: u8, args: &[u64], bytes: &[u8]) -> u64 {
     assert!(args.len() <= 4 && bytes.len() <= super::MAX_NAME);
     let Some(tb) = local() else { return 0 };
     tb.raise();
@@ -707,6 +756,18 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) -> u64 {
         if inner.gen != gen {
             inner.gen = gen;
             inner.discard();
+            tb.slice_ended.store(false, Ordering::Relaxed);
+            // A quick start of an older session's batch (if `collect` did
+            // not write it, it came too late for it).
+            tb.quick.store(0, Ordering::Relaxed);
+        }
+        let quick = tb.quick.load(Ordering::Relaxed);
+        if quick != 0 {
+            tb.quick.store(0, Ordering::Relaxed);
+            if !inner.pos.is_null() && tb.slice_ended.load(Ordering::Relaxed) {
+                // SAFETY: room kept by `limit`, as on the fast path.
+                unsafe { inner.write_start_local(quick) };
+            }
         }
         let fast = inner.fast_ok && SESSION.use_tsc.load(Ordering::Relaxed);
         if fast {
@@ -718,17 +779,13 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8], share: bool) -> u64 {
         if inner.pos.addr() + bytes.len() >= inner.limit.addr() {
             inner.make_room(bytes.len());
         }
-        // A batch just begun (or discarded) has no slice end to share.
-        if share && inner.slice_ended {
-            // SAFETY: `make_room` made room (it asserts it).
-            unsafe { inner.write_start_local(args[0]) };
-        } else {
-            let (rel, read) = now_rel_tsc();
-            tsc = read;
-            let ts = rel.max(inner.last_ts);
-            // SAFETY: `make_room` made room (it asserts it).
-            unsafe { inner.write(ty, ts, args, bytes) };
-        }
+        let (rel, read) = now_rel_tsc();
+        tsc = read;
+        let ts = rel.max(inner.last_ts);
+        // SAFETY: `make_room` made room (it asserts it).
+        unsafe { inner.write(ty, ts, args, bytes) };
+        tb.slice_ended
+            .store(super::ends_slice(ty), Ordering::Relaxed);
     }
     tb.lower();
     tsc
@@ -765,6 +822,9 @@ unsafe fn put_uvarint(mut p: *mut u8, mut v: u64) -> *mut u8 {
 
 /// The most bytes an event takes besides its name: type, delta, 4 fields.
 const MAX_EVENT: usize = 1 + 10 * 5;
+/// The most bytes a GoStartLocal takes (type, goroutine): `limit` keeps
+/// them free after any event, for a deferred quick start.
+const START_LOCAL: usize = 1 + 10;
 
 impl Inner {
     /// Drops the batch being filled, if any (no batch begun after).
@@ -772,7 +832,6 @@ impl Inner {
         self.data.clear();
         self.pos = ptr::null_mut();
         self.limit = ptr::null_mut();
-        self.slice_ended = false;
     }
 
     fn begin_batch(&mut self) {
@@ -788,10 +847,9 @@ impl Inner {
         // checked above; MAX_EVENT <= BATCH_BYTES).
         unsafe {
             self.pos = base.add(HEADER);
-            self.limit = base.add(HEADER + BATCH_BYTES - MAX_EVENT + 1);
+            self.limit = base.add(HEADER + BATCH_BYTES - MAX_EVENT - START_LOCAL + 1);
         }
         self.last_ts = 0;
-        self.slice_ended = false;
         self.g_regs = [0; 2];
     }
 
@@ -819,8 +877,6 @@ impl Inner {
     unsafe fn write(&mut self, ty: u8, ts: i64, args: &[u64], bytes: &[u8]) {
         let delta = (ts - self.last_ts) as u64;
         self.last_ts = ts;
-        // A constant store: `ty` is a constant where this is inlined.
-        self.slice_ended = super::ends_slice(ty);
         // SAFETY: written in place, without bounds checks: the event takes
         // at most 1 + 10 * (1 + args.len()) + bytes.len() <= MAX_EVENT +
         // bytes.len() bytes, and `pos + bytes.len() < limit` leaves that
@@ -837,17 +893,16 @@ impl Inner {
     }
 
     /// Writes a GoStartLocal of goroutine `g`: a GoStart with the
-    /// timestamp and the P of the slice end just before it (`slice_ended`),
-    /// which the reader takes from that event.
+    /// timestamp and the P of the slice end just before it (the batch's
+    /// last event), which the reader takes from that event.
     ///
     /// # Safety
-    /// As `write`'s, with no name bytes.
+    /// `pos` is valid for writes of `START_LOCAL` bytes: `limit` keeps
+    /// them free after any event (`begin_batch`).
     #[inline(always)]
     unsafe fn write_start_local(&mut self, g: u64) {
         let v = super::g_encode(&mut self.g_regs, super::G_START, g);
-        self.slice_ended = false;
-        // SAFETY: at most 11 bytes, within the room `write`'s contract
-        // leaves.
+        // SAFETY: at most `START_LOCAL` bytes, within the caller's room.
         unsafe {
             self.pos.write(super::GO_START_LOCAL);
             self.pos = put_uvarint(self.pos.add(1), v);
@@ -862,7 +917,6 @@ impl Inner {
     /// As `write`'s, with no name bytes.
     #[inline(always)]
     unsafe fn write_same_time(&mut self, ty: u8, args: &[u64]) {
-        self.slice_ended = super::ends_slice(ty);
         // SAFETY: as `write`: at most 1 + 10 * args.len() bytes.
         unsafe {
             let start = self.pos;
@@ -1192,7 +1246,15 @@ fn collect(patient: bool) {
         // SAFETY: `LIVE` is clear and `busy` down: the owner writes nothing
         // more; claim/exit are excluded by `CONTROL` (module note).
         let inner = unsafe { tb.inner() };
+        // A deferred quick start, unless the owner stores it after this
+        // (its next event then belongs to no batch of this generation).
+        let quick = tb.quick.swap(0, Ordering::Relaxed);
         if inner.gen == gen && !inner.pos.is_null() {
+            if quick != 0 && tb.slice_ended.load(Ordering::Relaxed) {
+                // SAFETY: room kept by `limit` (`begin_batch`).
+                unsafe { inner.write_start_local(quick) };
+                tb.slice_ended.store(false, Ordering::Relaxed);
+            }
             inner.flush();
         }
     }

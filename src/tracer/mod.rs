@@ -337,13 +337,15 @@ pub(crate) fn go_start(m: &M, g: u64, p: u32) {
 }
 
 /// A GoStart on the scheduler's quick path: if the slice end traced just
-/// before it on this thread was the batch's last event, it is written as a
-/// GoStartLocal, which takes that event's timestamp and P (`buf.rs`,
-/// "Shared timestamps").
-#[cold]
-#[inline(never)]
+/// before it on this thread was the batch's last event, it becomes a
+/// GoStartLocal, which takes that event's timestamp and P, written by the
+/// thread's next event (`buf.rs`, "Deferred quick starts": here only two
+/// loads and a store, no call); else a GoStart.
+#[inline(always)]
 pub(crate) fn go_start_quick(m: &M, g: u64, p: u32) {
-    buf::emit_start_quick(m, GO_START, &[g, p as u64]);
+    if !buf::defer_quick_start(m, g) {
+        go_start(m, g, p);
+    }
 }
 
 /// The events that end a goroutine's slice on its M, whose timestamp a
