@@ -343,7 +343,7 @@ struct Inner {
     /// The batch's goroutine id registers, running and other (0 before
     /// the first): ids are written as differences from them (`mod.rs`,
     /// `g_kind`).
-    g_regs: [u64; 2],
+    g_regs: super::Regs,
     /// The session's TSC base and scale (`Session`), copied for the fast
     /// path (plain loads, next to `pos`) when it is enabled.
     base_tsc: u64,
@@ -398,7 +398,7 @@ impl TraceBuf {
                 pos: ptr::null_mut(),
                 limit: ptr::null_mut(),
                 last_ts: 0,
-                g_regs: [0; 2],
+                g_regs: super::REGS_START,
                 base_tsc: 0,
                 mult: 0,
                 fast_ok: false,
@@ -850,7 +850,7 @@ impl Inner {
             self.limit = base.add(HEADER + BATCH_BYTES - MAX_EVENT - START_LOCAL + 1);
         }
         self.last_ts = 0;
-        self.g_regs = [0; 2];
+        self.g_regs = super::REGS_START;
     }
 
     /// Makes room for an event with `extra` name bytes: completes the full
@@ -877,6 +877,7 @@ impl Inner {
     unsafe fn write(&mut self, ty: u8, ts: i64, args: &[u64], bytes: &[u8]) {
         let delta = (ts - self.last_ts) as u64;
         self.last_ts = ts;
+        let implicit = super::implicit(&self.g_regs, ty, args);
         // SAFETY: written in place, without bounds checks: the event takes
         // at most 1 + 10 * (1 + args.len()) + bytes.len() <= MAX_EVENT +
         // bytes.len() bytes, and `pos + bytes.len() < limit` leaves that
@@ -884,9 +885,9 @@ impl Inner {
         // allocation. `flush` covers the written bytes with `set_len`.
         unsafe {
             let start = self.pos;
-            start.write(ty);
+            start.write(ty | if implicit { super::IMPLICIT } else { 0 });
             let p = put_uvarint(start.add(1), delta);
-            let p = self.write_fields(ty, p, args);
+            let p = self.write_fields(ty, p, args, implicit);
             ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len());
             self.pos = p.add(bytes.len());
         }
@@ -917,33 +918,53 @@ impl Inner {
     /// As `write`'s, with no name bytes.
     #[inline(always)]
     unsafe fn write_same_time(&mut self, ty: u8, args: &[u64]) {
+        let implicit = super::implicit(&self.g_regs, ty, args);
         // SAFETY: as `write`: at most 1 + 10 * args.len() bytes.
         unsafe {
             let start = self.pos;
-            start.write(ty | super::SAME_TIME);
-            self.pos = self.write_fields(ty, start.add(1), args);
+            start.write(ty | super::SAME_TIME | if implicit { super::IMPLICIT } else { 0 });
+            self.pos = self.write_fields(ty, start.add(1), args, implicit);
         }
     }
 
     /// Writes the fields `args` of an event of type `ty` at `p` (ids
-    /// against the registers); returns the byte after them.
+    /// against the registers; with `implicit`, not the implied ones);
+    /// returns the byte after them.
     ///
     /// # Safety
     /// `p` is valid for writes of `10 * args.len()` bytes.
     #[inline(always)]
-    unsafe fn write_fields(&mut self, ty: u8, mut p: *mut u8, args: &[u64]) -> *mut u8 {
-        for (i, &a) in args.iter().enumerate() {
-            // A constant where this is inlined: the test folds.
-            let k = super::g_kind(ty, i);
-            let v = if k != 0 {
-                super::g_encode(&mut self.g_regs, k, a)
-            } else {
-                a
-            };
-            // SAFETY: within the room the caller guarantees.
-            p = unsafe { put_uvarint(p, v) };
+    unsafe fn write_fields(&mut self, ty: u8, p: *mut u8, args: &[u64], implicit: bool) -> *mut u8 {
+        // One call per field index, not a loop: each folds to nothing or
+        // to one field's write where this is inlined (a loop with a test
+        // per field was not unrolled).
+        // SAFETY: within the room the caller guarantees.
+        unsafe {
+            let p = self.write_field::<0>(ty, p, args, implicit);
+            let p = self.write_field::<1>(ty, p, args, implicit);
+            let p = self.write_field::<2>(ty, p, args, implicit);
+            self.write_field::<3>(ty, p, args, implicit)
         }
-        p
+    }
+
+    /// `write_fields`' field `I`, if the event has it and writes it.
+    ///
+    /// # Safety
+    /// `p` is valid for writes of 10 bytes.
+    #[inline(always)]
+    unsafe fn write_field<const I: usize>(
+        &mut self,
+        ty: u8,
+        p: *mut u8,
+        args: &[u64],
+        implicit: bool,
+    ) -> *mut u8 {
+        if I >= args.len() || (implicit && super::implied(ty, I)) {
+            return p;
+        }
+        let v = super::encode_field(&mut self.g_regs, ty, I, args[I]);
+        // SAFETY: within the room the caller guarantees.
+        unsafe { put_uvarint(p, v) }
     }
 
     /// Completes the batch being filled (one is begun) and hands it to the
@@ -1353,7 +1374,7 @@ fn flight_write_locked(
     // GoNames of the recorder's start may have left the ring.
     let mut names = Vec::new();
     let mut last = 0;
-    let mut regs = [0u64; 2];
+    let mut regs = super::REGS_START;
     for (g, name) in crate::g::names() {
         let mut end = name.len().min(super::MAX_NAME);
         while !name.is_char_boundary(end) {
@@ -1362,15 +1383,17 @@ fn flight_write_locked(
         names.push(super::GO_NAME);
         push_uvarint(&mut names, (cutoff - last) as u64);
         last = cutoff;
-        let k = super::g_kind(super::GO_NAME, 0);
-        push_uvarint(&mut names, super::g_encode(&mut regs, k, g));
+        push_uvarint(
+            &mut names,
+            super::encode_field(&mut regs, super::GO_NAME, 0, g),
+        );
         push_uvarint(&mut names, end as u64);
         names.extend_from_slice(&name.as_bytes()[..end]);
         if names.len() > BATCH_BYTES - MAX_EVENT - super::MAX_NAME {
             push_batch(&mut out, u32::MAX, &names);
             names.clear();
             last = 0;
-            regs = [0; 2];
+            regs = super::REGS_START;
         }
     }
     if !names.is_empty() {
@@ -1444,14 +1467,16 @@ fn push_uvarint(v: &mut Vec<u8>, mut x: u64) {
 fn count_events(payload: &[u8]) -> u64 {
     let (mut i, mut n) = (0, 0);
     while i < payload.len() {
-        let (ty, timed) = type_of(payload[i]);
+        let (ty, timed, implicit) = type_of(payload[i]);
         i += 1;
         if timed {
             read_uvarint(payload, &mut i);
         }
         let mut last = 0;
-        for _ in 0..super::field_count(ty) {
-            last = read_uvarint(payload, &mut i);
+        for f in 0..super::field_count(ty) {
+            if !(implicit && super::implied(ty, f)) {
+                last = read_uvarint(payload, &mut i);
+            }
         }
         if ty == super::GO_NAME {
             i += last as usize;
@@ -1461,11 +1486,13 @@ fn count_events(payload: &[u8]) -> u64 {
     n
 }
 
-/// An event's type byte: its type, and whether a `ts_delta` follows
-/// (not for a GoStartLocal, nor with `SAME_TIME`).
-fn type_of(b: u8) -> (u8, bool) {
-    let ty = b & !super::SAME_TIME;
-    (ty, b == ty && ty != super::GO_START_LOCAL)
+/// An event's type byte: its type, whether a `ts_delta` follows (not for
+/// a GoStartLocal, nor with `SAME_TIME`), and whether it carries
+/// `IMPLICIT`.
+fn type_of(b: u8) -> (u8, bool, bool) {
+    let ty = b & super::TYPE_BITS;
+    let timed = b & super::SAME_TIME == 0 && ty != super::GO_START_LOCAL;
+    (ty, timed, b & super::IMPLICIT != 0)
 }
 
 /// Reads a uvarint of `b` at `*i` (a batch this module wrote).
@@ -1494,88 +1521,128 @@ fn push_batch(out: &mut Vec<u8>, m_id: u32, payload: &[u8]) {
 /// Appends the events of `batch` (a whole batch record, header
 /// included) at or after `cutoff` (relative to the session's start): the
 /// first one kept gets its time from the start as its delta, as a batch's
-/// first event has, and the goroutine ids of the kept events are written
-/// again relative to the new batch's start (`mod.rs`, `g_fields`): their
-/// differences chain through the events cut. Nothing if none is kept.
+/// first event has, and the kept events are written again against the new
+/// batch's registers (`mod.rs`, `Regs`): goroutine id differences and
+/// implied fields (`IMPLICIT`) chain through the events cut. Nothing if
+/// none is kept.
 fn trim_into(out: &mut Vec<u8>, batch: &[u8], cutoff: i64) {
     let m_id = u32::from_le_bytes(batch[1..5].try_into().expect("4 bytes"));
     let payload = &batch[HEADER..];
     let mut i = 0;
     let mut ts = 0i64;
-    // The id registers as written (`regs`) and in the new batch.
-    let mut regs = [0u64; 2];
-    let mut new_regs = [0u64; 2];
+    // The registers as written, and in the new batch.
+    let mut regs = super::REGS_START;
+    let mut new_regs = super::REGS_START;
     let mut kept: Option<Vec<u8>> = None;
     // The P of the last slice end (GoEnd, GoBlock, GoStop): a
     // GoStartLocal's.
     let mut slice_p = 0u64;
+    let mut fields = [0u64; 4];
     while i < payload.len() {
         let at = i;
-        let byte = payload[i];
-        let (ty, timed) = type_of(byte);
+        let (ty, timed, implicit) = type_of(payload[i]);
         i += 1;
-        let local = ty == super::GO_START_LOCAL;
         let delta = if timed {
             read_uvarint(payload, &mut i)
         } else {
             0
         };
         ts += delta as i64;
-        // A GoStartLocal kept first becomes a GoStart: the slice end it
-        // takes its P from was cut. An event kept first gets its time
-        // (`SAME_TIME` cleared): the event it shared it with was cut.
-        let mut first_local = false;
-        if kept.is_none() && ts >= cutoff {
-            if at == 0 {
+        let n = super::field_count(ty);
+        for (f, slot) in fields.iter_mut().enumerate().take(n) {
+            let v = (!(implicit && super::implied(ty, f))).then(|| read_uvarint(payload, &mut i));
+            *slot = super::decode_field(&mut regs, ty, f, v);
+        }
+        let name = if ty == super::GO_NAME {
+            let end = (i + fields[1] as usize).min(payload.len());
+            let name = &payload[i..end];
+            i = end;
+            name
+        } else {
+            &[]
+        };
+        let local = ty == super::GO_START_LOCAL;
+        match &mut kept {
+            None if ts < cutoff => {}
+            None if at == 0 => {
                 out.extend_from_slice(batch);
                 return;
             }
-            first_local = local;
-            let mut k = vec![if local { super::GO_START } else { ty }];
-            push_uvarint(&mut k, ts as u64);
-            kept = Some(k);
-        } else if let Some(k) = &mut kept {
-            k.push(byte);
-            if timed {
-                push_uvarint(k, delta);
+            // The first kept event gets its time; a GoStartLocal becomes a
+            // GoStart: the slice end whose time and P it took was cut.
+            None if local => {
+                let mut k = Vec::new();
+                encode_into(
+                    &mut k,
+                    &mut new_regs,
+                    super::GO_START,
+                    Some(ts as u64),
+                    &[fields[0], slice_p],
+                    &[],
+                );
+                kept = Some(k);
+            }
+            None => {
+                let mut k = Vec::new();
+                encode_into(
+                    &mut k,
+                    &mut new_regs,
+                    ty,
+                    Some(ts as u64),
+                    &fields[..n],
+                    name,
+                );
+                kept = Some(k);
+            }
+            Some(k) => {
+                encode_into(
+                    k,
+                    &mut new_regs,
+                    ty,
+                    timed.then_some(delta),
+                    &fields[..n],
+                    name,
+                );
             }
         }
-        let mut last = 0;
-        for f in 0..super::field_count(ty) {
-            let mut v = read_uvarint(payload, &mut i);
-            let k = super::g_kind(ty, f);
-            if k != 0 {
-                let g = super::g_decode(&mut regs, k, v);
-                let mut scratch = new_regs;
-                v = super::g_encode(&mut scratch, k, g);
-                if kept.is_some() {
-                    new_regs = scratch;
-                }
-            }
-            if let Some(k) = &mut kept {
-                push_uvarint(k, v);
-            }
-            if f == 1 && super::ends_slice(ty) {
-                slice_p = v;
-            }
-            last = v;
-        }
-        if first_local {
-            if let Some(k) = &mut kept {
-                push_uvarint(k, slice_p);
-            }
-        }
-        if ty == super::GO_NAME {
-            let end = (i + last as usize).min(payload.len());
-            if let Some(k) = &mut kept {
-                k.extend_from_slice(&payload[i..end]);
-            }
-            i = end;
+        if super::ends_slice(ty) {
+            slice_p = fields[1];
         }
     }
     if let Some(k) = kept {
         push_batch(out, m_id, &k);
     }
+}
+
+/// Appends an event of type `ty` (its `ts_delta`, `None` for `SAME_TIME`
+/// or a GoStartLocal) with `fields` and name bytes `name`, written against
+/// `regs` as the tracer's fast path writes it (`Inner::write`).
+fn encode_into(
+    out: &mut Vec<u8>,
+    regs: &mut super::Regs,
+    ty: u8,
+    delta: Option<u64>,
+    fields: &[u64],
+    name: &[u8],
+) {
+    let implicit = super::implicit(regs, ty, fields);
+    let mut byte = ty;
+    if implicit {
+        byte |= super::IMPLICIT;
+    }
+    if delta.is_none() && ty != super::GO_START_LOCAL {
+        byte |= super::SAME_TIME;
+    }
+    out.push(byte);
+    if let Some(d) = delta {
+        push_uvarint(out, d);
+    }
+    for (f, &a) in fields.iter().enumerate() {
+        if !(implicit && super::implied(ty, f)) {
+            push_uvarint(out, super::encode_field(regs, ty, f, a));
+        }
+    }
+    out.extend_from_slice(name);
 }
 
 /// The writer thread: drains the queue into the file, then writes the
@@ -1613,45 +1680,33 @@ fn writer(mut out: BufWriter<File>) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{
-        g_decode, g_encode, g_kind, GO_BLOCK, GO_CREATE, GO_END, GO_START_LOCAL, SAME_TIME,
-    };
+    use super::super::{GO_BLOCK, GO_CREATE, GO_END, GO_START_LOCAL, IMPLICIT, SAME_TIME};
     use super::*;
 
     /// Appends one event of type byte `byte` (with a delta unless a
-    /// GoStartLocal or `SAME_TIME`).
-    fn put(b: &mut Vec<u8>, regs: &mut [u64; 2], byte: u8, delta: u64, fields: &[u64]) {
-        b.push(byte);
-        let (ty, timed) = type_of(byte);
-        if timed {
-            push_uvarint(b, delta);
-        }
-        for (i, &f) in fields.iter().enumerate() {
-            match g_kind(ty, i) {
-                0 => push_uvarint(b, f),
-                k => push_uvarint(b, g_encode(regs, k, f)),
-            }
-        }
+    /// GoStartLocal or `SAME_TIME`), its fields implied where they may be.
+    fn put(b: &mut Vec<u8>, regs: &mut super::super::Regs, byte: u8, delta: u64, fields: &[u64]) {
+        let (ty, timed, _) = type_of(byte);
+        encode_into(b, regs, ty, timed.then_some(delta), fields, &[]);
     }
 
-    /// The events of a batch record: (type, absolute time, fields).
+    /// The events of a batch record: (type, absolute time, fields), implied
+    /// fields filled in.
     fn events(batch: &[u8]) -> Vec<(u8, u64, Vec<u64>)> {
         let payload = &batch[HEADER..];
-        let (mut i, mut ts, mut regs) = (0, 0, [0u64; 2]);
+        let (mut i, mut ts, mut regs) = (0, 0, super::super::REGS_START);
         let mut out = Vec::new();
         while i < payload.len() {
-            let (ty, timed) = type_of(payload[i]);
+            let (ty, timed, implicit) = type_of(payload[i]);
             i += 1;
             if timed {
                 ts += read_uvarint(payload, &mut i);
             }
             let fields = (0..super::super::field_count(ty))
                 .map(|f| {
-                    let v = read_uvarint(payload, &mut i);
-                    match g_kind(ty, f) {
-                        0 => v,
-                        k => g_decode(&mut regs, k, v),
-                    }
+                    let implied = implicit && super::super::implied(ty, f);
+                    let v = (!implied).then(|| read_uvarint(payload, &mut i));
+                    super::super::decode_field(&mut regs, ty, f, v)
                 })
                 .collect();
             out.push((ty, ts, fields));
@@ -1662,7 +1717,7 @@ mod tests {
     #[test]
     fn trim_rebases_times_and_goroutine_ids() {
         let mut payload = Vec::new();
-        let mut regs = [0; 2];
+        let mut regs = super::super::REGS_START;
         put(&mut payload, &mut regs, GO_CREATE, 10, &[500, 100, 2]);
         put(&mut payload, &mut regs, GO_END, 10, &[100, 2]);
         put(&mut payload, &mut regs, GO_START_LOCAL, 0, &[500]);
@@ -1682,6 +1737,15 @@ mod tests {
         assert_eq!(count_events(&batch[HEADER..]), 6);
         assert_eq!(all[2], (GO_START_LOCAL, 20, vec![500]));
         assert_eq!(all[5], (GO_CREATE, 35, vec![502, 500, 2]));
+        // The GoEnd, the GoBlock and the later GoCreates imply their
+        // running goroutine and P; the first event cannot.
+        let bytes = &batch[HEADER..];
+        assert_eq!(bytes[0] & IMPLICIT, 0);
+        let implied = events_bytes(bytes)
+            .iter()
+            .filter(|&&b| b & IMPLICIT != 0)
+            .count();
+        assert_eq!(implied, 4);
         // Nothing cut: the batch as it was.
         let mut out = Vec::new();
         trim_into(&mut out, &batch, 10);
@@ -1700,5 +1764,24 @@ mod tests {
         let mut out = Vec::new();
         trim_into(&mut out, &batch, 36);
         assert!(out.is_empty());
+    }
+
+    /// The type bytes of a payload's events.
+    fn events_bytes(payload: &[u8]) -> Vec<u8> {
+        let (mut i, mut out) = (0, Vec::new());
+        while i < payload.len() {
+            let (ty, timed, implicit) = type_of(payload[i]);
+            out.push(payload[i]);
+            i += 1;
+            if timed {
+                read_uvarint(payload, &mut i);
+            }
+            for f in 0..super::super::field_count(ty) {
+                if !(implicit && super::super::implied(ty, f)) {
+                    read_uvarint(payload, &mut i);
+                }
+            }
+        }
+        out
     }
 }

@@ -200,7 +200,7 @@ pub(crate) fn set_sysmon_thread() {
 }
 
 /// The format's version (docs/trace-format.md), in the file's header.
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 
 // Event types (docs/trace-format.md).
 const GO_CREATE: u8 = 1;
@@ -232,6 +232,13 @@ const GO_START_LOCAL: u8 = 22;
 /// timestamp of the batch's previous event, as a lower bound of its own
 /// (docs/trace-format.md, "Shared timestamps"; `buf.rs`, the same).
 const SAME_TIME: u8 = 0x80;
+/// Set in the type byte of a GoCreate, GoStart, GoStop, GoBlock, GoUnblock
+/// or GoEnd: its running goroutine's field (`G_RUN`) and its P field are
+/// not written, as they equal the batch's running and P registers
+/// (docs/trace-format.md, "Implied fields").
+const IMPLICIT: u8 = 0x40;
+/// The bits of a type byte that are its type.
+const TYPE_BITS: u8 = 0x3f;
 
 /// How many uvarint fields follow an event's timestamp (GoName: `g` and
 /// `len`, then `len` bytes), for the flight recorder, which cuts batches
@@ -275,10 +282,92 @@ const fn g_kind(ty: u8, i: usize) -> u8 {
     }
 }
 
+/// A batch's registers: the running goroutine, the other goroutine (ids
+/// are written against them) and the P (the `IMPLICIT` bit implies it).
+type Regs = [u64; 3];
+
+/// The registers at a batch's start: no P yet (never a P's number).
+const REGS_START: Regs = [0, 0, u64::MAX];
+
+/// The types that may carry `IMPLICIT`.
+#[inline(always)]
+const fn may_imply(ty: u8) -> bool {
+    matches!(
+        ty,
+        GO_CREATE | GO_START | GO_STOP | GO_BLOCK | GO_UNBLOCK | GO_END
+    )
+}
+
+/// Field `i` of an event of type `ty` is its P (of the types that may
+/// carry `IMPLICIT`).
+#[inline(always)]
+const fn p_field(ty: u8, i: usize) -> bool {
+    matches!(
+        (ty, i),
+        (GO_CREATE | GO_UNBLOCK, 2) | (GO_START | GO_STOP | GO_BLOCK | GO_END, 1)
+    )
+}
+
+/// Field `i` of type `ty` is left out when the event carries `IMPLICIT`.
+#[inline(always)]
+const fn implied(ty: u8, i: usize) -> bool {
+    may_imply(ty) && (g_kind(ty, i) == G_RUN || p_field(ty, i))
+}
+
+/// Whether an event of type `ty` with fields `args` may be written with
+/// `IMPLICIT`: every field it would leave out equals its register.
+#[inline(always)]
+fn implicit(regs: &Regs, ty: u8, args: &[u64]) -> bool {
+    // Per index, not a loop, as `Inner::write_fields`: the tests fold.
+    #[inline(always)]
+    fn field_ok<const I: usize>(regs: &Regs, ty: u8, args: &[u64]) -> bool {
+        if I >= args.len() {
+            return true;
+        }
+        (g_kind(ty, I) != G_RUN || args[I] == regs[0]) && (!p_field(ty, I) || args[I] == regs[2])
+    }
+    may_imply(ty)
+        && field_ok::<0>(regs, ty, args)
+        && field_ok::<1>(regs, ty, args)
+        && field_ok::<2>(regs, ty, args)
+        && field_ok::<3>(regs, ty, args)
+}
+
+/// Field `i` (value `a`) of an event of type `ty` as written, not implied:
+/// a goroutine id against its register, else the value (a P field
+/// becomes the P register). Updates the registers.
+#[inline(always)]
+fn encode_field(regs: &mut Regs, ty: u8, i: usize, a: u64) -> u64 {
+    match g_kind(ty, i) {
+        0 => {
+            if p_field(ty, i) {
+                regs[2] = a;
+            }
+            a
+        }
+        k => g_encode(regs, k, a),
+    }
+}
+
+/// The inverse of `encode_field`; `v` is `None` for an implied field.
+fn decode_field(regs: &mut Regs, ty: u8, i: usize, v: Option<u64>) -> u64 {
+    match (v, g_kind(ty, i)) {
+        (None, _) if p_field(ty, i) => regs[2],
+        (None, _) => regs[0],
+        (Some(v), 0) => {
+            if p_field(ty, i) {
+                regs[2] = v;
+            }
+            v
+        }
+        (Some(v), k) => g_decode(regs, k, v),
+    }
+}
+
 /// Writes goroutine id `g` of a field of kind `k` (not 0) against the
 /// batch's registers `regs` (running, other), which it updates.
 #[inline(always)]
-fn g_encode(regs: &mut [u64; 2], k: u8, g: u64) -> u64 {
+fn g_encode(regs: &mut Regs, k: u8, g: u64) -> u64 {
     let d = g.wrapping_sub(regs[(k != G_RUN) as usize]) as i64;
     if k != G_OTHER {
         regs[0] = g;
@@ -290,7 +379,7 @@ fn g_encode(regs: &mut [u64; 2], k: u8, g: u64) -> u64 {
 }
 
 /// The inverse of `g_encode`.
-fn g_decode(regs: &mut [u64; 2], k: u8, v: u64) -> u64 {
+fn g_decode(regs: &mut Regs, k: u8, v: u64) -> u64 {
     let g = regs[(k != G_RUN) as usize].wrapping_add((v >> 1) ^ (v & 1).wrapping_neg());
     if k != G_OTHER {
         regs[0] = g;

@@ -10,8 +10,9 @@
 //! way to look at the trace of a process that died while writing it.
 
 use crate::format::{
-    field_count, g_decode, g_kind, Event, GRegs, Header, BATCH_HEADER_LEN, BATCH_TAG,
-    GO_START_LOCAL, G_START, HEADER_LEN, MAGIC, SAME_TIME, TRAILER_LEN, TRAILER_TAG, VERSION,
+    decode_field, field_count, g_decode, implied, may_imply, Event, GRegs, Header,
+    BATCH_HEADER_LEN, BATCH_TAG, GO_START_LOCAL, G_START, HEADER_LEN, IMPLICIT, MAGIC, REGS_START,
+    SAME_TIME, TRAILER_LEN, TRAILER_TAG, TYPE_BITS, VERSION,
 };
 use std::fmt;
 
@@ -93,6 +94,9 @@ pub enum EventFault {
     LocalStartAlone,
     /// An event with `SAME_TIME` set first in its batch: no time to share.
     SameTimeFirst,
+    /// An event with `IMPLICIT` set before any event of its batch named a
+    /// P: no P to imply.
+    ImplicitNoP,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -213,6 +217,10 @@ impl fmt::Display for DecodeError {
                         f,
                         "an event that shares the previous event's time is first in its batch"
                     )?,
+                    EventFault::ImplicitNoP => write!(
+                        f,
+                        "an event that implies its P comes before any P in its batch"
+                    )?,
                 }
                 write!(f, " at byte {offset} (batch #{batch}, M {m}); {reached}")
             }
@@ -314,7 +322,7 @@ fn decode_batch(
     let mut pos = 0;
     let mut ts: u64 = 0;
     let mut fields = [0u64; 4];
-    let mut regs: GRegs = [0; 2];
+    let mut regs: GRegs = REGS_START;
     // The P of the batch's last GoEnd, GoBlock or GoStop (None: none yet).
     let mut slice_p: Option<u64> = None;
     while pos < payload.len() {
@@ -322,14 +330,19 @@ fn decode_batch(
         let byte = payload[pos];
         pos += 1;
         // `SAME_TIME`: no delta, the previous event's time (a GoStartLocal
-        // never carries it: it has its own rule).
-        let ty = byte & !SAME_TIME;
-        let same = byte != ty;
-        if same && (ty == GO_START_LOCAL || ty == 0) {
+        // never carries it: it has its own rule). `IMPLICIT`: the running
+        // goroutine and the P are the registers'.
+        let ty = byte & TYPE_BITS;
+        let same = byte & SAME_TIME != 0;
+        let imp = byte & IMPLICIT != 0;
+        if (same && (ty == GO_START_LOCAL || ty == 0)) || (imp && !may_imply(ty)) {
             return Err((EventFault::UnknownType(byte), at));
         }
         if same && pos == 1 {
             return Err((EventFault::SameTimeFirst, at));
+        }
+        if imp && regs[2] == REGS_START[2] {
+            return Err((EventFault::ImplicitNoP, at));
         }
         if ty == GO_START_LOCAL {
             // A GoStart with the timestamp and the P of the slice end
@@ -351,11 +364,12 @@ fn decode_batch(
             read_uvarint(payload, &mut pos).map_err(|f| (f, at))?
         };
         for (i, slot) in fields.iter_mut().take(n).enumerate() {
-            let v = read_uvarint(payload, &mut pos).map_err(|f| (f, at))?;
-            *slot = match g_kind(ty, i) {
-                0 => v,
-                k => g_decode(&mut regs, k, v),
+            let v = if imp && implied(ty, i) {
+                None
+            } else {
+                Some(read_uvarint(payload, &mut pos).map_err(|f| (f, at))?)
             };
+            *slot = decode_field(&mut regs, ty, i, v);
         }
         let name = if ty == 18 {
             let len = fields[1];

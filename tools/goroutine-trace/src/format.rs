@@ -1,4 +1,4 @@
-//! The execution trace format, version 3 (`docs/trace-format.md`): constants,
+//! The execution trace format, version 4 (`docs/trace-format.md`): constants,
 //! the event enum, and the names the tool prints for codes.
 //!
 //! This module is the single place that knows the numbering. The decoder
@@ -9,7 +9,7 @@
 /// `"GRTRACE\0"`, the first 8 bytes of every trace.
 pub const MAGIC: [u8; 8] = *b"GRTRACE\0";
 /// The only version this tool reads.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// magic 8 + version 4 + flags 4 + start_ns 8 + unix_start_ns 8 + gomaxprocs 4 + reserved 4.
 pub const HEADER_LEN: usize = 40;
 /// Tag byte of a batch record.
@@ -37,6 +37,14 @@ pub const GO_START_LOCAL: u8 = 22;
 /// lower bound of its own (the runtime read no clock for it). Never on a
 /// batch's first event.
 pub const SAME_TIME: u8 = 0x80;
+
+/// Set in the type byte of a GoCreate, GoStart, GoStop, GoBlock, GoUnblock
+/// or GoEnd: its running goroutine's field ([`G_RUN`]) and its P field are
+/// not written; they equal the batch's running and P registers
+/// (docs/trace-format.md, "Implied fields").
+pub const IMPLICIT: u8 = 0x40;
+/// The bits of a type byte that are the event's type.
+pub const TYPE_BITS: u8 = 0x3f;
 
 /// The trace header, as written at the start of the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,8 +209,68 @@ pub fn g_kind(ty: u8, i: usize) -> u8 {
     }
 }
 
-/// A batch's goroutine id registers: running, other (both 0 at its start).
-pub type GRegs = [u64; 2];
+/// A batch's registers: the running goroutine, the other goroutine, the P
+/// ([`REGS_START`] at its start).
+pub type GRegs = [u64; 3];
+
+/// The registers at a batch's start: no P yet (never a P's number).
+pub const REGS_START: GRegs = [0, 0, u64::MAX];
+
+/// The types that may carry [`IMPLICIT`].
+pub fn may_imply(ty: u8) -> bool {
+    matches!(ty, 1..=6)
+}
+
+/// Field `i` of an event of wire type `ty` is its P (of the types that may
+/// carry [`IMPLICIT`]).
+pub fn p_field(ty: u8, i: usize) -> bool {
+    matches!((ty, i), (1 | 5, 2) | (2 | 3 | 4 | 6, 1))
+}
+
+/// Field `i` of type `ty` is left out when the event carries [`IMPLICIT`].
+pub fn implied(ty: u8, i: usize) -> bool {
+    may_imply(ty) && (g_kind(ty, i) == G_RUN || p_field(ty, i))
+}
+
+/// Whether an event of type `ty` with `fields` is written with
+/// [`IMPLICIT`]: the runtime sets it whenever every field it leaves out
+/// equals its register.
+pub fn implicit(regs: &GRegs, ty: u8, fields: &[u64]) -> bool {
+    may_imply(ty)
+        && fields.iter().enumerate().all(|(i, &f)| {
+            (g_kind(ty, i) != G_RUN || f == regs[0]) && (!p_field(ty, i) || f == regs[2])
+        })
+}
+
+/// Field `i` (value `f`) of an event of type `ty` as written, not implied:
+/// a goroutine id against its register, else the value (a P field becomes
+/// the P register). Updates the registers.
+pub fn encode_field(regs: &mut GRegs, ty: u8, i: usize, f: u64) -> u64 {
+    match g_kind(ty, i) {
+        0 => {
+            if p_field(ty, i) {
+                regs[2] = f;
+            }
+            f
+        }
+        k => g_encode(regs, k, f),
+    }
+}
+
+/// The inverse of [`encode_field`]; `v` is `None` for an implied field.
+pub fn decode_field(regs: &mut GRegs, ty: u8, i: usize, v: Option<u64>) -> u64 {
+    match (v, g_kind(ty, i)) {
+        (None, _) if p_field(ty, i) => regs[2],
+        (None, _) => regs[0],
+        (Some(v), 0) => {
+            if p_field(ty, i) {
+                regs[2] = v;
+            }
+            v
+        }
+        (Some(v), k) => g_decode(regs, k, v),
+    }
+}
 
 /// Goroutine id `g` of a field of kind `k` (not 0), as written: the zig-zag
 /// difference from its register. Updates the registers.

@@ -1,5 +1,5 @@
 //! `goroutine-trace`: reads the execution traces written by the `goroutine`
-//! runtime (format v3, `docs/trace-format.md`) and turns them into an HTML
+//! runtime (format v4, `docs/trace-format.md`) and turns them into an HTML
 //! timeline (`view`), Chrome/Perfetto JSON (`perfetto`) or a text summary
 //! (`stats`). It only reads files: no dependency on the runtime.
 //!

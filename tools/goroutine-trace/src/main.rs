@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 const USAGE: &str = "\
-goroutine-trace: read goroutine execution traces (docs/trace-format.md, format v3)
+goroutine-trace: read goroutine execution traces (docs/trace-format.md, format v4)
 
 usage:
   goroutine-trace view     TRACE [-o OUT.html] [--top N]   self-contained HTML timeline

@@ -1,10 +1,11 @@
-//! Writing format-v2 traces, the way the runtime's tracer does: one buffer per
+//! Writing format-v4 traces, the way the runtime's tracer does: one buffer per
 //! M, each flushed as a batch when full, so batches of different Ms interleave
 //! in the file in flush order and the reader has to sort. Used by the
 //! synthetic generator (`gen.rs`) and by the tests to craft (bad) files.
 
 use crate::format::{
-    g_encode, g_kind, Event, GRegs, BATCH_SIZE, BATCH_TAG, MAGIC, TRAILER_TAG, VERSION,
+    encode_field, implicit, implied, Event, GRegs, BATCH_SIZE, BATCH_TAG, IMPLICIT, MAGIC,
+    REGS_START, TRAILER_TAG, VERSION,
 };
 use std::collections::BTreeMap;
 
@@ -20,20 +21,23 @@ pub fn put_uvarint(out: &mut Vec<u8>, mut x: u64) {
 /// Appends one event as the first of a batch: type, `ts_delta`, fields
 /// (and GoName's bytes).
 pub fn encode_event(out: &mut Vec<u8>, ts_delta: u64, ev: &Event) {
-    encode_event_after(out, ts_delta, ev, &mut [0; 2]);
+    encode_event_after(out, ts_delta, ev, &mut REGS_START.clone());
 }
 
 /// Appends one event after others of its batch, `regs` the batch's
-/// goroutine id registers so far (0 at its start), which it updates:
-/// goroutine ids are written as differences from them.
+/// registers so far ([`REGS_START`] at its start), which it updates:
+/// goroutine ids are written as differences from them, and the running
+/// goroutine and P left out where they equal them ([`IMPLICIT`]), as the
+/// runtime writes them.
 pub fn encode_event_after(out: &mut Vec<u8>, ts_delta: u64, ev: &Event, regs: &mut GRegs) {
-    out.push(ev.ty());
-    put_uvarint(out, ts_delta);
+    let ty = ev.ty();
     let (fields, n) = ev.fields();
+    let imp = implicit(regs, ty, &fields[..n]);
+    out.push(if imp { ty | IMPLICIT } else { ty });
+    put_uvarint(out, ts_delta);
     for (i, &f) in fields[..n].iter().enumerate() {
-        match g_kind(ev.ty(), i) {
-            0 => put_uvarint(out, f),
-            k => put_uvarint(out, g_encode(regs, k, f)),
+        if !(imp && implied(ty, i)) {
+            put_uvarint(out, encode_field(regs, ty, i, f));
         }
     }
     if let Event::GoName { name, .. } = ev {
@@ -112,7 +116,7 @@ impl TraceWriter {
         let buf = self.bufs.entry(m).or_insert_with(|| MBuf {
             data: Vec::new(),
             last: None,
-            regs: [0; 2],
+            regs: REGS_START,
         });
         let delta = match buf.last {
             Some(last) => abs.saturating_sub(last),
@@ -126,7 +130,7 @@ impl TraceWriter {
             buf.data.clear();
             // A new batch starts over relative to start_ns.
             self.scratch.clear();
-            regs = [0; 2];
+            regs = REGS_START;
             encode_event_after(&mut self.scratch, ts, ev, &mut regs);
         }
         buf.regs = regs;

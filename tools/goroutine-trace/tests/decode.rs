@@ -213,25 +213,26 @@ fn wrong_magic() {
 fn unsupported_version() {
     let g = generate(&Scenario::default());
     let mut b = g.bytes.clone();
-    // Version 2 had no shared timestamps (and version 1 wrote goroutine
-    // ids as themselves): older traces.
-    for old in [1u32, 2] {
+    // Version 3 wrote every running goroutine and P, version 2 had no
+    // shared timestamps (and version 1 wrote goroutine ids as
+    // themselves): older traces.
+    for old in [1u32, 2, 3] {
         b[8..12].copy_from_slice(&old.to_le_bytes());
         let e = strict(&b).unwrap_err();
         assert_eq!(e, DecodeError::UnsupportedVersion { version: old });
         let msg = e.to_string();
         assert!(
             msg.starts_with(&format!(
-                "unsupported trace format version {old}: this tool reads version 3 only"
+                "unsupported trace format version {old}: this tool reads version 4 only"
             )),
             "{msg}"
         );
         assert!(msg.contains("older runtime"), "{msg}");
         assert!(lenient(&b).is_err());
     }
-    b[8..12].copy_from_slice(&4u32.to_le_bytes());
+    b[8..12].copy_from_slice(&5u32.to_le_bytes());
     let e = strict(&b).unwrap_err();
-    assert_eq!(e, DecodeError::UnsupportedVersion { version: 4 });
+    assert_eq!(e, DecodeError::UnsupportedVersion { version: 5 });
     assert!(e.to_string().contains("newer runtime"), "{e}");
 }
 
@@ -511,19 +512,21 @@ fn damaged_traces_never_panic() {
 
 #[test]
 fn goroutine_ids_and_local_starts() {
-    use goroutine_trace::format::zigzag;
+    use goroutine_trace::format::{zigzag, IMPLICIT, REGS_START};
     use goroutine_trace::writer::{encode_event_after, put_uvarint};
-    // GoEnd of g 1000 on P 3 (registers: running 1000, other 0), then a
-    // GoStartLocal of g 998 (predicted by "other"): a GoStart of 998 on P 3
-    // at the GoEnd's time.
+    // GoEnd of g 1000 on P 3 (registers: running 1000, other 0, P 3: the
+    // first P of the batch is written), then a GoStartLocal of g 998
+    // (predicted by "other"): a GoStart of 998 on P 3 at the GoEnd's time.
     let mut p = Vec::new();
-    let mut regs = [0; 2];
+    let mut regs = REGS_START;
     encode_event_after(&mut p, 40, &Event::GoEnd { g: 1000, p: 3 }, &mut regs);
-    assert_eq!(regs, [1000, 0]);
+    assert_eq!(regs, [1000, 0, 3]);
+    assert_eq!(p[0], 6);
     p.push(22);
     put_uvarint(&mut p, zigzag(998));
-    regs = [998, 0];
-    // Then a GoBlock of 998 (the running one: difference 0), 5 ns later.
+    regs = [998, 0, 3];
+    // Then a GoBlock of 998 on P 3, 5 ns later: the running goroutine and
+    // the P are the registers', so only its time and reason are written.
     let block = Event::GoBlock {
         g: 998,
         p: 3,
@@ -531,7 +534,16 @@ fn goroutine_ids_and_local_starts() {
     };
     let at = p.len();
     encode_event_after(&mut p, 5, &block, &mut regs);
-    assert_eq!(&p[at..], &[4, 5, 0, 3, 2]);
+    assert_eq!(&p[at..], &[4 | IMPLICIT, 5, 2]);
+    // A GoStop of 998 on P 4 names both.
+    let stop = Event::GoStop {
+        g: 998,
+        p: 4,
+        reason: 1,
+    };
+    let at = p.len();
+    encode_event_after(&mut p, 1, &stop, &mut regs);
+    assert_eq!(&p[at..], &[3, 1, 0, 4, 1]);
     let t = strict(&one_batch(&p)).unwrap();
     let evs: Vec<_> = t.events.iter().map(|e| (e.ts, e.ev.clone())).collect();
     assert_eq!(
@@ -540,8 +552,14 @@ fn goroutine_ids_and_local_starts() {
             (40, Event::GoEnd { g: 1000, p: 3 }),
             (40, Event::GoStart { g: 998, p: 3 }),
             (45, block),
+            (46, stop),
         ]
     );
+    // `IMPLICIT` before any P of the batch, or on a type without it.
+    let e = strict(&one_batch(&[6 | IMPLICIT, 40])).unwrap_err();
+    assert!(e.to_string().contains("before any P"), "{e}");
+    let e = strict(&one_batch(&[8, 40, 1, 7 | IMPLICIT, 1, 1, 1, 1])).unwrap_err();
+    assert!(e.to_string().contains("unknown event type"), "{e}");
     // A GoStartLocal with no slice end before it in its batch.
     let e = strict(&one_batch(&[22, 2])).unwrap_err();
     assert!(e.to_string().contains("GoStartLocal"), "{e}");
@@ -549,23 +567,22 @@ fn goroutine_ids_and_local_starts() {
 
 #[test]
 fn same_time_events() {
-    use goroutine_trace::format::{zigzag, SAME_TIME};
+    use goroutine_trace::format::{zigzag, IMPLICIT, REGS_START, SAME_TIME};
     use goroutine_trace::writer::{encode_event_after, put_uvarint};
     // GoStart of g 7 on P 1 at 40, then a GoCreate of g 8 (parent 7) and a
     // GoUnblock of g 3 (by 7) with `SAME_TIME`: no delta, both at 40;
     // then a GoEnd of 7, 6 ns later.
     let mut p = Vec::new();
-    let mut regs = [0; 2];
+    let mut regs = REGS_START;
     encode_event_after(&mut p, 40, &Event::GoStart { g: 7, p: 1 }, &mut regs);
     p.push(1 | SAME_TIME);
     put_uvarint(&mut p, zigzag(8)); // g_new 8 against "other" 0
     put_uvarint(&mut p, 0); // parent 7 against "running" 7
     put_uvarint(&mut p, 1);
-    p.push(5 | SAME_TIME);
+    // The same with the running goroutine and the P implied.
+    p.push(5 | SAME_TIME | IMPLICIT);
     put_uvarint(&mut p, zigzag(3u64.wrapping_sub(8))); // g 3 against "other" 8
-    put_uvarint(&mut p, 0); // by 7
-    put_uvarint(&mut p, 1);
-    regs = [7, 3];
+    regs = [7, 3, 1];
     encode_event_after(&mut p, 6, &Event::GoEnd { g: 7, p: 1 }, &mut regs);
     let t = strict(&one_batch(&p)).unwrap();
     let evs: Vec<_> = t.events.iter().map(|e| (e.ts, e.ev.clone())).collect();
