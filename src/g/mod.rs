@@ -45,15 +45,14 @@
 //! queue, and cleared by `execute` before the G runs, so it is never set
 //! while the G runs or waits; `wait_reason()` masks it off.
 //!
-//! While the G waits, the sampled ready's word holds the tracer's TSC
-//! reading of its GoBlock instead (`trace_block_tsc`): the GoUnblock
+//! While the G waits, the sampled ready's word holds the tracer's
+//! timestamp of its GoBlock instead (`trace_block_ts`): the GoUnblock
 //! written by the ready that ends the wait compares it before any sample
 //! is taken (`tracer/buf.rs`, "Shared timestamps"). A ready that samples
-//! first (the paths without a P) leaves a later reading there, which only
-//! makes the GoUnblock read the clock (a sample is a `ticks` reading, the
-//! TSC whenever the tracer's session uses it: both follow `tsc_usable`);
-//! a stale one (the G blocked before the trace began) is older than
-//! anything of the session's.
+//! first (the paths without a P) leaves a `ticks` reading there, far
+//! larger than a session's time, which only makes the GoUnblock read the
+//! clock; a stale one (the G blocked before the trace began) is harmless
+//! either way (the same note).
 
 pub(crate) mod arena;
 pub(crate) mod stack;
@@ -512,19 +511,19 @@ impl G {
         Some(self.metrics.ready_ticks.load(Ordering::Relaxed))
     }
 
-    /// The tracer's TSC reading of this G's last GoBlock (`tracer`'s
+    /// The tracer's timestamp of this G's last GoBlock (`tracer`'s
     /// GoUnblock), kept in `ready_ticks` while the G is parked: the field
     /// means nothing then (module note, "Metrics fields"), and the ready
     /// that ends the park reads it before a sample may overwrite it.
     #[inline(always)]
-    pub(crate) fn trace_block_tsc(&self) -> u64 {
+    pub(crate) fn trace_block_ts(&self) -> u64 {
         self.metrics.ready_ticks.load(Ordering::Relaxed)
     }
 
-    /// Keeps the tracer's TSC reading of this G's GoBlock (written by the
+    /// Keeps the tracer's timestamp of this G's GoBlock (written by the
     /// M parking it, before the park's unlock makes it findable).
     #[inline(always)]
-    pub(crate) fn set_trace_block_tsc(&self, tsc: u64) {
+    pub(crate) fn set_trace_block_ts(&self, tsc: u64) {
         self.metrics.ready_ticks.store(tsc, Ordering::Relaxed);
     }
 

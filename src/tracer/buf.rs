@@ -129,11 +129,14 @@
 //!   batch's previous event. So nothing it causes (the new or readied
 //!   goroutine's GoStart, on any M) can sort before it.
 //! - What causes a GoUnblock on another M, its goroutine's GoBlock, must
-//!   not sort after it: `go_block` keeps the GoBlock's TSC reading in the
-//!   G (`G::trace_block_tsc`; returned by the emit functions), and the
-//!   GoUnblock shares only if that reading, scaled, is not later than the
-//!   batch's last time; else it reads the clock. A reading from before
-//!   the session (the G blocked untraced) scales to a negative time.
+//!   not sort after it: `go_block` keeps the GoBlock's timestamp in the G
+//!   (`G::trace_block_ts`; returned by the emit functions), and the
+//!   GoUnblock shares only if it is not later than the batch's last time;
+//!   else it reads the clock. A value not of this session (the G blocked
+//!   untraced, or before the trace began, or a metrics sample's TSC
+//!   reading took the word) may be smaller or larger: either is safe, as
+//!   no GoBlock of this trace must precede the GoUnblock then. (A flight
+//!   recorder's generations share one time base.)
 //! - Only the fast path shares (it has the TSC's base and scale at hand);
 //!   `emit_slow` reads the clock, and a batch's first event (`last_ts` 0)
 //!   has nothing to share.
@@ -244,20 +247,12 @@ fn tsc_scale(tsc: u64, base_tsc: u64, mult: i64) -> i64 {
 /// nanotime.
 #[inline]
 fn now_rel() -> i64 {
-    now_rel_tsc().0
-}
-
-/// `now_rel`, with the TSC reading it came from (0: nanotime's).
-#[inline]
-fn now_rel_tsc() -> (i64, u64) {
     let s = &SESSION;
     if s.use_tsc.load(Ordering::Relaxed) {
-        let tsc = cputicks();
         let base = s.base_tsc.load(Ordering::Relaxed);
-        let rel = tsc_scale(tsc, base, s.mult.load(Ordering::Relaxed) as i64);
-        (rel, tsc)
+        tsc_scale(cputicks(), base, s.mult.load(Ordering::Relaxed) as i64)
     } else {
-        (nanotime() - s.start_ns.load(Ordering::Relaxed), 0)
+        nanotime() - s.start_ns.load(Ordering::Relaxed)
     }
 }
 
@@ -579,17 +574,17 @@ pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
 const CLOCK: u8 = 0;
 /// with the batch's previous event's time if there is one (GoCreate);
 const PREV: u8 = 2;
-/// as `PREV`, if the TSC reading passed (`floor`) is not later than that
-/// time (GoUnblock: its goroutine's GoBlock).
+/// as `PREV`, if the timestamp passed (`floor`) is not later than that
+/// time (GoUnblock: its goroutine's GoBlock's).
 const PREV_AFTER: u8 = 3;
 
 /// `emit` from the scheduler's thread `m` (the calling thread's M), which
 /// the caller holds: the buffer comes from the M (`M::trace_buf`), with no
 /// thread-local lookup, the lookup that made each event function save and
 /// restore registers around a call (module note, "The fast path").
-/// Returns the TSC reading of the event's timestamp, 0 if it read none
-/// (or none of the TSC, or wrote nothing): GoBlock keeps it for the
-/// GoUnblock that follows (`PREV_AFTER`).
+/// Returns the event's timestamp (relative to the session's start), 0 if
+/// it wrote none: GoBlock keeps it for the GoUnblock that follows
+/// (`PREV_AFTER`).
 #[inline(always)]
 pub(super) fn emit_m(m: &M, ty: u8, args: &[u64]) -> u64 {
     emit_in::<CLOCK>(of_m(m), ty, args, &[], 0)
@@ -681,7 +676,7 @@ fn emit_in<const STAMP: u8>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8], f
     // a GoUnblock whose goroutine blocked after the batch's last stamp.
     if (STAMP == PREV || STAMP == PREV_AFTER)
         && inner.last_ts != 0
-        && (STAMP == PREV || tsc_scale(floor, inner.base_tsc, inner.mult) <= inner.last_ts)
+        && (STAMP == PREV || floor <= inner.last_ts as u64)
     {
         // SAFETY: room checked just above.
         unsafe { inner.write_same_time(ty, args) };
@@ -695,7 +690,7 @@ fn emit_in<const STAMP: u8>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8], f
     // SAFETY: room checked just above.
     unsafe { inner.write(ty, ts, args, bytes) };
     tb.lower();
-    tsc
+    ts as u64
 }
 
 /// `emit_slow` for `emit`: events without name bytes pass their fields by
@@ -749,7 +744,7 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8]) -> u64 {
     // (the session is visible). With membarrier it costs what an
     // Acquire does (`ldar`, a plain `mov` on x86-64).
     let gen = LIVE.load(Ordering::SeqCst);
-    let mut tsc = 0;
+    let mut stamp = 0;
     if gen != 0 {
         // SAFETY: we own the buffer, `busy` is up and `LIVE` set.
         let inner = unsafe { tb.inner() };
@@ -779,16 +774,15 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8]) -> u64 {
         if inner.pos.addr() + bytes.len() >= inner.limit.addr() {
             inner.make_room(bytes.len());
         }
-        let (rel, read) = now_rel_tsc();
-        tsc = read;
-        let ts = rel.max(inner.last_ts);
+        let ts = now_rel().max(inner.last_ts);
+        stamp = ts as u64;
         // SAFETY: `make_room` made room (it asserts it).
         unsafe { inner.write(ty, ts, args, bytes) };
         tb.slice_ended
             .store(super::ends_slice(ty), Ordering::Relaxed);
     }
     tb.lower();
-    tsc
+    stamp
 }
 
 /// Writes `v` as unsigned LEB128 at `p`; returns the byte after it.

@@ -453,12 +453,12 @@ pub(crate) fn go_stop(m: &M, g: u64, p: u32, reason: u64) {
 #[cold]
 #[inline(never)]
 pub(crate) fn go_block(m: &M, g: &G, p: u32, reason: u64) {
-    let tsc = buf::emit_m(m, GO_BLOCK, &[g.id(), p as u64, reason]);
-    g.set_trace_block_tsc(tsc);
+    let ts = buf::emit_m(m, GO_BLOCK, &[g.id(), p as u64, reason]);
+    g.set_trace_block_ts(ts);
 }
 
 /// A GoUnblock on an M takes the batch's previous event's time if `g`'s
-/// GoBlock (its TSC reading, kept in the G by `go_block`) was not later
+/// GoBlock (its timestamp, kept in the G by `go_block`) was not later
 /// (`buf.rs`, "Shared timestamps").
 #[cold]
 #[inline(never)]
@@ -479,7 +479,7 @@ pub(crate) fn go_unblock_by(m: Option<&M>, g: &G, p: u32) {
 /// The body of both GoUnblock sites, inlined into each (one call each).
 #[inline(always)]
 fn unblock(m: Option<&M>, g: &G, by_g: u64, p: u32) {
-    let floor = g.trace_block_tsc();
+    let floor = g.trace_block_ts();
     buf::emit_here_prev(m, GO_UNBLOCK, &[g.id(), by_g, p as u64], Some(floor));
 }
 
