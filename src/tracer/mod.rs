@@ -6,10 +6,13 @@
 //! Off, each event site is one predictable branch on a global flag
 //! (`on()`); the emit functions are `#[cold]` and out of line. On, an event
 //! costs a time-stamp counter read (not a GoStart on the scheduler's quick
-//! path: it shares the timestamp of the slice end just before it; nor a
-//! GoCreate or GoUnblock from a running goroutine: it takes the batch's
-//! previous event's time; see `buf.rs`, "Shared timestamps"), a few
-//! varint bytes written in place into
+//! path: it shares the timestamp of the slice end just before it, and is
+//! not even a call, the thread's next event writing it; nor a GoCreate or
+//! GoUnblock from a running goroutine: it takes the batch's previous
+//! event's time; see `buf.rs`, "Shared timestamps" and "Deferred quick
+//! starts"), a few varint bytes (fields that repeat the batch's running
+//! goroutine and P left out: "Implied fields" in docs/trace-format.md)
+//! written in place into
 //! the calling thread's buffer, and two plain stores of a busy flag that
 //! let `stop` collect every buffer safely (its StoreLoad barrier is a
 //! `membarrier` issued by `stop`, so the hot path has no locked
