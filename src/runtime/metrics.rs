@@ -93,7 +93,7 @@ pub enum Kind {
     Histogram,
 }
 
-/// One supported metric (see [`all`]).
+/// One supported metric (see `goroutine::metrics::all`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Description {
