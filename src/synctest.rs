@@ -1,6 +1,6 @@
 //! Testing concurrent code with a fake clock (Go 1.25's `testing/synctest`).
 //!
-//! [`test`] runs a closure as the root goroutine of a *bubble*. Goroutines
+//! [`test`](fn@test) runs a closure as the root goroutine of a *bubble*. Goroutines
 //! spawned in a bubble belong to it, and the bubble has a clock of its own,
 //! which starts at 2000-01-01 00:00:00 UTC and moves only when every
 //! goroutine of the bubble is *durably blocked*: blocked in a way that only
@@ -59,7 +59,7 @@
 //!
 //! # Deadlock
 //! If every goroutine of the bubble is durably blocked and no timer of the
-//! bubble is pending, nothing can ever happen: [`test`] panics at once
+//! bubble is pending, nothing can ever happen: [`test`](fn@test) panics at once
 //! (no real time passes) with `deadlock: all goroutines in bubble are
 //! blocked` and a dump of the bubble's goroutines, each header marked like
 //! `goroutine 10 [chan receive (durable), synctest bubble 1]:`. The blocked
@@ -68,7 +68,7 @@
 //! goroutines of its bubble to end, moving the clock as needed.
 //!
 //! # Misuse
-//! - Calling [`test`] inside a bubble, or [`wait`] outside one, panics.
+//! - Calling [`test`](fn@test) inside a bubble, or [`wait`] outside one, panics.
 //! - A [`Timer`](crate::time::Timer) or [`Ticker`](crate::time::Ticker)
 //!   made in a bubble and stopped or reset outside it (or the reverse)
 //!   panics: `synctest timer accessed from outside bubble`. Dropping one

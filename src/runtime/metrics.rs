@@ -104,7 +104,7 @@ pub struct Description {
     pub description: &'static str,
 }
 
-/// A metric's value, as [`read`] fills it.
+/// A metric's value, as `goroutine::metrics::read` fills it.
 #[derive(Clone, Debug, PartialEq, Default)]
 #[non_exhaustive]
 pub enum Value {
@@ -124,7 +124,7 @@ pub enum Value {
     },
 }
 
-/// A metric to read: the caller sets `name`, [`read`] sets `value`.
+/// A metric to read: the caller sets `name`, `goroutine::metrics::read` sets `value`.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Sample {
     pub name: String,
