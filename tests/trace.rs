@@ -27,6 +27,8 @@ struct Event {
     /// Index of the batch in the file.
     batch: usize,
     ev: Ev,
+    /// Carries its own time (else its batch's previous event's).
+    stamped: bool,
 }
 
 #[derive(Debug)]
@@ -75,6 +77,7 @@ fn decode(bytes: &[u8]) -> Result<Trace, String> {
                 m: e.m,
                 batch,
                 ev: e.ev,
+                stamped: e.stamped,
             })
         })
         .collect();
@@ -154,6 +157,48 @@ impl Lifecycle {
     fn created_outside(&self) -> usize {
         self.parents.values().filter(|&&p| p == 0).count()
     }
+}
+
+/// Checks the rule for slice ends without a clock read (the runtime's
+/// `tracer/buf.rs`, "Unstamped slice ends"), as far as a file shows it: a
+/// GoBlock or GoEnd that shares its batch's previous time follows, in its
+/// batch, a stamped slice end at most `SKIP_ENDS` (3) slice ends back,
+/// which ended a run of `SHORT_RUN` (4) intervals under `SHORT_ENDS_NS`
+/// (2 us) between stamped slice ends of the batch (the runtime keeps its
+/// memory of them per batch). GoStops never share. Returns how many
+/// shared.
+fn check_unstamped_ends(t: &Trace) -> usize {
+    // Per batch: the stamped slice ends' times, and the shared ones since
+    // the last.
+    let mut at: HashMap<usize, (Vec<u64>, usize)> = HashMap::new();
+    let mut shared = 0;
+    for e in &t.events {
+        if matches!(e.ev, Ev::GoStop { .. }) {
+            assert!(e.stamped, "{e:?}: a GoStop without its own time");
+        }
+        if !matches!(e.ev, Ev::GoEnd { .. } | Ev::GoBlock { .. }) {
+            continue;
+        }
+        let (stamped, run) = at.entry(e.batch).or_default();
+        if e.stamped {
+            stamped.push(e.ts);
+            *run = 0;
+            continue;
+        }
+        shared += 1;
+        *run += 1;
+        assert!(
+            *run <= 3,
+            "{e:?}: {} slice ends in a row share a time",
+            *run
+        );
+        let last = &stamped[stamped.len().saturating_sub(5)..];
+        assert!(
+            last.len() == 5 && last.windows(2).all(|w| w[1] - w[0] < 2_000),
+            "{e:?} shares a time after stamped slice ends at {last:?}"
+        );
+    }
+    shared
 }
 
 fn trace_path(name: &str) -> PathBuf {
@@ -266,6 +311,10 @@ isolated_test! {
             same * 2 >= mid,
             "{same} of {mid} GoCreates and GoUnblocks share their batch's previous time"
         );
+        // Slice ends without a clock read only in runs of short slices
+        // (none need be: a slow or loaded machine has no such runs).
+        let unstamped = check_unstamped_ends(&t);
+        eprintln!("{unstamped} slice ends share a time");
         // Per goroutine, the events are in causal order once sorted by time:
         // Create < Start, Block < Unblock < Start, and nothing after End.
         // With two Ps, a GoUnblock's shared time (above) must still come
@@ -299,6 +348,50 @@ isolated_test! {
                 }
             }
         }
+    }
+}
+
+// Goroutines that compute for 30 us each and hand their result to one
+// that only receives: slices long and short by turns, never a run of short
+// ones, so every slice end reads the clock (runs of short slices may share
+// their batch's previous time; `check_unstamped_ends`).
+isolated_test! {
+    fn long_slices_keep_their_own_end_times() ["GOMAXPROCS" = "1"] {
+        let path = trace_path("long-slices");
+        goroutine::trace::start(&path).unwrap();
+        let n = goroutine::run(|| {
+            let (tx, rx) = chan::<u64>(0);
+            for i in 0..40 {
+                let tx = tx.clone();
+                go(move || {
+                    let t = std::time::Instant::now();
+                    while t.elapsed() < std::time::Duration::from_micros(30) {
+                        std::hint::spin_loop();
+                    }
+                    tx.send(i).unwrap();
+                });
+            }
+            drop(tx);
+            let mut n = 0;
+            while rx.recv().is_ok() {
+                n += 1;
+            }
+            n
+        });
+        assert_eq!(n, 40);
+        wait_for_goroutines(0);
+        goroutine::trace::stop().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let t = decode(&bytes).unwrap();
+        check_common(&t);
+        let ends = t
+            .events
+            .iter()
+            .filter(|e| matches!(e.ev, Ev::GoEnd { .. }))
+            .count();
+        assert!(ends >= 40, "{ends} GoEnds");
+        assert_eq!(check_unstamped_ends(&t), 0, "slice ends without their own time");
     }
 }
 

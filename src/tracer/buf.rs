@@ -147,6 +147,34 @@
 //!   by time, and the event before has the same); if it did, it would
 //!   clear the bit and write the time (`trim_into`).
 //!
+//! # Unstamped slice ends
+//! After the above, a slice end (GoBlock, GoEnd) was the one event of a
+//! goroutine slice that read the clock: one read per slice, most of what
+//! the tracer still cost skynet (2.2M reads a round at 11-12 ns). Where
+//! slices are that short, a time for each end says little that the times
+//! around it do not, so in a run of short slices most ends take their
+//! batch's previous time too (`END`: `SAME_TIME`, as GoCreate). Invariants:
+//! - A stamped slice end measures the interval since the batch's last
+//!   stamped one (`last_end`). After `SHORT_RUN` (4) intervals in a row
+//!   under `SHORT_ENDS_NS` (2 us; `short_run` counts them), the next
+//!   `SKIP_ENDS` (3) slice ends share (`skip_ends`), then one reads the
+//!   clock again and the count goes on. One long interval sets the count
+//!   to 0: slices that alternate long and short (a worker that computes,
+//!   then the goroutine that takes its result) all read it.
+//! - All three start afresh with each batch (`begin_batch`), whose first
+//!   event reads the clock (a flight recorder's cut that begins a batch at
+//!   a shared time writes the time out, `trim_into`). Only the fast path
+//!   shares; mid-session `emit_slow` writes only a batch's first event.
+//! - The shared time is a lower bound, as for GoCreate: so a GoUnblock of
+//!   the goroutine on another M still sorts after its GoBlock (`go_block`
+//!   keeps the time written, the shared one).
+//! - The price: in such a run a slice's end shows at the previous stamp,
+//!   up to three slices early. At a change of pace (the fourth short
+//!   interval followed by a long slice) one to three slice ends may show
+//!   early by as much as that slice took; the next stamped end has the
+//!   right time, and the run is over. `goroutine-trace stats` counts the
+//!   events with times of their own.
+//!
 //! Buffers are leaked and registered in `ALL` (so `stop` finds them); a
 //! thread that exits (a plain thread, or an M whose goroutine exited locked
 //! to it) flushes its buffer and puts it on `FREE` for the next thread.
@@ -335,6 +363,14 @@ struct Inner {
     /// Timestamp of the batch's last event, relative to the session's
     /// start (0 before the first).
     last_ts: i64,
+    /// Slice ends (`END`) the batch may still write without a clock read,
+    /// how many of its intervals between stamped slice ends in a row were
+    /// short, and the time of its last stamped slice end (module note,
+    /// "Unstamped slice ends"; 0, 0 and `-SHORT_ENDS_NS` at a batch's
+    /// start).
+    skip_ends: u32,
+    short_run: u32,
+    last_end: i64,
     /// The batch's goroutine id registers, running and other (0 before
     /// the first): ids are written as differences from them (`mod.rs`,
     /// `g_kind`).
@@ -393,6 +429,9 @@ impl TraceBuf {
                 pos: ptr::null_mut(),
                 limit: ptr::null_mut(),
                 last_ts: 0,
+                skip_ends: 0,
+                short_run: 0,
+                last_end: -SHORT_ENDS_NS,
                 g_regs: super::REGS_START,
                 base_tsc: 0,
                 mult: 0,
@@ -572,11 +611,25 @@ pub(super) fn emit(ty: u8, args: &[u64], bytes: &[u8]) {
 /// How an event is stamped (`emit_in`'s `STAMP`; module note, "Shared
 /// timestamps"): with a clock read;
 const CLOCK: u8 = 0;
+/// a slice end (GoBlock, GoEnd): with a clock read, or with the batch's
+/// previous event's time while its recent slices were short (module note,
+/// "Unstamped slice ends");
+const END: u8 = 1;
 /// with the batch's previous event's time if there is one (GoCreate);
 const PREV: u8 = 2;
 /// as `PREV`, if the timestamp passed (`floor`) is not later than that
 /// time (GoUnblock: its goroutine's GoBlock's).
 const PREV_AFTER: u8 = 3;
+
+/// How many slice ends in a row may go without a clock read after one
+/// that read it (module note, "Unstamped slice ends").
+const SKIP_ENDS: u32 = 3;
+/// An interval between two stamped slice ends is short under this
+/// (nanoseconds)...
+const SHORT_ENDS_NS: i64 = 2_000;
+/// ...and after this many short ones in a row, the next `SKIP_ENDS` slice
+/// ends go without a clock read.
+const SHORT_RUN: u32 = 4;
 
 /// `emit` from the scheduler's thread `m` (the calling thread's M), which
 /// the caller holds: the buffer comes from the M (`M::trace_buf`), with no
@@ -588,6 +641,14 @@ const PREV_AFTER: u8 = 3;
 #[inline(always)]
 pub(super) fn emit_m(m: &M, ty: u8, args: &[u64]) -> u64 {
     emit_in::<CLOCK>(of_m(m), ty, args, &[], 0)
+}
+
+/// `emit_m` for a GoBlock or a GoEnd, which may take the batch's previous
+/// event's time (`END`). Returns the time written, as `emit_m`: the shared
+/// one where it shared.
+#[inline(always)]
+pub(super) fn emit_m_end(m: &M, ty: u8, args: &[u64]) -> u64 {
+    emit_in::<END>(of_m(m), ty, args, &[], 0)
 }
 
 /// `emit_m` for an event that may take the batch's previous event's time
@@ -687,11 +748,31 @@ fn emit_in<const STAMP: u8>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8], f
         tb.lower();
         return 0;
     }
+    // A slice end while slices are short: the previous event's time, a
+    // lower bound of its own (`skip_ends` is 0 at a batch's start, so the
+    // batch has a previous event), returned for the GoUnblock's floor.
+    if STAMP == END && inner.skip_ends != 0 {
+        inner.skip_ends -= 1;
+        let ts = inner.last_ts;
+        // SAFETY: room checked just above.
+        unsafe { inner.write_same_time(ty, args) };
+        tb.lower();
+        return ts as u64;
+    }
     // `fast_gen` matched: the session's clock is the TSC, its base and
     // scale copied into the buffer. An event that could not share a time
     // reads it now (it read none above).
     let tsc = if STAMP == CLOCK { tsc } else { cputicks() };
     let ts = tsc_scale(tsc, inner.base_tsc, inner.mult).max(inner.last_ts);
+    if STAMP == END {
+        // Short: the last stamped slice end is recent (a batch's first
+        // slice end never finds it so: `last_end` starts a whole
+        // `SHORT_ENDS_NS` before the session). Branch-free.
+        let short = ts - inner.last_end < SHORT_ENDS_NS;
+        inner.short_run = (inner.short_run + 1) * short as u32;
+        inner.skip_ends = (inner.short_run >= SHORT_RUN) as u32 * SKIP_ENDS;
+        inner.last_end = ts;
+    }
     // SAFETY: room checked just above.
     unsafe { inner.write(ty, ts, args, bytes) };
     tb.lower();
@@ -849,6 +930,9 @@ impl Inner {
             self.limit = base.add(HEADER + BATCH_BYTES - MAX_EVENT - START_LOCAL + 1);
         }
         self.last_ts = 0;
+        self.skip_ends = 0;
+        self.short_run = 0;
+        self.last_end = -SHORT_ENDS_NS;
         self.g_regs = super::REGS_START;
     }
 

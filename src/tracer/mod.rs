@@ -456,7 +456,7 @@ pub(crate) fn go_stop(m: &M, g: u64, p: u32, reason: u64) {
 #[cold]
 #[inline(never)]
 pub(crate) fn go_block(m: &M, g: &G, p: u32, reason: u64) {
-    let ts = buf::emit_m(m, GO_BLOCK, &[g.id(), p as u64, reason]);
+    let ts = buf::emit_m_end(m, GO_BLOCK, &[g.id(), p as u64, reason]);
     g.set_trace_block_ts(ts);
 }
 
@@ -489,7 +489,7 @@ fn unblock(m: Option<&M>, g: &G, by_g: u64, p: u32) {
 #[cold]
 #[inline(never)]
 pub(crate) fn go_end(m: &M, g: u64, p: u32) {
-    buf::emit_m(m, GO_END, &[g, p as u64]);
+    buf::emit_m_end(m, GO_END, &[g, p as u64]);
 }
 
 #[cold]

@@ -23,6 +23,10 @@ pub struct TimedEvent {
     pub ts: u64,
     pub m: u32,
     pub ev: Event,
+    /// Whether the event carries a time of its own: false where it took
+    /// its batch's previous event's (`SAME_TIME`, a GoStartLocal), a lower
+    /// bound of its own (docs/trace-format.md, "Shared timestamps").
+    pub stamped: bool,
 }
 
 /// A decoded trace.
@@ -354,6 +358,7 @@ fn decode_batch(
                 ts,
                 m,
                 ev: Event::GoStart { g, p },
+                stamped: false,
             });
             continue;
         }
@@ -391,7 +396,12 @@ fn decode_batch(
         }
         let ev =
             Event::from_fields(ty, &fields[..n], name).ok_or((EventFault::UnknownType(ty), at))?;
-        out.push(TimedEvent { ts, m, ev });
+        out.push(TimedEvent {
+            ts,
+            m,
+            ev,
+            stamped: !same,
+        });
     }
     Ok(())
 }

@@ -196,6 +196,7 @@ impl Sim {
             ts: self.now,
             m,
             ev,
+            stamped: true,
         });
     }
 

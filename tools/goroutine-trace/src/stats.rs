@@ -100,6 +100,12 @@ pub fn summary(trace: &Trace, model: &Model) -> String {
     let woken = model.wakeups.len();
     let _ = writeln!(s, "wakeups:     {woken}");
     let _ = writeln!(s, "events:      {}", model.total_events);
+    let stamped = trace.events.iter().filter(|e| e.stamped).count();
+    let _ = writeln!(
+        s,
+        "timestamps:  {stamped} events read the clock, {} share their batch's previous time (a lower bound of their own)",
+        trace.events.len() - stamped
+    );
     for (ty, &c) in model.event_counts.iter().enumerate().skip(1) {
         if c > 0 {
             let _ = writeln!(s, "  {:<16}{c:>12}", EVENT_NAMES[ty]);
