@@ -99,7 +99,12 @@ isolated_test! {
         let bytes = snapshot(&fr);
         let (evs, end) = open(&bytes);
         let cutoff = end - age.as_nanos() as u64;
-        assert!(evs.iter().all(|(ts, _, _)| *ts >= cutoff), "an event before the window");
+        if let Some(e) = evs.iter().find(|(ts, _, _)| *ts < cutoff) {
+            panic!(
+                "an event before the window: {e:?}, window from {cutoff} to {end}; the first events: {:?}",
+                &evs[..evs.len().min(8)]
+            );
+        }
         let seen: HashSet<u64> = evs.iter().filter_map(|(_, _, e)| gs_of(e)).collect();
         assert!(old.iter().all(|g| !seen.contains(g)), "an old goroutine's event");
         assert!(new.iter().all(|g| seen.contains(g)), "a recent goroutine missing");

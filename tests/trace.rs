@@ -201,6 +201,18 @@ fn check_unstamped_ends(t: &Trace) -> usize {
     shared
 }
 
+/// Stops the trace once every goroutine has ended, and decodes the file
+/// at `path` (then removed), checked by `check_common`.
+fn finish_trace(path: &std::path::Path) -> Trace {
+    wait_for_goroutines(0);
+    goroutine::trace::stop().unwrap();
+    let bytes = std::fs::read(path).unwrap();
+    let _ = std::fs::remove_file(path);
+    let t = decode(&bytes).unwrap();
+    check_common(&t);
+    t
+}
+
 fn trace_path(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("goroutine-{}-{name}.trace", std::process::id()))
 }
@@ -379,12 +391,7 @@ isolated_test! {
             n
         });
         assert_eq!(n, 40);
-        wait_for_goroutines(0);
-        goroutine::trace::stop().unwrap();
-        let bytes = std::fs::read(&path).unwrap();
-        let _ = std::fs::remove_file(&path);
-        let t = decode(&bytes).unwrap();
-        check_common(&t);
+        let t = finish_trace(&path);
         let ends = t
             .events
             .iter()
