@@ -363,16 +363,19 @@ isolated_test! {
     }
 }
 
-// Goroutines that compute for 30 us each and hand their result to one
-// that only receives: slices long and short by turns, never a run of short
-// ones, so every slice end reads the clock (runs of short slices may share
-// their batch's previous time; `check_unstamped_ends`).
+// Goroutines that compute for 30 us each and leave their result in a
+// channel with room for all, for one that only receives: that one blocks
+// only when the channel is empty, so between two of its slices one that
+// computed ended, in any order the scheduler picks (randomized too).
+// Slices long and short by turns, never a run of short ones: every slice
+// end reads the clock (runs of short slices may share their batch's
+// previous time; `check_unstamped_ends`).
 isolated_test! {
     fn long_slices_keep_their_own_end_times() ["GOMAXPROCS" = "1"] {
         let path = trace_path("long-slices");
         goroutine::trace::start(&path).unwrap();
         let n = goroutine::run(|| {
-            let (tx, rx) = chan::<u64>(0);
+            let (tx, rx) = chan::<u64>(40);
             for i in 0..40 {
                 let tx = tx.clone();
                 go(move || {
