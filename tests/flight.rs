@@ -98,7 +98,14 @@ isolated_test! {
         });
         let bytes = snapshot(&fr);
         let (evs, end) = open(&bytes);
-        let cutoff = end - age.as_nanos() as u64;
+        // The recorder ran for the old burst and a sleep of 1.5 windows
+        // before the snapshot: its clock says so, give or take a few
+        // percent (a clock scaled wrong once read 4.9 s for 15 under
+        // qemu).
+        let age_ns = age.as_nanos() as u64;
+        assert!(end >= age_ns * 7 / 5, "the snapshot ends at {end} ns, after a sleep of {} ns", age_ns * 3 / 2);
+        // The window is the last `age`, or all if the recorder is younger.
+        let cutoff = end.saturating_sub(age_ns);
         if let Some(e) = evs.iter().find(|(ts, _, _)| *ts < cutoff) {
             panic!(
                 "an event before the window: {e:?}, window from {cutoff} to {end}; the first events: {:?}",

@@ -290,23 +290,43 @@ fn now() -> i64 {
 }
 
 /// Nanoseconds per TSC tick (32.32), measured once against nanotime over
-/// 2 ms; `None` if the TSC is not a usable clock.
+/// 2 ms; `None` if the TSC is not a usable clock. Each end of the measure
+/// is a [`tsc_pair`]: with the two clocks read apart, a thread preempted
+/// between them (for milliseconds, on a loaded machine or under an
+/// emulator) made every timestamp of the process's traces run at a third
+/// of the real rate.
 fn tsc_mult() -> Option<u64> {
     static MULT: OnceLock<Option<u64>> = OnceLock::new();
     *MULT.get_or_init(|| {
         if !tsc_usable() {
             return None;
         }
-        let (t0, n0) = (cputicks(), nanotime());
-        let mut n1 = n0;
-        while n1 - n0 < 2_000_000 {
+        let (t0, n0) = tsc_pair();
+        while nanotime() - n0 < 2_000_000 {
             std::hint::spin_loop();
-            n1 = nanotime();
         }
-        let t1 = cputicks();
+        let (t1, n1) = tsc_pair();
         let ticks = t1.checked_sub(t0).filter(|&t| t > 0)?;
-        Some((((n1 - n0) as u128) << 32).checked_div(ticks as u128)? as u64)
+        let ns = u128::try_from(n1 - n0).ok()?;
+        Some((ns << 32).checked_div(ticks as u128)? as u64)
     })
+}
+
+/// A nanotime reading and the TSC at the same moment: the nanotime read
+/// between two TSC reads, their midpoint, from the try of five whose two
+/// TSC reads came closest (a try the thread was preempted in is wide, and
+/// loses).
+fn tsc_pair() -> (u64, i64) {
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..5 {
+        let a = cputicks();
+        let n = nanotime();
+        let width = cputicks().wrapping_sub(a);
+        if width < best.0 {
+            best = (width, a.wrapping_add(width / 2), n);
+        }
+    }
+    (best.1, best.2)
 }
 
 /// One thread's buffer (module note).
