@@ -149,11 +149,13 @@
 //!
 //! # Unstamped slice ends
 //! After the above, a slice end (GoBlock, GoEnd) was the one event of a
-//! goroutine slice that read the clock: one read per slice, most of what
-//! the tracer still cost skynet (2.2M reads a round at 11-12 ns). Where
-//! slices are that short, a time for each end says little that the times
-//! around it do not, so in a run of short slices most ends take their
-//! batch's previous time too (`END`: `SAME_TIME`, as GoCreate). Invariants:
+//! goroutine slice that read the clock: one read per slice, 2.2M reads of
+//! 11-12 ns a skynet round. Where slices are that short, a time for each
+//! end says little that the times around it do not, so in a run of short
+//! slices most ends take their batch's previous time too (`END`:
+//! `SAME_TIME`, as GoCreate). It cut skynet's clock reads to a third and
+//! its trace by a fifth, not its wall time: the reads' latency was hidden
+//! by the work around them (BENCHMARKS.md). Invariants:
 //! - A stamped slice end measures the interval since the batch's last
 //!   stamped one (`last_end`). After `SHORT_RUN` (4) intervals in a row
 //!   under `SHORT_ENDS_NS` (2 us; `short_run` counts them), the next
