@@ -523,8 +523,8 @@ impl G {
     /// Keeps the tracer's timestamp of this G's GoBlock (written by the
     /// M parking it, before the park's unlock makes it findable).
     #[inline(always)]
-    pub(crate) fn set_trace_block_ts(&self, tsc: u64) {
-        self.metrics.ready_ticks.store(tsc, Ordering::Relaxed);
+    pub(crate) fn set_trace_block_ts(&self, ts: u64) {
+        self.metrics.ready_ticks.store(ts, Ordering::Relaxed);
     }
 
     /// Adds `ticks` of on-CPU time (the M that ran the G, as it switches

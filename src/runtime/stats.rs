@@ -365,7 +365,7 @@ fn record(pp: &P, now: u64, since: u64) {
     let mut mult = ticks_mult_cached();
     if mult == 0 {
         // Not calibrated yet (sysmon may not have run): try now.
-        mult = refresh_ticks_mult(None);
+        mult = refresh_ticks_mult();
         if mult == 0 {
             return;
         }
@@ -402,7 +402,7 @@ pub(crate) fn sysmon_calibrate(now: i64) {
     let last = LAST_CALIBRATION.load(Ordering::Relaxed);
     if ticks_mult_cached() == 0 || now - last >= 1_000_000_000 {
         LAST_CALIBRATION.store(now, Ordering::Relaxed);
-        refresh_ticks_mult(Some(now));
+        refresh_ticks_mult();
     }
 }
 

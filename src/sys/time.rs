@@ -161,11 +161,36 @@ static TICKS_BASE_NS: AtomicI64 = AtomicI64::new(0);
 /// reading for calibration. Called once, at runtime start; until then
 /// `ticks` reads nanotime.
 pub(crate) fn ticks_init() {
-    if tsc_usable() {
+    let (t, n) = if tsc_usable() {
         TICKS_TSC.store(true, Ordering::Relaxed);
+        tsc_pair()
+    } else {
+        let n = nanotime();
+        (n as u64, n)
+    };
+    TICKS_BASE.store(t as i64, Ordering::Relaxed);
+    TICKS_BASE_NS.store(n, Ordering::Relaxed);
+}
+
+/// A nanotime reading and the counter ([`cputicks`]) at the same moment:
+/// the nanotime read between two counter reads, their midpoint, from the
+/// try of five whose two counter reads came closest (a try the thread was
+/// preempted in is wide, and loses). Every calibration of the counter
+/// against nanotime pairs its clocks so: read one after the other, a
+/// preemption between them (milliseconds, on a loaded machine or under an
+/// emulator) skews the scale, and it once made every timestamp of the
+/// tracer's traces run at a third of the real rate.
+pub(crate) fn tsc_pair() -> (u64, i64) {
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..5 {
+        let a = cputicks();
+        let n = nanotime();
+        let width = cputicks().wrapping_sub(a);
+        if width < best.0 {
+            best = (width, a.wrapping_add(width / 2), n);
+        }
     }
-    TICKS_BASE.store(ticks() as i64, Ordering::Relaxed);
-    TICKS_BASE_NS.store(nanotime(), Ordering::Relaxed);
+    (best.1, best.2)
 }
 
 /// The scheduler's cheap clock, for the scheduling-latency samples and
@@ -183,21 +208,16 @@ pub(crate) fn ticks() -> u64 {
 
 /// Nanoseconds per tick, 32.32 fixed point: measured against nanotime
 /// since [`ticks_init`] (the longer the runtime has run, the better; 0 in
-/// the first 100 us, when the measure is too short to trust). Costs a
-/// nanotime read and a division: callers refresh a cached copy now and
-/// then (sysmon, readers), not per sample.
+/// the first 100 us, when the measure is too short to trust). Both ends
+/// are a [`tsc_pair`]. Costs five nanotime reads and a division: callers
+/// refresh a cached copy now and then (sysmon, readers), not per sample.
 pub(crate) fn ticks_mult() -> u64 {
-    ticks_mult_at(nanotime())
-}
-
-/// [`ticks_mult`] with a nanotime just read.
-fn ticks_mult_at(n: i64) -> u64 {
     if !TICKS_TSC.load(Ordering::Relaxed) {
         return 1 << 32;
     }
     let base_ns = TICKS_BASE_NS.load(Ordering::Relaxed);
     let base = TICKS_BASE.load(Ordering::Relaxed) as u64;
-    let t = cputicks();
+    let (t, n) = tsc_pair();
     let dn = n - base_ns;
     let dt = t.wrapping_sub(base);
     if base_ns == 0 || dn < 100_000 || dt == 0 || dt > i64::MAX as u64 {
@@ -223,10 +243,9 @@ pub(crate) fn ticks_mult_cached() -> u64 {
     TICKS_MULT.load(Ordering::Relaxed) as u64
 }
 
-/// Recomputes the cached [`ticks_mult`] (metric readers), with `now`
-/// a nanotime just read if the caller has one (sysmon).
-pub(crate) fn refresh_ticks_mult(now: Option<i64>) -> u64 {
-    let m = ticks_mult_at(now.unwrap_or_else(nanotime));
+/// Recomputes the cached [`ticks_mult`] (sysmon, metric readers).
+pub(crate) fn refresh_ticks_mult() -> u64 {
+    let m = ticks_mult();
     if m != 0 {
         TICKS_MULT.store(m as i64, Ordering::Relaxed);
     }
@@ -247,6 +266,21 @@ pub(crate) fn ticks_for_us(us: u64) -> u64 {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// A pair's two readings are of one moment: each lies between the
+    /// same clock's readings just before and just after the call.
+    #[test]
+    fn tsc_pair_reads_both_clocks_at_one_moment() {
+        for _ in 0..100 {
+            let (t0, n0) = (cputicks(), nanotime());
+            let (t, n) = tsc_pair();
+            let (n1, t1) = (nanotime(), cputicks());
+            assert!(n0 <= n && n <= n1, "nanotime {n} outside {n0}..={n1}");
+            if tsc_usable() {
+                assert!(t0 <= t && t <= t1, "counter {t} outside {t0}..={t1}");
+            }
+        }
+    }
 
     /// The counter is a clock wherever the runtime uses it as one: it
     /// exists on x86-64 and aarch64 (on x86-64 only with an invariant TSC,

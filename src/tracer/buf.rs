@@ -224,7 +224,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use crate::m::M;
-use crate::sys::time::{cputicks, nanotime, tsc_usable};
+use crate::sys::time::{cputicks, nanotime, tsc_pair, tsc_usable};
 
 /// Payload bytes per batch (docs/trace-format.md: 64 KiB).
 const BATCH_BYTES: usize = 64 * 1024;
@@ -293,10 +293,7 @@ fn now() -> i64 {
 
 /// Nanoseconds per TSC tick (32.32), measured once against nanotime over
 /// 2 ms; `None` if the TSC is not a usable clock. Each end of the measure
-/// is a [`tsc_pair`]: with the two clocks read apart, a thread preempted
-/// between them (for milliseconds, on a loaded machine or under an
-/// emulator) made every timestamp of the process's traces run at a third
-/// of the real rate.
+/// is a [`tsc_pair`].
 fn tsc_mult() -> Option<u64> {
     static MULT: OnceLock<Option<u64>> = OnceLock::new();
     *MULT.get_or_init(|| {
@@ -312,23 +309,6 @@ fn tsc_mult() -> Option<u64> {
         let ns = u128::try_from(n1 - n0).ok()?;
         Some((ns << 32).checked_div(ticks as u128)? as u64)
     })
-}
-
-/// A nanotime reading and the TSC at the same moment: the nanotime read
-/// between two TSC reads, their midpoint, from the try of five whose two
-/// TSC reads came closest (a try the thread was preempted in is wide, and
-/// loses).
-fn tsc_pair() -> (u64, i64) {
-    let mut best = (u64::MAX, 0, 0);
-    for _ in 0..5 {
-        let a = cputicks();
-        let n = nanotime();
-        let width = cputicks().wrapping_sub(a);
-        if width < best.0 {
-            best = (width, a.wrapping_add(width / 2), n);
-        }
-    }
-    (best.1, best.2)
 }
 
 /// One thread's buffer (module note).
@@ -488,6 +468,19 @@ impl TraceBuf {
     fn lower(&self) {
         // Release: `stop`'s Acquire load that sees it down sees the event.
         self.busy.store(false, Ordering::Release);
+    }
+
+    /// The deferred quick start (module note, "Deferred quick starts"),
+    /// 0 if none, taken by the owner inside an event: a load and a store,
+    /// as only the owner writes `quick` then (`collect`, which races the
+    /// owner's `defer_quick_start`, swaps instead).
+    #[inline(always)]
+    fn take_quick(&self) -> u64 {
+        let quick = self.quick.load(Ordering::Relaxed);
+        if quick != 0 {
+            self.quick.store(0, Ordering::Relaxed);
+        }
+        quick
     }
 
     /// `stop`'s side: waits for the owner's event in progress, if any.
@@ -749,9 +742,8 @@ fn emit_in<const STAMP: u8>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8], f
     // A goroutine started on the quick path since the last event: its
     // GoStartLocal first. The batch's last event is the slice end it
     // follows (module note, "Deferred quick starts").
-    let quick = tb.quick.load(Ordering::Relaxed);
+    let quick = tb.take_quick();
     if quick != 0 {
-        tb.quick.store(0, Ordering::Relaxed);
         // SAFETY: `limit` keeps `START_LOCAL` bytes free besides an
         // event's (`begin_batch`).
         unsafe { inner.write_start_local(quick) };
@@ -759,27 +751,30 @@ fn emit_in<const STAMP: u8>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8], f
     // A constant store: `ty` is a constant where this is inlined.
     tb.slice_ended
         .store(super::ends_slice(ty), Ordering::Relaxed);
-    // A batch's first event (`last_ts` 0) has no time to share; nor has
-    // a GoUnblock whose goroutine blocked after the batch's last stamp.
-    if (STAMP == PREV || STAMP == PREV_AFTER)
-        && inner.last_ts != 0
-        && (STAMP == PREV || floor <= inner.last_ts as u64)
-    {
+    // The batch's previous event's time, where the event may share it:
+    // not a batch's first event (`last_ts` 0), nor a GoUnblock whose
+    // goroutine blocked after the batch's last stamp; a slice end while
+    // slices are short (`skip_ends` is 0 at a batch's start, so the batch
+    // has a previous event), which returns it for the GoUnblock's floor.
+    let share = match STAMP {
+        PREV => inner.last_ts != 0,
+        PREV_AFTER => inner.last_ts != 0 && floor <= inner.last_ts as u64,
+        END => inner.skip_ends != 0,
+        _ => false,
+    };
+    if share {
+        if STAMP == END {
+            inner.skip_ends -= 1;
+        }
+        let ts = if STAMP == END {
+            inner.last_ts as u64
+        } else {
+            0
+        };
         // SAFETY: room checked just above.
         unsafe { inner.write_same_time(ty, args) };
         tb.lower();
-        return 0;
-    }
-    // A slice end while slices are short: the previous event's time, a
-    // lower bound of its own (`skip_ends` is 0 at a batch's start, so the
-    // batch has a previous event), returned for the GoUnblock's floor.
-    if STAMP == END && inner.skip_ends != 0 {
-        inner.skip_ends -= 1;
-        let ts = inner.last_ts;
-        // SAFETY: room checked just above.
-        unsafe { inner.write_same_time(ty, args) };
-        tb.lower();
-        return ts as u64;
+        return ts;
     }
     // `fast_gen` matched: the session's clock is the TSC, its base and
     // scale copied into the buffer. An event that could not share a time
@@ -864,13 +859,10 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8]) -> u64 {
             // not write it, it came too late for it).
             tb.quick.store(0, Ordering::Relaxed);
         }
-        let quick = tb.quick.load(Ordering::Relaxed);
-        if quick != 0 {
-            tb.quick.store(0, Ordering::Relaxed);
-            if !inner.pos.is_null() && tb.slice_ended.load(Ordering::Relaxed) {
-                // SAFETY: room kept by `limit`, as on the fast path.
-                unsafe { inner.write_start_local(quick) };
-            }
+        let quick = tb.take_quick();
+        if quick != 0 && !inner.pos.is_null() && tb.slice_ended.load(Ordering::Relaxed) {
+            // SAFETY: room kept by `limit`, as on the fast path.
+            unsafe { inner.write_start_local(quick) };
         }
         let fast = inner.fast_ok && SESSION.use_tsc.load(Ordering::Relaxed);
         if fast {
