@@ -327,39 +327,7 @@ isolated_test! {
         // (none need be: a slow or loaded machine has no such runs).
         let unstamped = check_unstamped_ends(&t);
         eprintln!("{unstamped} slice ends share a time");
-        // Per goroutine, the events are in causal order once sorted by time:
-        // Create < Start, Block < Unblock < Start, and nothing after End.
-        // With two Ps, a GoUnblock's shared time (above) must still come
-        // no earlier than the GoBlock another M wrote. Events of different
-        // Ms may carry the same time (a coarse clock: aarch64's counter
-        // ticks every 1-40 ns, and emulated, coarser), and then their
-        // order is not in the file: a time is checked as a group, in which
-        // some order must make every goroutine's transitions valid.
-        let mut order: Vec<&Event> = t.events.iter().collect();
-        order.sort_by_key(|e| e.ts);
-        let mut state: HashMap<u64, &str> = HashMap::new();
-        for group in order.chunk_by(|a, b| a.ts == b.ts) {
-            let mut left: Vec<&Event> = group.to_vec();
-            while !left.is_empty() {
-                // A GoStart last: of a blocked goroutine, its GoUnblock
-                // (another M's) may be due first.
-                let ok = |e: &&Event| transition(&state, e).is_ok();
-                let at = left
-                    .iter()
-                    .position(|e| ok(e) && !matches!(e.ev, Ev::GoStart { .. }))
-                    .or_else(|| left.iter().position(ok));
-                let Some(at) = at else {
-                    // No order of this time's events works: report the
-                    // first one's fault.
-                    let e = left[0];
-                    panic!("{}", transition(&state, e).unwrap_err());
-                };
-                let e = left.remove(at);
-                if let Ok(Some((g, to))) = transition(&state, e) {
-                    state.insert(g, to);
-                }
-            }
-        }
+        check_causal_order(&t);
     }
 }
 
@@ -402,6 +370,115 @@ isolated_test! {
             .count();
         assert!(ends >= 40, "{ends} GoEnds");
         assert_eq!(check_unstamped_ends(&t), 0, "slice ends without their own time");
+    }
+}
+
+// Goroutines spawned in runs: one spawner makes 150 in a row (the tracer
+// defers a run's GoCreates after its first, at most 64 at a time), while
+// a plain thread spawns too, taking ids between the spawner P's batches
+// of 16 (so a run's next id is not always one more); two others take
+// turns, yielding after every third spawn, so that each one's next spawn
+// has the id after the other's last: a run must end at a gap and at each
+// event, or a GoCreate would name the wrong goroutine or parent. Each
+// child reports its parent; the trace must say the same, with every
+// GoCreate before its goroutine ran.
+fn spawns_in_runs(procs: &str) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let path = trace_path(&format!("create-runs-{procs}"));
+    goroutine::trace::start(&path).unwrap();
+    let reported = goroutine::run(|| {
+        let done = Arc::new(AtomicBool::new(false));
+        let outside = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    go(|| {});
+                    std::thread::yield_now();
+                }
+            })
+        };
+        let (tx, rx) = chan::<(u64, u64)>(0);
+        let spawner = |tx: goroutine::Sender<(u64, u64)>, n: usize, yield_every: usize| {
+            move || {
+                let me = goroutine::current_id();
+                for i in 1..=n {
+                    let tx = tx.clone();
+                    go(move || tx.send((goroutine::current_id(), me)).unwrap());
+                    if yield_every != 0 && i % yield_every == 0 {
+                        goroutine::yield_now();
+                    }
+                    // No event: room for the plain thread's spawns.
+                    let t = std::time::Instant::now();
+                    while t.elapsed() < std::time::Duration::from_micros(2) {
+                        std::hint::spin_loop();
+                    }
+                }
+            }
+        };
+        go(spawner(tx.clone(), 150, 0));
+        go(spawner(tx.clone(), 60, 3));
+        go(spawner(tx, 60, 3));
+        let reported = rx.into_iter().collect::<Vec<_>>();
+        done.store(true, Ordering::Relaxed);
+        outside.join().unwrap();
+        reported
+    });
+    assert_eq!(reported.len(), 270);
+    let t = finish_trace(&path);
+    let life = Lifecycle::of(&t);
+    for (child, parent) in reported {
+        assert_eq!(life.parents.get(&child), Some(&parent), "g{child}'s parent");
+    }
+    check_causal_order(&t);
+}
+
+isolated_test! {
+    fn runs_of_spawns_keep_their_parents() ["GOMAXPROCS" = "1"] {
+        spawns_in_runs("1");
+    }
+}
+
+isolated_test! {
+    fn runs_of_spawns_keep_their_parents_across_ps() ["GOMAXPROCS" = "2"] {
+        spawns_in_runs("2");
+    }
+}
+
+/// Per goroutine, the events are in causal order once sorted by time:
+/// Create < Start, Block < Unblock < Start, and nothing after End. With
+/// two Ps, a GoUnblock's shared time must still come no earlier than the
+/// GoBlock another M wrote, and a deferred GoCreate no later than its
+/// goroutine's GoStart on another M. Events of different Ms may carry the
+/// same time (a coarse clock: aarch64's counter ticks every 1-40 ns, and
+/// emulated, coarser), and then their order is not in the file: a time is
+/// checked as a group, in which some order must make every goroutine's
+/// transitions valid.
+fn check_causal_order(t: &Trace) {
+    let mut order: Vec<&Event> = t.events.iter().collect();
+    order.sort_by_key(|e| e.ts);
+    let mut state: HashMap<u64, &str> = HashMap::new();
+    for group in order.chunk_by(|a, b| a.ts == b.ts) {
+        let mut left: Vec<&Event> = group.to_vec();
+        while !left.is_empty() {
+            // A GoStart last: of a blocked goroutine, its GoUnblock
+            // (another M's) may be due first.
+            let ok = |e: &&Event| transition(&state, e).is_ok();
+            let at = left
+                .iter()
+                .position(|e| ok(e) && !matches!(e.ev, Ev::GoStart { .. }))
+                .or_else(|| left.iter().position(ok));
+            let Some(at) = at else {
+                // No order of this time's events works: report the
+                // first one's fault.
+                let e = left[0];
+                panic!("{}", transition(&state, e).unwrap_err());
+            };
+            let e = left.remove(at);
+            if let Ok(Some((g, to))) = transition(&state, e) {
+                state.insert(g, to);
+            }
+        }
     }
 }
 

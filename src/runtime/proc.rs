@@ -51,7 +51,9 @@ pub(crate) fn newproc(
     super::bubble::inherit(here, g);
     if let Some(pp) = pp {
         let id = pp.next_goid();
-        if name.is_some() || tracer::on() {
+        // Traced, a spawn right after another one by the same goroutine
+        // is no call (`tracer::go_create_deferred`).
+        if name.is_some() || (tracer::on() && !tracer::go_create_deferred(here.m(), id)) {
             named_or_traced(here.m(), id, here.g().map_or(0, |g| g.id()), pp.id, &name);
         }
         init(g, id, task, stack_size, name);

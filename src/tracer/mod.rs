@@ -422,6 +422,16 @@ pub(crate) fn go_create(m: Option<&M>, g: u64, parent: u64, p: u32) {
     buf::emit_here_prev(m, GO_CREATE, &[g, parent, p as u64], None);
 }
 
+/// A GoCreate of goroutine `g` by the goroutine running on `m` (the
+/// calling thread's M, holding a P), if it continues the run of creates
+/// the thread's last event began: left for the thread's next event to
+/// write (`buf.rs`, "Deferred creates": here two loads and a store, no
+/// call), and true; else false, and the caller calls `go_create`.
+#[inline(always)]
+pub(crate) fn go_create_deferred(m: Option<&M>, g: u64) -> bool {
+    m.is_some_and(|m| buf::defer_create(m, g))
+}
+
 #[cold]
 #[inline(never)]
 pub(crate) fn go_start(m: &M, g: u64, p: u32) {
