@@ -433,6 +433,72 @@ fn spawns_in_runs(procs: &str) {
     check_causal_order(&t);
 }
 
+// A goroutine's spawns and its sends keep their order in the trace,
+// though the tracer defers a run of spawns' GoCreates to the thread's
+// next event: each round spawns three, readies a parked receiver, spawns
+// three more, and waits for its answer. In the file, the send's event
+// (the receiver's GoUnblock, or the spawner's GoBlock if the receiver was
+// not parked yet) comes after the first three GoCreates and before the
+// others.
+isolated_test! {
+    fn spawns_and_wakeups_keep_their_order() ["GOMAXPROCS" = "1"] {
+        const ROUNDS: usize = 20;
+        let path = trace_path("spawn-wake-order");
+        goroutine::trace::start(&path).unwrap();
+        let (spawner, receiver, rounds) = goroutine::run(|| {
+            let (tx, rx) = chan::<usize>(0);
+            let (ack_tx, ack_rx) = chan::<()>(0);
+            let receiver = go(move || {
+                ack_tx.send(()).unwrap();
+                while rx.recv().is_ok() {
+                    ack_tx.send(()).unwrap();
+                }
+            });
+            let receiver_id = receiver.id();
+            let spawner = go(move || {
+                ack_rx.recv().unwrap();
+                let mut rounds = Vec::new();
+                for k in 0..ROUNDS {
+                    let before: Vec<u64> = (0..3).map(|_| go(|| {}).id()).collect();
+                    tx.send(k).unwrap();
+                    let after: Vec<u64> = (0..3).map(|_| go(|| {}).id()).collect();
+                    ack_rx.recv().unwrap();
+                    rounds.push((before, after));
+                }
+                (goroutine::current_id(), rounds)
+            });
+            let (spawner_id, rounds) = spawner.join().unwrap();
+            receiver.join().unwrap();
+            (spawner_id, receiver_id, rounds)
+        });
+        let t = finish_trace(&path);
+        let at = |pred: &dyn Fn(&Ev) -> bool| -> Vec<usize> {
+            t.events.iter().enumerate().filter(|(_, e)| pred(&e.ev)).map(|(i, _)| i).collect()
+        };
+        // The send is one event of the spawner's: the receiver's GoUnblock
+        // (it was parked), or the spawner's GoBlock (it was not yet).
+        let sends = at(&|ev| match *ev {
+            Ev::GoUnblock { g, by_g, .. } => g == receiver && by_g == spawner,
+            Ev::GoBlock { g, .. } => g == spawner,
+            _ => false,
+        });
+        let created = |g: u64| {
+            let at = at(&|ev| matches!(*ev, Ev::GoCreate { g: c, parent, .. } if c == g && parent == spawner));
+            assert_eq!(at.len(), 1, "g{g}'s GoCreate by g{spawner}");
+            at[0]
+        };
+        for (k, (before, after)) in rounds.iter().enumerate() {
+            let last_before = before.iter().map(|&g| created(g)).max().unwrap();
+            let first_after = after.iter().map(|&g| created(g)).min().unwrap();
+            assert!(
+                sends.iter().any(|&s| last_before < s && s < first_after),
+                "round {k}: no event of the send between the spawns before and after it"
+            );
+        }
+        check_causal_order(&t);
+    }
+}
+
 isolated_test! {
     fn runs_of_spawns_keep_their_parents() ["GOMAXPROCS" = "1"] {
         spawns_in_runs("1");
