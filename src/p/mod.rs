@@ -222,10 +222,14 @@ impl P {
         allow(dead_code)
     )] // asynchronous preemption is x86-64 and aarch64 Linux only
     pub(crate) fn m(&self) -> Option<&'static crate::m::M> {
-        // Relaxed: M records are leaked and fully built before their thread
-        // starts; the reader re-validates on the target thread.
+        // Acquire: pairs with `set_m`'s Release, so that a reader on another
+        // thread (sysmon's probe, a dump) sees the M record as built. Its
+        // building and the store are ordered only through the M's thread
+        // start (the store is made on that thread): with Relaxed here, TSan
+        // reported sysmon's read of the M's revoke word racing the record's
+        // construction. The reader still re-validates on the target thread.
         // SAFETY: null or a leaked (never freed) M.
-        unsafe { self.m.load(Ordering::Relaxed).as_ref() }
+        unsafe { self.m.load(Ordering::Acquire).as_ref() }
     }
 
     #[inline]
@@ -389,7 +393,8 @@ impl PHandle {
     #[inline]
     pub(crate) fn set_m(&self, m: Option<&'static crate::m::M>) {
         let p = m.map_or(std::ptr::null_mut(), |m| m as *const _ as *mut _);
-        self.0.m.store(p, Ordering::Relaxed)
+        // Release: pairs with `m`'s Acquire.
+        self.0.m.store(p, Ordering::Release)
     }
 
     #[inline]
