@@ -526,6 +526,14 @@ impl TraceBuf {
         pending
     }
 
+    /// Whether the deferred event `pending`, taken outside the fast path
+    /// (`emit_slow`, `collect`, a thread's exit), still belongs after the
+    /// batch's last event: a run always, a quick start only after a slice
+    /// end (module note, "Deferred quick starts").
+    fn pending_fits(&self, pending: u64) -> bool {
+        pending & RUN != 0 || self.slice_ended.load(Ordering::Relaxed)
+    }
+
     /// `stop`'s side: waits for the owner's event in progress, if any.
     fn wait_idle(&self) {
         while self.busy.load(Ordering::SeqCst) {
@@ -636,7 +644,7 @@ impl Drop for ExitGuard {
         let inner = unsafe { tb.inner() };
         let pending = tb.take_pending();
         if !inner.pos.is_null() {
-            if tb.slice_ended.load(Ordering::Relaxed) || pending & RUN != 0 {
+            if tb.pending_fits(pending) {
                 // SAFETY: room kept by `limit` (`begin_batch`).
                 unsafe { inner.write_pending(pending) };
             }
@@ -951,7 +959,7 @@ fn emit_slow(ty: u8, args: &[u64], bytes: &[u8]) -> u64 {
             tb.pending.store(0, Ordering::Relaxed);
         }
         let pending = tb.take_pending();
-        if !inner.pos.is_null() && (tb.slice_ended.load(Ordering::Relaxed) || pending & RUN != 0) {
+        if !inner.pos.is_null() && tb.pending_fits(pending) {
             // SAFETY: room kept by `limit`, as on the fast path.
             unsafe { inner.write_pending(pending) };
         }
@@ -1503,7 +1511,7 @@ fn collect(patient: bool) {
         // next event then belongs to no batch of this generation).
         let pending = tb.pending.swap(0, Ordering::Relaxed);
         if inner.gen == gen && !inner.pos.is_null() {
-            if pending != 0 && (tb.slice_ended.load(Ordering::Relaxed) || pending & RUN != 0) {
+            if pending != 0 && tb.pending_fits(pending) {
                 // SAFETY: room kept by `limit` (`begin_batch`).
                 unsafe { inner.write_pending(pending) };
                 tb.slice_ended.store(false, Ordering::Relaxed);
