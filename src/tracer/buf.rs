@@ -191,17 +191,24 @@
 //! 11-12 ns a skynet round. Where slices are that short, a time for each
 //! end says little that the times around it do not, so in a run of short
 //! slices most ends take their batch's previous time too (`END`:
-//! `SAME_TIME`, as GoCreate). It cut skynet's clock reads to a third and
-//! its trace by a fifth, not its wall time: the reads' latency was hidden
-//! by the work around them (BENCHMARKS.md). Invariants:
+//! `SAME_TIME`, as GoCreate). Three ends shared in four cut skynet's
+//! clock reads to a third and its trace by a fifth, but no wall time the
+//! noise then showed; fifteen in sixteen did (below). Invariants:
 //! - A stamped slice end measures the interval since the batch's last
-//!   stamped one (`last_end`). After `SHORT_RUN` (4) intervals in a row
-//!   under `SHORT_ENDS_NS` (2 us; `short_run` counts them), the next
-//!   `SKIP_ENDS` (3) slice ends share (`skip_ends`), then one reads the
-//!   clock again and the count goes on. One long interval sets the count
-//!   to 0: slices that alternate long and short (a worker that computes,
-//!   then the goroutine that takes its result) all read it.
-//! - All three start afresh with each batch (`begin_batch`), whose first
+//!   stamped one (`last_end`), which spans the slice ends since it (the
+//!   stamped one and those that shared). The interval is short under
+//!   `SHORT_SLICE_NS` (500 ns) for each slice end it spans (`short_ns`).
+//!   After `SHORT_RUN` (4) short intervals in a row (`short_run` counts
+//!   them), the next `SKIP_ENDS` (15) slice ends share (`skip_ends`), then
+//!   one reads the clock again and the count goes on. One long interval
+//!   sets the count to 0: slices that alternate long and short (a worker
+//!   that computes, then the goroutine that takes its result) all read it.
+//! - Why fifteen: the reads that are left still cost. In skynet at
+//!   GOMAXPROCS=1 a sampling profile put the clock read at 40-45% of the
+//!   GoBlock and GoEnd functions' time with three ends shared in four;
+//!   fifteen in sixteen took 0.64M reads a round to 0.19M and 1.4 points
+//!   off the traced round (BENCHMARKS.md).
+//! - All four start afresh with each batch (`begin_batch`), whose first
 //!   event reads the clock (a flight recorder's cut that begins a batch at
 //!   a shared time writes the time out, `trim_into`). Only the fast path
 //!   shares; mid-session `emit_slow` writes only a batch's first event.
@@ -209,11 +216,12 @@
 //!   the goroutine on another M still sorts after its GoBlock (`go_block`
 //!   keeps the time written, the shared one).
 //! - The price: in such a run a slice's end shows at the previous stamp,
-//!   up to three slices early. At a change of pace (the fourth short
-//!   interval followed by a long slice) one to three slice ends may show
-//!   early by as much as that slice took; the next stamped end has the
-//!   right time, and the run is over. `goroutine-trace stats` counts the
-//!   events with times of their own.
+//!   up to fifteen slices early, within the interval (at most 8 us while
+//!   the run lasts). At a change of pace (a short interval followed by a
+//!   long slice) up to fifteen slice ends may show early by as much as
+//!   that slice took; the next stamped end has the right time, and the
+//!   run is over. `goroutine-trace stats` counts the events with times of
+//!   their own.
 //!
 //! Buffers are leaked and registered in `ALL` (so `stop` finds them); a
 //! thread that exits (a plain thread, or an M whose goroutine exited locked
@@ -411,11 +419,14 @@ struct Inner {
     /// Slice ends (`END`) the batch may still write without a clock read,
     /// how many of its intervals between stamped slice ends in a row were
     /// short, and the time of its last stamped slice end (module note,
-    /// "Unstamped slice ends"; 0, 0 and `-SHORT_ENDS_NS` at a batch's
+    /// "Unstamped slice ends"; 0, 0 and `-SHORT_SLICE_NS` at a batch's
     /// start).
     skip_ends: u32,
     short_run: u32,
     last_end: i64,
+    /// The interval under which the next stamped slice end counts as
+    /// short: `SHORT_SLICE_NS` for each slice end it spans.
+    short_ns: i64,
     /// The batch's goroutine id registers, running and other (0 before
     /// the first): ids are written as differences from them (`mod.rs`,
     /// `g_kind`).
@@ -476,7 +487,8 @@ impl TraceBuf {
                 last_ts: 0,
                 skip_ends: 0,
                 short_run: 0,
-                last_end: -SHORT_ENDS_NS,
+                last_end: -SHORT_SLICE_NS,
+                short_ns: SHORT_SLICE_NS,
                 g_regs: super::REGS_START,
                 base_tsc: 0,
                 mult: 0,
@@ -693,10 +705,10 @@ const PREV_AFTER: u8 = 3;
 
 /// How many slice ends in a row may go without a clock read after one
 /// that read it (module note, "Unstamped slice ends").
-const SKIP_ENDS: u32 = 3;
+const SKIP_ENDS: u32 = 15;
 /// An interval between two stamped slice ends is short under this
-/// (nanoseconds)...
-const SHORT_ENDS_NS: i64 = 2_000;
+/// (nanoseconds) for each slice end it spans...
+const SHORT_SLICE_NS: i64 = 500;
 /// ...and after this many short ones in a row, the next `SKIP_ENDS` slice
 /// ends go without a clock read.
 const SHORT_RUN: u32 = 4;
@@ -881,12 +893,14 @@ fn emit_in<const STAMP: u8>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8], f
     let tsc = if STAMP == CLOCK { tsc } else { cputicks() };
     let ts = tsc_scale(tsc, inner.base_tsc, inner.mult).max(inner.last_ts);
     if STAMP == END {
-        // Short: the last stamped slice end is recent (a batch's first
-        // slice end never finds it so: `last_end` starts a whole
-        // `SHORT_ENDS_NS` before the session). Branch-free.
-        let short = ts - inner.last_end < SHORT_ENDS_NS;
+        // Short: the last stamped slice end is recent for the slice ends
+        // since (a batch's first slice end never finds it so: `last_end`
+        // starts a whole `short_ns` before the session). Branch-free.
+        let short = ts - inner.last_end < inner.short_ns;
         inner.short_run = (inner.short_run + 1) * short as u32;
-        inner.skip_ends = (inner.short_run >= SHORT_RUN) as u32 * SKIP_ENDS;
+        let skip = (inner.short_run >= SHORT_RUN) as u32 * SKIP_ENDS;
+        inner.skip_ends = skip;
+        inner.short_ns = SHORT_SLICE_NS * (skip as i64 + 1);
         inner.last_end = ts;
     }
     // SAFETY: room checked just above.
@@ -1048,7 +1062,8 @@ impl Inner {
         self.last_ts = 0;
         self.skip_ends = 0;
         self.short_run = 0;
-        self.last_end = -SHORT_ENDS_NS;
+        self.last_end = -SHORT_SLICE_NS;
+        self.short_ns = SHORT_SLICE_NS;
         self.g_regs = super::REGS_START;
     }
 
