@@ -838,3 +838,41 @@ isolated_test! {
         assert!(seen[0].is_disjoint(&seen[1]));
     }
 }
+
+// A trace that fills fewer batches than wake the writer (four): the
+// writer still finds them while the trace runs (it looks every 10 ms), so
+// they reach the file before `stop`. Skynet of 10,000 leaves at one P
+// makes about 67,000 events, two batches of 64 KiB and part of a third.
+isolated_test! {
+    fn batches_reach_the_file_while_the_trace_runs() ["GOMAXPROCS" = "1"] {
+        let path = trace_path("period");
+        goroutine::trace::start(&path).unwrap();
+        let sum = goroutine::run(|| {
+            let (tx, rx) = chan::<u64>(0);
+            go(move || skynet(tx, 0, 10_000));
+            rx.recv().unwrap()
+        });
+        assert_eq!(sum, 10_000 * 9_999 / 2);
+        wait_for_goroutines(0);
+        // Generous for a loaded machine: the writer's period is 10 ms.
+        let mut len = 0;
+        for _ in 0..1000 {
+            len = std::fs::metadata(&path).map_or(0, |m| m.len());
+            if len >= BATCH_SIZE as u64 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        goroutine::trace::stop().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert!(
+            len >= BATCH_SIZE as u64,
+            "{len} bytes in the file before stop, {} after",
+            bytes.len()
+        );
+        let t = decode(&bytes).unwrap();
+        check_common(&t);
+        assert!(t.batches >= 2 && t.batches < 8, "{} batches", t.batches);
+    }
+}

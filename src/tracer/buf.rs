@@ -228,10 +228,19 @@
 //! to it) flushes its buffer and puts it on `FREE` for the next thread.
 //!
 //! # The writer
-//! Full batches go to a queue (a mutex and a condvar, taken once per 64 KiB
-//! of events) that a writer thread drains into the file. If the writer
-//! falls 1024 batches (64 MiB) behind, new batches are dropped and counted
-//! in the trailer's `dropped_events`.
+//! A thread fills one batch storage of its own (`Inner::data`), which
+//! stays in its core's cache; a full batch is copied out (`copy_out`, with
+//! streaming stores on x86-64: the copy neither reads the destination
+//! into the cache nor evicts the runtime's lines for it) into a buffer
+//! from the free list, which goes to a queue (a mutex and a condvar, taken
+//! once per 64 KiB of events) that a writer thread drains into the file.
+//! Filling a cold buffer in place cost skynet's traced round about two
+//! points (BENCHMARKS.md). The writer sleeps on the condvar when the queue
+//! is empty, and is woken once `WAKE_BATCHES` (4) wait, else looks again
+//! every `WRITER_PERIOD` (10 ms): a wake-up per batch was a system call on
+//! the tracing thread each time. If the writer falls 1024 batches (64 MiB)
+//! behind, new batches are dropped and counted in the trailer's
+//! `dropped_events`.
 //!
 //! # The flight recorder
 //! A session whose full batches go to `QUEUE.ring` instead of the writer
@@ -278,6 +287,10 @@ const BATCH_BYTES: usize = 64 * 1024;
 const HEADER: usize = 9;
 /// Batches the writer may fall behind before new ones are dropped.
 const MAX_QUEUED: usize = 1024;
+/// A sleeping writer is woken once this many batches wait (256 KiB)...
+const WAKE_BATCHES: usize = 4;
+/// ...else it looks for them at this period.
+const WRITER_PERIOD: Duration = Duration::from_millis(10);
 /// The generation being traced, 0 when off (module note).
 static LIVE: AtomicU64 = AtomicU64::new(0);
 
@@ -404,7 +417,9 @@ struct Inner {
     m_id: u32,
     /// The batch's storage (capacity `HEADER + BATCH_BYTES`): the header,
     /// then the events, written through `pos`. Its length covers the
-    /// header while the batch fills and is set to `pos` by `flush`.
+    /// header while the batch fills and is set to `pos` by `flush`, which
+    /// copies the batch out and keeps the storage (module note, "The
+    /// writer").
     data: Vec<u8>,
     /// Where the next event goes, in `data`'s allocation (null: no batch
     /// begun).
@@ -1046,7 +1061,7 @@ impl Inner {
 
     fn begin_batch(&mut self) {
         if self.data.capacity() < HEADER + BATCH_BYTES {
-            self.data = take_vec();
+            self.data = Vec::with_capacity(HEADER + BATCH_BYTES);
         }
         self.data.clear();
         self.data.push(0xB7);
@@ -1235,25 +1250,32 @@ impl Inner {
         self.limit = ptr::null_mut();
         let len = (used - HEADER) as u32;
         self.data[5..9].copy_from_slice(&len.to_le_bytes());
-        let batch = std::mem::take(&mut self.data);
         let mut q = lock(&QUEUE);
         if q.gen != self.gen || q.done {
             // A batch of a finished session: nowhere to go.
-            q.free.push(batch);
             return;
         }
+        if q.ring.is_none() && q.batches.len() >= MAX_QUEUED {
+            q.dropped += count_events(&self.data[HEADER..]);
+            return;
+        }
+        // Copied under the lock (a microsecond or two): the writer takes
+        // it once per batch.
+        let mut batch = q.free.pop().unwrap_or_default();
+        copy_out(&self.data, &mut batch);
         if q.ring.is_some() {
             q.keep(batch, self.last_ts);
             return;
         }
-        if q.batches.len() >= MAX_QUEUED {
-            q.dropped += count_events(&batch[HEADER..]);
-            q.free.push(batch);
-            return;
-        }
         q.batches.push_back(batch);
+        // Only a sleeping writer is woken, and only for a few batches: a
+        // wake-up is a system call here and a context switch there, each
+        // batch's at skynet's pace (module note, "The writer").
+        let wake = q.writer_sleeps && q.batches.len() >= WAKE_BATCHES;
         drop(q);
-        QUEUE_CV.notify_one();
+        if wake {
+            QUEUE_CV.notify_one();
+        }
     }
 }
 
@@ -1267,6 +1289,8 @@ struct Queue {
     /// Emptied buffers for reuse.
     free: Vec<Vec<u8>>,
     dropped: u64,
+    /// The writer waits on `QUEUE_CV` for batches.
+    writer_sleeps: bool,
     /// `stop` collected the last batches: write the trailer and finish.
     done: bool,
     end_ns: i64,
@@ -1278,6 +1302,7 @@ static QUEUE: Mutex<Queue> = Mutex::new(Queue {
     ring: None,
     free: Vec::new(),
     dropped: 0,
+    writer_sleeps: false,
     done: false,
     end_ns: 0,
 });
@@ -1318,15 +1343,41 @@ impl Queue {
     }
 }
 
-fn take_vec() -> Vec<u8> {
-    let v = lock(&QUEUE).free.pop();
-    match v {
-        Some(mut v) => {
-            v.clear();
-            v
+/// Copies `src` into `dst` (empty, any capacity) with stores that bypass
+/// this core's caches where the target has them: the batch's storage
+/// stays hot in the cache for the next batch's events, and the copy
+/// neither pollutes the cache nor reads the destination's lines first.
+fn copy_out(src: &[u8], dst: &mut Vec<u8>) {
+    dst.clear();
+    dst.reserve(src.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+        let d = dst.as_mut_ptr();
+        let n = src.len();
+        let lead = d.align_offset(16).min(n);
+        // SAFETY: `dst` has capacity for `n` bytes (reserved above), `src`
+        // holds `n`, and the two are distinct allocations. The streaming
+        // stores are 16-byte aligned (`lead` skips to the alignment) and
+        // within the first `n` bytes; SSE2 is part of x86-64. The fence
+        // orders them before the queue's unlock that hands `dst` to the
+        // writer (streaming stores are weakly ordered). Every byte below
+        // `n` is written before `set_len`.
+        unsafe {
+            ptr::copy_nonoverlapping(src.as_ptr(), d, lead);
+            let mut i = lead;
+            while i + 16 <= n {
+                let v = _mm_loadu_si128(src.as_ptr().add(i).cast::<__m128i>());
+                _mm_stream_si128(d.add(i).cast::<__m128i>(), v);
+                i += 16;
+            }
+            ptr::copy_nonoverlapping(src.as_ptr().add(i), d.add(i), n - i);
+            _mm_sfence();
+            dst.set_len(n);
         }
-        None => Vec::with_capacity(HEADER + BATCH_BYTES),
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    dst.extend_from_slice(src);
 }
 
 /// What a running session writes to.
@@ -1909,7 +1960,12 @@ fn writer(mut out: BufWriter<File>) -> io::Result<()> {
         let (done, end_ns, dropped) = {
             let mut q = lock(&QUEUE);
             while q.batches.is_empty() && !q.done {
-                q = QUEUE_CV.wait(q).unwrap_or_else(|e| e.into_inner());
+                q.writer_sleeps = true;
+                q = QUEUE_CV
+                    .wait_timeout(q, WRITER_PERIOD)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                q.writer_sleeps = false;
             }
             batches.extend(q.batches.drain(..));
             (q.done, q.end_ns, q.dropped)
@@ -1967,6 +2023,23 @@ mod tests {
             out.push((ty, ts, fields));
         }
         out
+    }
+
+    /// The streaming copy writes every byte and no more, whatever the
+    /// length, the source's alignment and the destination's contents and
+    /// capacity.
+    #[test]
+    fn copy_out_copies_exactly() {
+        let src: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
+        for len in (0..70).chain([255, 256, 257, 999, 1000]) {
+            for skip in 0..3 {
+                let part = &src[skip..skip + len.min(1000 - skip)];
+                let mut dst = Vec::with_capacity(skip * 5);
+                dst.push(0xEE);
+                copy_out(part, &mut dst);
+                assert_eq!(dst, part, "len {len}, skip {skip}");
+            }
+        }
     }
 
     #[test]
