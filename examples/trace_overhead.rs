@@ -7,17 +7,23 @@
 //! outside the measured spells. Run it at `GOMAXPROCS=1`, the issue's
 //! configuration.
 //!
-//! Two workloads:
+//! Three workloads:
 //! - `skynet`: a spell is one round (1,000,000 leaf goroutines), timed.
 //! - `echo`: an echo server (a goroutine per connection, 64-byte
 //!   messages) under 100 connections of a load generator on four plain
 //!   threads outside the runtime, each keeping one request in flight per
 //!   connection, as the bench's `echo_100`; a spell is half a second, and
 //!   its figures are requests a second and the 99th percentile latency.
+//! - `http`: the bench's `http` server (`examples/http_hello.rs`'s
+//!   handler, a goroutine per keep-alive connection, without deadlines)
+//!   under the same load generator sending `GET /` and reading each whole
+//!   response, instead of wrk, so that it runs where wrk is not
+//!   installed and the spells alternate in one process; the same figures.
 //!
 //! ```text
 //! GOMAXPROCS=1 cargo run --release --example trace_overhead -- skynet file [PAIRS] [DIR]
 //! GOMAXPROCS=1 cargo run --release --example trace_overhead -- echo flight [PAIRS]
+//! GOMAXPROCS=1 cargo run --release --example trace_overhead -- http file [PAIRS]
 //! ```
 
 use std::io::{Read, Write};
@@ -69,9 +75,13 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// The echo workload: the server, and the load generator's shared
-/// counters (requests done, and the latencies of the spell under way).
-struct Echo {
+#[allow(dead_code)]
+#[path = "http_hello.rs"]
+mod http_hello;
+
+/// A server workload's load generator: its shared counters (requests
+/// done, and the latencies of the spell under way).
+struct Load {
     done: AtomicU64,
     lat: Mutex<Vec<u32>>,
     stop: AtomicBool,
@@ -81,10 +91,10 @@ const CONNS: usize = 100;
 const CLIENT_THREADS: usize = 4;
 const MSG: usize = 64;
 
-fn echo_start() -> Arc<Echo> {
+/// The echo server: a goroutine per connection, copying its bytes back.
+fn echo_server() -> std::net::SocketAddr {
     let listener = goroutine::net::TcpListener::bind("127.0.0.1:0").expect("echo: bind");
     let addr = listener.local_addr().expect("echo: local_addr");
-    // The server: a goroutine per connection, copying its bytes back.
     goroutine::go(move || loop {
         let Ok((conn, _)) = listener.accept() else {
             return;
@@ -94,56 +104,151 @@ fn echo_start() -> Arc<Echo> {
             let _ = std::io::copy(&mut &conn, &mut &conn);
         });
     });
-    let echo = Arc::new(Echo {
+    addr
+}
+
+/// The bench's `http` server: a goroutine per keep-alive connection.
+fn http_server() -> std::net::SocketAddr {
+    let listener = goroutine::net::TcpListener::bind("127.0.0.1:0").expect("http: bind");
+    let addr = listener.local_addr().expect("http: local_addr");
+    goroutine::go(move || loop {
+        let Ok((conn, _)) = listener.accept() else {
+            return;
+        };
+        goroutine::go(move || {
+            let _ = conn.set_nodelay(true);
+            let _ = http_hello::serve(http_hello::NoDeadline(&conn));
+        });
+    });
+    addr
+}
+
+const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";
+
+/// The length of the server's whole answer to `GET` (headers and the
+/// body its Content-Length gives), read on a connection of its own.
+fn http_reply_len(addr: std::net::SocketAddr) -> usize {
+    let mut c = std::net::TcpStream::connect(addr).expect("http: connect");
+    c.write_all(GET).expect("http: write");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = c.read(&mut buf).expect("http: read");
+        assert!(n > 0, "http: the server closed the connection");
+        got.extend_from_slice(&buf[..n]);
+        let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "http: answered {head:?}");
+        let body: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("http: no Content-Length");
+        if got.len() >= end + 4 + body {
+            assert_eq!(got.len(), end + 4 + body, "http: more than one answer");
+            return got.len();
+        }
+    }
+}
+
+/// The CPUs this process may run on.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is an empty set, filled by the call for
+    // this thread (pid 0); CPU_ISSET reads within the set's size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// Binds the calling thread (and the threads it starts after) to `cpus`.
+fn pin(cpus: &[usize]) {
+    // SAFETY: as `allowed_cpus`; CPU_SET writes within the set.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    assert_eq!(
+        r,
+        0,
+        "sched_setaffinity: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Starts the load generator on `addr`: `CONNS` connections over
+/// `CLIENT_THREADS` plain threads, each keeping one `request` in flight
+/// on every connection and reading its `reply_len` bytes.
+/// With `client_cpus`, its threads run only there.
+fn load_start(
+    addr: std::net::SocketAddr,
+    request: &'static [u8],
+    reply_len: usize,
+    client_cpus: Option<Vec<usize>>,
+) -> Arc<Load> {
+    let load = Arc::new(Load {
         done: AtomicU64::new(0),
         lat: Mutex::new(Vec::new()),
         stop: AtomicBool::new(false),
     });
     for _ in 0..CLIENT_THREADS {
-        let echo = echo.clone();
+        let load = load.clone();
         let conns: Vec<std::net::TcpStream> = (0..CONNS / CLIENT_THREADS)
             .map(|_| {
-                let c = std::net::TcpStream::connect(addr).expect("echo: connect");
-                c.set_nodelay(true).expect("echo: nodelay");
+                let c = std::net::TcpStream::connect(addr).expect("load: connect");
+                c.set_nodelay(true).expect("load: nodelay");
                 c
             })
             .collect();
+        let cpus = client_cpus.clone();
         std::thread::spawn(move || {
-            let msg = [7u8; MSG];
-            let mut buf = [0u8; MSG];
+            if let Some(cpus) = cpus {
+                pin(&cpus);
+            }
+            let mut buf = vec![0u8; reply_len];
             let mut lat = Vec::with_capacity(4096);
-            while !echo.stop.load(Ordering::Relaxed) {
+            while !load.stop.load(Ordering::Relaxed) {
                 // One request in flight on every connection, then each
                 // reply; a request's latency is from the round's writes
                 // to its reply.
                 let t0 = Instant::now();
                 for mut c in &conns {
-                    c.write_all(&msg).expect("echo: write");
+                    c.write_all(request).expect("load: write");
                 }
                 for mut c in &conns {
-                    c.read_exact(&mut buf).expect("echo: read");
+                    c.read_exact(&mut buf).expect("load: read");
                     lat.push(t0.elapsed().as_micros() as u32);
                 }
-                echo.done.fetch_add(conns.len() as u64, Ordering::Relaxed);
+                load.done.fetch_add(conns.len() as u64, Ordering::Relaxed);
                 if lat.len() >= 4096 {
-                    echo.lat.lock().unwrap().append(&mut lat);
+                    load.lat.lock().unwrap().append(&mut lat);
                 }
             }
         });
     }
-    echo
+    load
 }
 
-/// One spell of the echo workload: requests a second and the p99 latency
+/// One spell of a server workload: requests a second and the p99 latency
 /// (us) over half a second.
-fn echo_spell(echo: &Echo) -> (f64, f64) {
-    let d0 = echo.done.load(Ordering::Relaxed);
-    echo.lat.lock().unwrap().clear();
+fn load_spell(load: &Load) -> (f64, f64) {
+    let d0 = load.done.load(Ordering::Relaxed);
+    load.lat.lock().unwrap().clear();
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_millis(500));
-    let done = echo.done.load(Ordering::Relaxed) - d0;
+    let done = load.done.load(Ordering::Relaxed) - d0;
     let secs = t0.elapsed().as_secs_f64();
-    let mut lat = std::mem::take(&mut *echo.lat.lock().unwrap());
+    let mut lat = std::mem::take(&mut *load.lat.lock().unwrap());
     lat.sort_unstable();
     let p99 = lat.get(lat.len() * 99 / 100).copied().unwrap_or(0) as f64;
     (done as f64 / secs, p99)
@@ -152,8 +257,8 @@ fn echo_spell(echo: &Echo) -> (f64, f64) {
 fn main() {
     let mut args = std::env::args().skip(1);
     let workload = args.next().unwrap_or_else(|| "skynet".to_owned());
-    if workload != "skynet" && workload != "echo" {
-        eprintln!("trace_overhead: workload must be `skynet` or `echo`, not {workload:?}");
+    if !["skynet", "echo", "http"].contains(&workload.as_str()) {
+        eprintln!("trace_overhead: workload must be `skynet`, `echo` or `http`, not {workload:?}");
         std::process::exit(2);
     }
     let mode = args.next().unwrap_or_else(|| "file".to_owned());
@@ -174,23 +279,45 @@ fn main() {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
     let path = dir.join(format!("trace_overhead-{}.trace", std::process::id()));
+    // A server and its load generator on CPUs of their own, where there
+    // are two or more: the server's process (its Ms, sysmon, the trace
+    // writer: every thread started after this) on the first, the load
+    // generator's threads on the rest. Left to the kernel, the four
+    // client threads and the server's thread moved across both CPUs of a
+    // 2-CPU machine, and a spell's rate moved 25% from one to the next.
+    let cpus = allowed_cpus();
+    let client_cpus = (workload != "skynet" && cpus.len() >= 2).then(|| {
+        pin(&cpus[..1]);
+        cpus[1..].to_vec()
+    });
     println!(
-        "{workload}, GOMAXPROCS={}: {pairs} pairs of spells, untraced and traced ({mode})",
-        goroutine::max_procs()
+        "{workload}, GOMAXPROCS={}: {pairs} pairs of spells, untraced and traced ({mode}){}",
+        goroutine::max_procs(),
+        match &client_cpus {
+            Some(c) => format!("; the server on CPU {}, its load on {c:?}", cpus[0]),
+            None => String::new(),
+        }
     );
-    // A spell's figures: skynet's round time (ms); echo's requests a
+    // A spell's figures: skynet's round time (ms); a server's requests a
     // second and p99 latency (us).
-    let echo = (workload == "echo").then(echo_start);
+    let load = match workload.as_str() {
+        "echo" => Some(load_start(echo_server(), &[7u8; MSG], MSG, client_cpus)),
+        "http" => {
+            let addr = http_server();
+            Some(load_start(addr, GET, http_reply_len(addr), client_cpus))
+        }
+        _ => None,
+    };
     let spell = || -> Vec<f64> {
-        match &echo {
+        match &load {
             None => vec![round().as_secs_f64() * 1e3],
-            Some(e) => {
-                let (rps, p99) = echo_spell(e);
+            Some(l) => {
+                let (rps, p99) = load_spell(l);
                 vec![rps, p99]
             }
         }
     };
-    let names: &[&str] = if echo.is_some() {
+    let names: &[&str] = if load.is_some() {
         &["req/s", "p99 us"]
     } else {
         &["ms"]
@@ -244,8 +371,8 @@ fn main() {
         println!("{line}");
     }
     let _ = std::fs::remove_file(&path);
-    if let Some(e) = &echo {
-        e.stop.store(true, Ordering::Relaxed);
+    if let Some(l) = &load {
+        l.stop.store(true, Ordering::Relaxed);
     }
     for i in 0..n {
         println!(
