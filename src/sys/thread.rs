@@ -15,6 +15,19 @@ pub(crate) fn current_cpu_clock() -> Option<libc::clockid_t> {
     (r == 0).then_some(id)
 }
 
+/// Lowers the calling thread's priority to `nice` (Linux keeps a nice
+/// value per thread; 19 is the lowest), for a helper thread that must not
+/// take the CPU from the program's own when they share one. Returns
+/// whether it took effect.
+pub(crate) fn lower_priority(nice: i32) -> bool {
+    // SAFETY: gettid has no preconditions; setpriority on this thread's
+    // id changes only its own nice value (raising it needs no privilege).
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) == 0
+    }
+}
+
 /// CPU time consumed so far by the thread whose clock is `clock`, in ns.
 /// One system call (a thread CPU clock is not served by the vDSO).
 pub(crate) fn cpu_time_ns(clock: libc::clockid_t) -> Option<u64> {
