@@ -238,14 +238,18 @@
 //! points (BENCHMARKS.md). The writer sleeps on the condvar when the queue
 //! is empty, and is woken once `WAKE_BATCHES` (4) wait, else looks again
 //! every `WRITER_PERIOD` (10 ms): a wake-up per batch was a system call on
-//! the tracing thread each time. The writer runs at the lowest priority
-//! (nice 19): where it shares a CPU with the program's threads, the kernel
-//! runs it in their gaps instead of before them (an echo server sharing
-//! its CPU with the writer: p99 +4.7% at the default priority, +0.6%
-//! at 19), and its share under full load (about 1.5% of a CPU against
-//! one busy thread) still writes tens of MB a second. If the writer falls
+//! the tracing thread each time. The writer runs in the kernel's idle
+//! class (`SCHED_IDLE`, else at nice 19): where it shares a CPU with the
+//! program's threads, it runs in their gaps, and a program thread that
+//! wakes takes the CPU from it at once (an echo server pinned to one CPU
+//! with the writer: p99 +4.7% and req/s -1.2% at the default priority;
+//! at nice 19, which may still hold the CPU for the rest of a slice when
+//! the server wakes, req/s -2.3% in a noisy set). The price: on a machine
+//! whose every CPU is busy, the writer gets a small share (the class's
+//! weight is 3 against 1024 for a busy thread: some 10 MB a second), so
+//! a program tracing faster than that falls behind. If the writer falls
 //! 1024 batches (64 MiB) behind, new batches are dropped and counted in
-//! the trailer's `dropped_events`.
+//! the trailer's `dropped_events`, which `goroutine-trace stats` prints.
 //!
 //! # The flight recorder
 //! A session whose full batches go to `QUEUE.ring` instead of the writer
@@ -1961,7 +1965,7 @@ fn encode_into(
 fn writer(mut out: BufWriter<File>) -> io::Result<()> {
     // Best effort (module note, "The writer"): a failure leaves it as it
     // was.
-    crate::sys::thread::lower_priority(19);
+    crate::sys::thread::lower_priority();
     let mut result = Ok(());
     let mut batches = Vec::new();
     loop {
