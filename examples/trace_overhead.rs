@@ -91,36 +91,31 @@ const CONNS: usize = 100;
 const CLIENT_THREADS: usize = 4;
 const MSG: usize = 64;
 
-/// The echo server: a goroutine per connection, copying its bytes back.
-fn echo_server() -> std::net::SocketAddr {
-    let listener = goroutine::net::TcpListener::bind("127.0.0.1:0").expect("echo: bind");
-    let addr = listener.local_addr().expect("echo: local_addr");
-    goroutine::go(move || loop {
-        let Ok((conn, _)) = listener.accept() else {
-            return;
-        };
-        let _ = conn.set_nodelay(true);
-        goroutine::go(move || {
-            let _ = std::io::copy(&mut &conn, &mut &conn);
-        });
-    });
-    addr
-}
-
-/// The bench's `http` server: a goroutine per keep-alive connection.
-fn http_server() -> std::net::SocketAddr {
-    let listener = goroutine::net::TcpListener::bind("127.0.0.1:0").expect("http: bind");
-    let addr = listener.local_addr().expect("http: local_addr");
+/// A server on a free port of 127.0.0.1: a goroutine per connection
+/// (TCP_NODELAY), which runs `serve` on it.
+fn server(serve: fn(goroutine::net::TcpStream)) -> std::net::SocketAddr {
+    let listener = goroutine::net::TcpListener::bind("127.0.0.1:0").expect("server: bind");
+    let addr = listener.local_addr().expect("server: local_addr");
     goroutine::go(move || loop {
         let Ok((conn, _)) = listener.accept() else {
             return;
         };
         goroutine::go(move || {
             let _ = conn.set_nodelay(true);
-            let _ = http_hello::serve(http_hello::NoDeadline(&conn));
+            serve(conn);
         });
     });
     addr
+}
+
+/// The echo server's connection: its bytes copied back.
+fn echo(conn: goroutine::net::TcpStream) {
+    let _ = std::io::copy(&mut &conn, &mut &conn);
+}
+
+/// The bench's `http` server's connection: keep-alive requests answered.
+fn http(conn: goroutine::net::TcpStream) {
+    let _ = http_hello::serve(http_hello::NoDeadline(&conn));
 }
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";
@@ -301,9 +296,9 @@ fn main() {
     // A spell's figures: skynet's round time (ms); a server's requests a
     // second and p99 latency (us).
     let load = match workload.as_str() {
-        "echo" => Some(load_start(echo_server(), &[7u8; MSG], MSG, client_cpus)),
+        "echo" => Some(load_start(server(echo), &[7u8; MSG], MSG, client_cpus)),
         "http" => {
-            let addr = http_server();
+            let addr = server(http);
             Some(load_start(addr, GET, http_reply_len(addr), client_cpus))
         }
         _ => None,

@@ -202,6 +202,18 @@ fn check_unstamped_ends(t: &Trace) -> usize {
     shared
 }
 
+/// Runs skynet with 10,000 leaves (11,111 goroutines) and waits until
+/// every goroutine has ended.
+fn skynet_10k() {
+    let sum = goroutine::run(|| {
+        let (tx, rx) = chan::<u64>(0);
+        go(move || skynet(tx, 0, 10_000));
+        rx.recv().unwrap()
+    });
+    assert_eq!(sum, 10_000 * 9_999 / 2);
+    wait_for_goroutines(0);
+}
+
 /// Stops the trace once every goroutine has ended, and decodes the file
 /// at `path` (then removed), checked by `check_common`.
 fn finish_trace(path: &std::path::Path) -> Trace {
@@ -245,13 +257,7 @@ isolated_test! {
         let err = goroutine::trace::start(&path).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists);
         assert!(goroutine::trace::is_enabled());
-        let sum = goroutine::run(|| {
-            let (tx, rx) = chan::<u64>(0);
-            go(move || skynet(tx, 0, 10_000));
-            rx.recv().unwrap()
-        });
-        assert_eq!(sum, 10_000 * 9_999 / 2);
-        wait_for_goroutines(0);
+        skynet_10k();
         goroutine::trace::stop().unwrap();
         assert!(!goroutine::trace::is_enabled());
         goroutine::trace::stop().unwrap(); // a no-op
@@ -847,13 +853,7 @@ isolated_test! {
     fn batches_reach_the_file_while_the_trace_runs() ["GOMAXPROCS" = "1"] {
         let path = trace_path("period");
         goroutine::trace::start(&path).unwrap();
-        let sum = goroutine::run(|| {
-            let (tx, rx) = chan::<u64>(0);
-            go(move || skynet(tx, 0, 10_000));
-            rx.recv().unwrap()
-        });
-        assert_eq!(sum, 10_000 * 9_999 / 2);
-        wait_for_goroutines(0);
+        skynet_10k();
         // Generous for a loaded machine: the writer's period is 10 ms.
         let mut len = 0;
         for _ in 0..1000 {
