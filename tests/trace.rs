@@ -519,7 +519,8 @@ isolated_test! {
 }
 
 /// Per goroutine, the events are in causal order once sorted by time:
-/// Create < Start, Block < Unblock < Start, and nothing after End. With
+/// Create < Start, Block < Unblock < Start, a SyscallExit that queued it
+/// (`fast` 0) < Start, and nothing after End. With
 /// two Ps, a GoUnblock's shared time must still come no earlier than the
 /// GoBlock another M wrote, and a deferred GoCreate no later than its
 /// goroutine's GoStart on another M. Events of different Ms may carry the
@@ -574,6 +575,12 @@ fn transition(
         Ev::GoBlock { g, .. } => check(g, &["running"], "blocked", "blocked"),
         Ev::GoUnblock { g, .. } => check(g, &["blocked"], "unblocked", "runnable"),
         Ev::GoEnd { g, .. } => check(g, &["running"], "ended", "ended"),
+        // Back from a system call, or from a kernel call outside the
+        // runtime whose P sysmon revoked, with no P to go on: queued, and
+        // a later GoStart runs it (docs/trace-format.md, "ProcRevoke").
+        Ev::SyscallExit { g, fast: 0, .. } => {
+            check(g, &["running"], "left a system call", "runnable")
+        }
         _ => Ok(None),
     }
 }
