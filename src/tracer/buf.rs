@@ -428,7 +428,7 @@ struct Inner {
     /// then the events, written through `pos`. Its length covers the
     /// header while the batch fills and is set to `pos` by `flush`, which
     /// copies the batch out and keeps the storage (module note, "The
-    /// writer").
+    /// writer") until a stop frees it (`collect`).
     data: Vec<u8>,
     /// Where the next event goes, in `data`'s allocation (null: no batch
     /// begun).
@@ -1561,8 +1561,11 @@ extern "C" fn at_exit() {
 /// Turns the session off and collects every thread's last batch (`stop`'s
 /// side of the busy-flag protocol, module note): into the writer's queue,
 /// or the flight recorder's ring. With `patient` false (a crash), a thread
-/// that stays inside an event for a second is skipped.
-fn collect(patient: bool) {
+/// that stays inside an event for a second is skipped. With `release`
+/// (a stop), each thread's batch storage is freed too (a new session's
+/// first event allocates it again): kept, it would hold 64 KiB for every
+/// thread that ever traced.
+fn collect(patient: bool, release: bool) {
     // SeqCst: ordered before the loads of `busy` below (module note).
     super::ON.store(false, Ordering::Relaxed);
     LIVE.store(0, Ordering::SeqCst);
@@ -1593,6 +1596,10 @@ fn collect(patient: bool) {
             }
             inner.flush();
         }
+        if release {
+            inner.discard();
+            inner.data = Vec::new();
+        }
     }
 }
 
@@ -1616,7 +1623,7 @@ pub(super) fn stop(which: Which) -> io::Result<()> {
         return Ok(());
     }
     let running = control.take().expect("checked just above");
-    collect(true);
+    collect(true, true);
     let writer = match running {
         Running::File(w) => w,
         Running::Flight(_) => {
@@ -1663,7 +1670,7 @@ fn flight_write_locked(
         return Err(io::Error::other("the flight recorder is not running"));
     };
     let (start_ns, unix_ns, gomaxprocs, age_ns) = (f.start_ns, f.unix_ns, f.gomaxprocs, f.age_ns);
-    collect(resume);
+    collect(resume, false);
     let end_rel = now_rel();
     let batches: Vec<Vec<u8>> = {
         let q = lock(&QUEUE);
