@@ -7,6 +7,10 @@
 //! outside the measured spells. Run it at `GOMAXPROCS=1`, the issue's
 //! configuration.
 //!
+//! The mode `none` leaves both halves untraced: the spread of its ratios
+//! is the measurement's own noise, the floor under any figure of the
+//! other two modes.
+//!
 //! Three workloads:
 //! - `skynet`: a spell is one round (1,000,000 leaf goroutines), timed.
 //! - `echo`: an echo server (a goroutine per connection, 64-byte
@@ -24,6 +28,7 @@
 //! GOMAXPROCS=1 cargo run --release --example trace_overhead -- skynet file [PAIRS] [DIR]
 //! GOMAXPROCS=1 cargo run --release --example trace_overhead -- echo flight [PAIRS]
 //! GOMAXPROCS=1 cargo run --release --example trace_overhead -- http file [PAIRS]
+//! GOMAXPROCS=1 cargo run --release --example trace_overhead -- echo none [PAIRS]
 //! ```
 
 use std::io::{Read, Write};
@@ -75,6 +80,17 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// A 90% confidence interval of the median of `v` (sorted), free of any
+/// assumption on the distribution: the order statistics `k` from either
+/// end, `k` from the normal approximation of the binomial (n/2 - 1.645
+/// sqrt(n)/2). With fewer than 10 values it spans them all.
+fn median_interval(v: &[f64]) -> (f64, f64) {
+    let n = v.len();
+    let k = (n as f64 / 2.0 - 1.645 * (n as f64).sqrt() / 2.0).floor();
+    let k = if n < 10 || k < 1.0 { 0 } else { k as usize - 1 };
+    (v[k], v[n - 1 - k])
+}
+
 #[allow(dead_code)]
 #[path = "http_hello.rs"]
 mod http_hello;
@@ -83,9 +99,20 @@ mod http_hello;
 /// done, and the latencies of the spell under way).
 struct Load {
     done: AtomicU64,
+    /// The spell under way, bumped (under `lat`'s lock) as each spell
+    /// begins and ends. A client thread keeps a round's latencies only if
+    /// the round began and ended in one spell, and hands them over only
+    /// while that spell lasts: a spell's p99 is of its own rounds, never
+    /// of a trace's start or stop just before it.
+    spell: AtomicU64,
+    /// The latencies of the spell under way.
     lat: Mutex<Vec<u32>>,
     stop: AtomicBool,
 }
+
+/// How many latencies a client thread gathers before it hands them over:
+/// a few milliseconds' worth, the part of a spell's end it misses.
+const HAND_OVER: usize = 256;
 
 const CONNS: usize = 100;
 const CLIENT_THREADS: usize = 4;
@@ -148,6 +175,22 @@ fn http_reply_len(addr: std::net::SocketAddr) -> usize {
     }
 }
 
+/// The CPU time (ns) the trace writer's thread (`goroutine-trace`) has
+/// used so far, from Linux's `/proc/self/task/*/schedstat`; `None` where
+/// there is no such thread or no such file.
+fn writer_cpu_ns() -> Option<u64> {
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let dir = task.path();
+        match std::fs::read_to_string(dir.join("comm")) {
+            Ok(comm) if comm.trim_end() == "goroutine-trace" => {}
+            _ => continue,
+        }
+        let stat = std::fs::read_to_string(dir.join("schedstat")).ok()?;
+        return stat.split_whitespace().next()?.parse().ok();
+    }
+    None
+}
+
 /// The CPUs this process may run on.
 fn allowed_cpus() -> Vec<usize> {
     // SAFETY: a zeroed cpu_set_t is an empty set, filled by the call for
@@ -193,6 +236,7 @@ fn load_start(
 ) -> Arc<Load> {
     let load = Arc::new(Load {
         done: AtomicU64::new(0),
+        spell: AtomicU64::new(0),
         lat: Mutex::new(Vec::new()),
         stop: AtomicBool::new(false),
     });
@@ -211,22 +255,40 @@ fn load_start(
                 pin(&cpus);
             }
             let mut buf = vec![0u8; reply_len];
-            let mut lat = Vec::with_capacity(4096);
+            let (mut lat, mut round) = (Vec::with_capacity(HAND_OVER), Vec::new());
+            let mut spell = 0;
             while !load.stop.load(Ordering::Relaxed) {
                 // One request in flight on every connection, then each
                 // reply; a request's latency is from the round's writes
                 // to its reply.
+                let began = load.spell.load(Ordering::Acquire);
                 let t0 = Instant::now();
                 for mut c in &conns {
                     c.write_all(request).expect("load: write");
                 }
                 for mut c in &conns {
                     c.read_exact(&mut buf).expect("load: read");
-                    lat.push(t0.elapsed().as_micros() as u32);
+                    round.push(t0.elapsed().as_micros() as u32);
                 }
                 load.done.fetch_add(conns.len() as u64, Ordering::Relaxed);
-                if lat.len() >= 4096 {
-                    load.lat.lock().unwrap().append(&mut lat);
+                if load.spell.load(Ordering::Acquire) != began {
+                    // Across a spell's start or end: dropped.
+                    round.clear();
+                    continue;
+                }
+                if began != spell {
+                    // Latencies of an earlier spell, not yet handed over.
+                    lat.clear();
+                    spell = began;
+                }
+                lat.append(&mut round);
+                if lat.len() >= HAND_OVER {
+                    let mut shared = load.lat.lock().unwrap();
+                    if load.spell.load(Ordering::Acquire) == spell {
+                        shared.append(&mut lat);
+                    } else {
+                        lat.clear();
+                    }
                 }
             }
         });
@@ -238,12 +300,20 @@ fn load_start(
 /// (us) over half a second.
 fn load_spell(load: &Load) -> (f64, f64) {
     let d0 = load.done.load(Ordering::Relaxed);
-    load.lat.lock().unwrap().clear();
+    {
+        let mut lat = load.lat.lock().unwrap();
+        lat.clear();
+        load.spell.fetch_add(1, Ordering::Release);
+    }
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_millis(500));
     let done = load.done.load(Ordering::Relaxed) - d0;
     let secs = t0.elapsed().as_secs_f64();
-    let mut lat = std::mem::take(&mut *load.lat.lock().unwrap());
+    let mut lat = {
+        let mut lat = load.lat.lock().unwrap();
+        load.spell.fetch_add(1, Ordering::Release);
+        std::mem::take(&mut *lat)
+    };
     lat.sort_unstable();
     let p99 = lat.get(lat.len() * 99 / 100).copied().unwrap_or(0) as f64;
     (done as f64 / secs, p99)
@@ -257,8 +327,8 @@ fn main() {
         std::process::exit(2);
     }
     let mode = args.next().unwrap_or_else(|| "file".to_owned());
-    if mode != "file" && mode != "flight" {
-        eprintln!("trace_overhead: mode must be `file` or `flight`, not {mode:?}");
+    if !["file", "flight", "none"].contains(&mode.as_str()) {
+        eprintln!("trace_overhead: mode must be `file`, `flight` or `none`, not {mode:?}");
         std::process::exit(2);
     }
     let pairs: usize = match args.next().map(|s| s.parse()) {
@@ -320,18 +390,28 @@ fn main() {
     // A warm-up spell: stacks, Gs, connections and the allocator's pools.
     spell();
     let recorder = FlightRecorder::new(FlightConfig::default());
+    // The trace writer's CPU time in the traced spells (to a file), and
+    // their length: what the writer takes from the server's CPU.
+    let (writer_ns, traced_ns) = (AtomicU64::new(0), AtomicU64::new(0));
     let traced_spell = || {
         if mode == "file" {
             goroutine::trace::start(&path).expect("trace_overhead: cannot start the trace");
-        } else {
+        } else if mode == "flight" {
             recorder
                 .start()
                 .expect("trace_overhead: cannot start the flight recorder");
         }
+        let t0 = Instant::now();
         let t = spell();
         if mode == "file" {
+            // Since the trace's start; a writer that never ran has no
+            // name yet, and no time.
+            writer_ns.fetch_add(writer_cpu_ns().unwrap_or(0), Ordering::Relaxed);
+            traced_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+        if mode == "file" {
             goroutine::trace::stop().expect("trace_overhead: cannot stop the trace");
-        } else {
+        } else if mode == "flight" {
             recorder
                 .stop()
                 .expect("trace_overhead: cannot stop the flight recorder");
@@ -370,12 +450,26 @@ fn main() {
         l.stop.store(true, Ordering::Relaxed);
     }
     for i in 0..n {
+        let m = median(&mut ratios[i]);
+        let (lo, hi) = median_interval(&ratios[i]);
         println!(
-            "{}: median untraced {:.0}, traced {:.0}; median of the pairs' ratios {:+.1}%",
+            "{}: median untraced {:.0}, traced {:.0}; median of the pairs' ratios {:+.1}% \
+             (90% interval {:+.1}% to {:+.1}%)",
             names[i],
             median(&mut plain[i]),
             median(&mut traced[i]),
-            (median(&mut ratios[i]) - 1.0) * 100.0
+            (m - 1.0) * 100.0,
+            (lo - 1.0) * 100.0,
+            (hi - 1.0) * 100.0
+        );
+    }
+    let (w, t) = (writer_ns.into_inner(), traced_ns.into_inner());
+    if t > 0 {
+        println!(
+            "the trace writer's CPU time: {:.2} ms in {:.1} s of traced spells ({:.3}% of a CPU)",
+            w as f64 / 1e6,
+            t as f64 / 1e9,
+            w as f64 / t as f64 * 100.0
         );
     }
 }
