@@ -853,15 +853,16 @@ isolated_test! {
 }
 
 // A trace that fills fewer batches than wake the writer (four): the
-// writer still finds them while the trace runs (it looks every 10 ms), so
-// they reach the file before `stop`. Skynet of 10,000 leaves at one P
-// makes about 67,000 events, two batches of 64 KiB and part of a third.
+// writer still finds them while the trace runs (it looks at least every
+// 80 ms), so they reach the file before `stop`. Skynet of 10,000 leaves
+// at one P makes about 67,000 events, two batches of 64 KiB and part of a
+// third.
 isolated_test! {
     fn batches_reach_the_file_while_the_trace_runs() ["GOMAXPROCS" = "1"] {
         let path = trace_path("period");
         goroutine::trace::start(&path).unwrap();
         skynet_10k();
-        // Generous for a loaded machine: the writer's period is 10 ms.
+        // Generous for a loaded machine: the writer looks within 80 ms.
         let mut len = 0;
         for _ in 0..1000 {
             len = std::fs::metadata(&path).map_or(0, |m| m.len());
@@ -881,5 +882,49 @@ isolated_test! {
         let t = decode(&bytes).unwrap();
         check_common(&t);
         assert!(t.batches >= 2 && t.batches < 8, "{} batches", t.batches);
+    }
+}
+
+/// The trace writer's thread's voluntary context switches (each of its
+/// looks at the queue is one), from Linux's `/proc`; `None` until the
+/// thread has named itself.
+#[cfg(target_os = "linux")]
+fn writer_switches() -> Option<u64> {
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let dir = task.path();
+        match std::fs::read_to_string(dir.join("comm")) {
+            Ok(comm) if comm.trim_end() == "goroutine-trace" => {}
+            _ => continue,
+        }
+        let status = std::fs::read_to_string(dir.join("status")).ok()?;
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("voluntary_ctxt_switches:"))?;
+        return line.split_whitespace().nth(1)?.parse().ok();
+    }
+    None
+}
+
+// A trace with nothing to write: the writer's looks back off to one in
+// 80 ms (about 12 a second; 100 at a fixed 10 ms).
+#[cfg(target_os = "linux")]
+isolated_test! {
+    fn a_quiet_trace_wakes_its_writer_rarely() ["GOMAXPROCS" = "1"] {
+        let path = trace_path("quiet");
+        goroutine::trace::start(&path).unwrap();
+        let mut before = None;
+        for _ in 0..1000 {
+            before = writer_switches();
+            if before.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let before = before.expect("no thread named goroutine-trace");
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let looks = writer_switches().unwrap() - before;
+        goroutine::trace::stop().unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert!(looks < 40, "{looks} looks in a second");
     }
 }

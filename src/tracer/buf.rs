@@ -237,8 +237,13 @@
 //! Filling a cold buffer in place cost skynet's traced round about two
 //! points (BENCHMARKS.md). The writer sleeps on the condvar when the queue
 //! is empty, and is woken once `WAKE_BATCHES` (4) wait, else looks again
-//! every `WRITER_PERIOD` (10 ms): a wake-up per batch was a system call on
-//! the tracing thread each time. The writer runs in the kernel's idle
+//! after `WRITER_PERIOD` (10 ms): a wake-up per batch was a system call on
+//! the tracing thread each time. Each look that finds nothing doubles the
+//! wait, up to `WRITER_PERIOD_MAX` (80 ms); a look that finds a batch sets
+//! it back to 10 ms. So a quiet trace costs 12 looks a second, not 100
+//! (an echo server's, a batch every 60 ms or so: about 50), and a queued
+//! batch waits at most 80 ms for the writer's next look (longer where the
+//! writer gets no CPU, below), or until three more follow it. The writer runs in the kernel's idle
 //! class (`SCHED_IDLE`, else at nice 19): where it shares a CPU with the
 //! program's threads, it runs in their gaps, and a program thread that
 //! wakes takes the CPU from it at once (an echo server pinned to one CPU
@@ -298,8 +303,10 @@ const HEADER: usize = 9;
 const MAX_QUEUED: usize = 1024;
 /// A sleeping writer is woken once this many batches wait (256 KiB)...
 const WAKE_BATCHES: usize = 4;
-/// ...else it looks for them at this period.
+/// ...else it looks for them at this period after finding some...
 const WRITER_PERIOD: Duration = Duration::from_millis(10);
+/// ...doubled by each look that finds none, up to this.
+const WRITER_PERIOD_MAX: Duration = Duration::from_millis(80);
 /// The generation being traced, 0 when off (module note).
 static LIVE: AtomicU64 = AtomicU64::new(0);
 
@@ -1975,17 +1982,22 @@ fn writer(mut out: BufWriter<File>) -> io::Result<()> {
     crate::sys::thread::lower_priority();
     let mut result = Ok(());
     let mut batches = Vec::new();
+    let mut period = WRITER_PERIOD;
     loop {
         let (done, end_ns, dropped) = {
             let mut q = lock(&QUEUE);
             while q.batches.is_empty() && !q.done {
                 q.writer_sleeps = true;
                 q = QUEUE_CV
-                    .wait_timeout(q, WRITER_PERIOD)
+                    .wait_timeout(q, period)
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
                 q.writer_sleeps = false;
+                // An empty look (a timeout, or a spurious wake-up) backs
+                // off (module note, "The writer").
+                period = (period * 2).min(WRITER_PERIOD_MAX);
             }
+            period = WRITER_PERIOD;
             batches.extend(q.batches.drain(..));
             (q.done, q.end_ns, q.dropped)
         };
