@@ -243,18 +243,19 @@
 //! it back to 10 ms. So a quiet trace costs 12 looks a second, not 100
 //! (an echo server's, a batch every 60 ms or so: about 50), and a queued
 //! batch waits at most 80 ms for the writer's next look (longer where the
-//! writer gets no CPU, below), or until three more follow it. The writer runs in the kernel's idle
-//! class (`SCHED_IDLE`, else at nice 19): where it shares a CPU with the
-//! program's threads, it runs in their gaps, and a program thread that
-//! wakes takes the CPU from it at once (an echo server pinned to one CPU
-//! with the writer: p99 +4.7% and req/s -1.2% at the default priority;
-//! at nice 19, which may still hold the CPU for the rest of a slice when
-//! the server wakes, req/s -2.3% in a noisy set). The price: on a machine
-//! whose every CPU is busy, the writer gets a small share (the class's
-//! weight is 3 against 1024 for a busy thread: some 10 MB a second), so
-//! a program tracing faster than that falls behind. If the writer falls
-//! 1024 batches (64 MiB) behind, new batches are dropped and counted in
-//! the trailer's `dropped_events`, which `goroutine-trace stats` prints.
+//! writer gets no CPU, below), or until three more follow it. The writer
+//! runs in the kernel's idle class (`SCHED_IDLE`, else at nice 19): where
+//! it shares a CPU with the program's threads, it runs in their gaps, and
+//! a program thread that wakes takes the CPU from it at once (an echo
+//! server pinned to one CPU with the writer: p99 +4.7% and req/s -1.2% at
+//! the default priority; at nice 19, which may still hold the CPU for the
+//! rest of a slice when the server wakes, req/s -2.3% in a noisy set;
+//! history.md). The price: on a machine whose every CPU is busy, the
+//! writer gets a small share (the class's weight is 3 against 1024 for a
+//! busy thread: some 10 MB a second), so a program tracing faster than
+//! that falls behind. If the writer falls 1024 batches (64 MiB) behind,
+//! new batches are dropped and counted in the trailer's `dropped_events`,
+//! which `goroutine-trace stats` prints.
 //!
 //! # The flight recorder
 //! A session whose full batches go to `QUEUE.ring` instead of the writer
