@@ -223,6 +223,30 @@
 //!   run is over. `goroutine-trace stats` counts the events with times of
 //!   their own.
 //!
+//! # Causal order
+//! Sorted by time, a goroutine's events keep the order in which they
+//! happened (docs/trace-format.md), also where two Ms write them: a
+//! GoStart after the GoUnblock, GoCreate, GoStop or SyscallExit that
+//! queued its goroutine elsewhere; a GoUnblock after the GoBlock.
+//! Invariants:
+//! - A stamp is read before the store that makes its event's effect
+//!   visible (the event comes first at every such site), and a stamp read
+//!   before the store cannot be read after it: a counter read only
+//!   executes before its instruction retires, and the store is visible
+//!   only after its own, later retirement.
+//! - The reading side must not read early: an unfenced counter read may
+//!   execute before the load that found the goroutine completes, tens of
+//!   nanoseconds early, enough to sort a GoStart and its GoEnd before the
+//!   GoUnblock another M stamped just before its push (a randomized CI
+//!   run saw it once; `sys::time`'s round-trip test, with plain reads,
+//!   fails one run in four here, by up to 220 ticks). So the events that follow what another M did read
+//!   the ordered clock (`cputicks_ordered`, ~10 ns more): a GoStart not
+//!   on the quick path (`ORDERED`), a GoUnblock that cannot share
+//!   (`PREV_AFTER`), and every event of `emit_slow`.
+//! - Shared times are lower bounds and need no read: a quick GoStart's
+//!   goroutine was queued on this M's P before the slice end it shares,
+//!   and a shared GoUnblock's GoBlock is no later than its time.
+//!
 //! Buffers are leaked and registered in `ALL` (so `stop` finds them); a
 //! thread that exits (a plain thread, or an M whose goroutine exited locked
 //! to it) flushes its buffer and puts it on `FREE` for the next thread.
@@ -294,7 +318,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use crate::m::M;
-use crate::sys::time::{cputicks, nanotime, tsc_pair, tsc_usable};
+use crate::sys::time::{cputicks, cputicks_ordered, nanotime, tsc_pair, tsc_usable};
 
 /// Payload bytes per batch (docs/trace-format.md: 64 KiB).
 const BATCH_BYTES: usize = 64 * 1024;
@@ -356,7 +380,13 @@ fn now_rel() -> i64 {
     let s = &SESSION;
     if s.use_tsc.load(Ordering::Relaxed) {
         let base = s.base_tsc.load(Ordering::Relaxed);
-        tsc_scale(cputicks(), base, s.mult.load(Ordering::Relaxed) as i64)
+        // Ordered: `emit_slow` stamps any event (module note, "Causal
+        // order").
+        tsc_scale(
+            cputicks_ordered(),
+            base,
+            s.mult.load(Ordering::Relaxed) as i64,
+        )
     } else {
         nanotime() - s.start_ns.load(Ordering::Relaxed)
     }
@@ -732,8 +762,11 @@ const END: u8 = 1;
 /// with the batch's previous event's time if there is one (GoCreate);
 const PREV: u8 = 2;
 /// as `PREV`, if the timestamp passed (`floor`) is not later than that
-/// time (GoUnblock: its goroutine's GoBlock's).
+/// time (GoUnblock: its goroutine's GoBlock's), else with an ordered
+/// clock read;
 const PREV_AFTER: u8 = 3;
+/// with an ordered clock read (GoStart: module note, "Causal order").
+const ORDERED: u8 = 4;
 
 /// How many slice ends in a row may go without a clock read after one
 /// that read it (module note, "Unstamped slice ends").
@@ -755,6 +788,13 @@ const SHORT_RUN: u32 = 4;
 #[inline(always)]
 pub(super) fn emit_m(m: &M, ty: u8, args: &[u64]) -> u64 {
     emit_in::<CLOCK>(of_m(m), ty, args, &[], 0)
+}
+
+/// `emit_m` with an ordered clock read, for a GoStart (module note,
+/// "Causal order").
+#[inline(always)]
+pub(super) fn emit_m_ordered(m: &M, ty: u8, args: &[u64]) {
+    emit_in::<ORDERED>(of_m(m), ty, args, &[], 0);
 }
 
 /// `emit_m` for a GoBlock or a GoEnd, which may take the batch's previous
@@ -859,7 +899,11 @@ fn emit_in<const STAMP: u8>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8], f
     // The clock first: its read takes tens of cycles, which the tests
     // below and the deferred events' writes overlap instead of waiting
     // for it (wasted where they send the event to `emit_slow`).
-    let tsc = if STAMP == CLOCK { cputicks() } else { 0 };
+    let tsc = match STAMP {
+        CLOCK => cputicks(),
+        ORDERED => cputicks_ordered(),
+        _ => 0,
+    };
     // Enough where `fast_gen` can match below; elsewhere `emit_slow`
     // raises again (module note).
     tb.raise_asymmetric();
@@ -922,7 +966,11 @@ fn emit_in<const STAMP: u8>(tb: &TraceBuf, ty: u8, args: &[u64], bytes: &[u8], f
     // `fast_gen` matched: the session's clock is the TSC, its base and
     // scale copied into the buffer. An event that could not share a time
     // reads it now (it read none above).
-    let tsc = if STAMP == CLOCK { tsc } else { cputicks() };
+    let tsc = match STAMP {
+        CLOCK | ORDERED => tsc,
+        PREV_AFTER => cputicks_ordered(),
+        _ => cputicks(),
+    };
     let ts = tsc_scale(tsc, inner.base_tsc, inner.mult).max(inner.last_ts);
     if STAMP == END {
         // Short: the last stamped slice end is recent for the slice ends

@@ -435,7 +435,7 @@ pub(crate) fn go_create_deferred(m: Option<&M>, g: u64) -> bool {
 #[cold]
 #[inline(never)]
 pub(crate) fn go_start(m: &M, g: u64, p: u32) {
-    buf::emit_m(m, GO_START, &[g, p as u64]);
+    buf::emit_m_ordered(m, GO_START, &[g, p as u64]);
 }
 
 /// A GoStart on the scheduler's quick path: if the slice end traced just
