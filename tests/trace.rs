@@ -695,6 +695,86 @@ fn env_trace_child() {
     // No trace::stop: the atexit hook completes the file.
 }
 
+// The netpoller's wake-ups read no clock of their own where they may share
+// their batch's previous time: the GoUnblock reads its goroutine's GoBlock
+// time from the word the ready sample takes, so the sample comes after it.
+// (When it came first, every one of them read the clock: a third of an echo
+// server's clock reads.)
+#[test]
+fn netpoll_wakeups_share_a_time() {
+    let path = trace_path("netpoll");
+    let out = common::spawn(
+        "netpoll_trace_child",
+        &[
+            ("GOROUTINE_TRACE", path.to_str().unwrap()),
+            ("GOMAXPROCS", "1"),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "child failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let t = decode(&bytes).unwrap();
+    check_common(&t);
+    check_causal_order(&t);
+    let polled: Vec<&Event> = t
+        .events
+        .iter()
+        .filter(|e| matches!(e.ev, Ev::GoUnblock { by_g: 0, .. }))
+        .collect();
+    let shared = polled.iter().filter(|e| !e.stamped).count();
+    // 4 clients x 200 round trips: a wake-up for most halves of them.
+    assert!(polled.len() >= 400, "{} poller wake-ups", polled.len());
+    assert!(
+        shared * 2 >= polled.len(),
+        "{shared} of {} poller wake-ups share a time",
+        polled.len()
+    );
+}
+
+#[test]
+fn netpoll_trace_child() {
+    use goroutine::net::{TcpListener, TcpStream};
+    use std::io::{Read, Write};
+    if !common::is_child("netpoll_trace_child") {
+        return;
+    }
+    goroutine::run(|| {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        go(move || {
+            while let Ok((mut c, _)) = l.accept() {
+                go(move || {
+                    let mut b = [0u8; 8];
+                    while c.read_exact(&mut b).is_ok() {
+                        c.write_all(&b).unwrap();
+                    }
+                });
+            }
+        });
+        let clients: Vec<_> = (0..4)
+            .map(|_| {
+                go(move || {
+                    let mut c = TcpStream::connect(addr).unwrap();
+                    let mut b = [7u8; 8];
+                    for _ in 0..200 {
+                        c.write_all(&b).unwrap();
+                        c.read_exact(&mut b).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in clients {
+            h.join().unwrap();
+        }
+    });
+    // No trace::stop: the atexit hook completes the file.
+}
+
 // A goroutine blocked in the kernel outside the runtime (std's sleep):
 // sysmon revokes its P (ProcRevoke, from sysmon's batches, naming the
 // goroutine and its system call); the goroutine gets a P back afterwards and

@@ -269,9 +269,10 @@ fn poll_for(delay_ns: i64, until: i64) -> Vec<&'static G> {
         drop(guard);
         retake_break();
     }
+    // Their ready samples are taken as they are queued, after their
+    // GoUnblocks (`schedule::netpoll_readied`).
     for g in &out {
         g.cas_waiting_to_runnable();
-        crate::runtime::stats::metrics_runnable_unowned(g);
     }
     if !out.is_empty() {
         // Several threads may poll (non-blocking polls use try_lock, but

@@ -224,9 +224,11 @@ fn ready_with(g: &'static G, here: m::Here, next: bool, wake: bool) {
 #[cold]
 fn ready_global(g: &'static G, m: Option<&'static m::M>) {
     super::checkdead::progress();
-    super::stats::metrics_runnable_unowned(g);
+    // The event first: the sample takes the word that holds the GoBlock's
+    // time, which the GoUnblock reads (`G::trace_block_ts`).
     if tracer::on() {
         tracer::go_unblock_by(m, g, tracer::GLOBAL);
     }
+    super::stats::metrics_runnable_unowned(g);
     globrunq::put_woken(g)
 }

@@ -286,9 +286,7 @@ fn find_runnable(m: &'static M) -> Found {
             let mut list = netpoll::netpoll(0);
             if !list.is_empty() {
                 let g = list.remove(0);
-                if tracer::on() {
-                    tracer::go_unblock(Some(m), g, 0, pp.id);
-                }
+                netpoll_readied(Some(m), g, pp.id);
                 inject(list);
                 return Found::new(g);
             }
@@ -371,11 +369,9 @@ fn find_runnable(m: &'static M) -> Found {
                     unsafe { m.acquirep(pp) };
                     if !list.is_empty() {
                         let g = list.remove(0);
-                        if tracer::on() {
-                            // SAFETY: own thread, holding the P just acquired.
-                            let p = unsafe { m.p() }.map_or(tracer::GLOBAL, |pp| pp.id);
-                            tracer::go_unblock(Some(m), g, 0, p);
-                        }
+                        // SAFETY: own thread, holding the P just acquired.
+                        let p = unsafe { m.p() }.map_or(tracer::GLOBAL, |pp| pp.id);
+                        netpoll_readied(Some(m), g, p);
                         inject(list);
                         if was_spinning {
                             become_spinning(m);
@@ -406,6 +402,21 @@ fn find_runnable(m: &'static M) -> Found {
     }
 }
 
+/// A goroutine the netpoller readied, as it is queued on `p`
+/// (`tracer::GLOBAL`: the global queue): its GoUnblock, then its ready
+/// sample (always taken: it was readied without a P's countdown). In that
+/// order: until the sample, the word it takes holds the GoBlock's time
+/// (`G::trace_block_ts`), by which the GoUnblock may share its batch's
+/// previous time instead of reading the clock (every one did when the
+/// sample came first: a third of an echo server's clock reads).
+#[inline]
+fn netpoll_readied(here: Option<&M>, g: &'static G, p: u32) {
+    if tracer::on() {
+        tracer::go_unblock(here, g, 0, p);
+    }
+    stats::metrics_runnable_unowned(g);
+}
+
 /// Makes a list of Gs (already `Runnable`, from the netpoller) runnable
 /// (Go's injectglist): as many as there are idle Ps go to the global queue,
 /// each with an M started for it; the rest to this M's P, if it has one,
@@ -426,14 +437,12 @@ pub(crate) fn inject(mut list: Vec<&'static G>) {
         None => list.len(),
     };
     let rest = list.split_off(n);
-    if tracer::on() {
-        for g in &list {
-            tracer::go_unblock(here, g, 0, tracer::GLOBAL);
-        }
-        let p = pp.map_or(tracer::GLOBAL, |pp| pp.id);
-        for g in &rest {
-            tracer::go_unblock(here, g, 0, p);
-        }
+    for g in &list {
+        netpoll_readied(here, g, tracer::GLOBAL);
+    }
+    let p = pp.map_or(tracer::GLOBAL, |pp| pp.id);
+    for g in &rest {
+        netpoll_readied(here, g, p);
     }
     if !list.is_empty() {
         let mut l = s.lock();
