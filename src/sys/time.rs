@@ -398,6 +398,22 @@ mod tests {
     /// saw it (`cputicks_ordered`; tracer/buf.rs, "Causal order"). Both
     /// ways, many round trips, so the two threads run on two CPUs for most
     /// of them wherever two are free.
+    /// The value `slot` receives (and takes it): spins a while, then yields,
+    /// so that two threads sharing a CPU (a loaded box) take turns.
+    fn wait_for(slot: &AtomicU64) -> u64 {
+        let mut spins = 0u32;
+        loop {
+            match slot.swap(0, Ordering::Acquire) {
+                0 if spins < 1_000 => {
+                    spins += 1;
+                    std::hint::spin_loop()
+                }
+                0 => std::thread::yield_now(),
+                v => return v,
+            }
+        }
+    }
+
     #[test]
     fn an_ordered_read_is_not_below_a_reading_it_saw() {
         if !tsc_usable() {
@@ -410,12 +426,7 @@ mod tests {
         let echo = std::thread::spawn(move || {
             let mut worst = i64::MAX;
             for _ in 0..TRIPS {
-                let sent = loop {
-                    match there2.swap(0, Ordering::Acquire) {
-                        0 => std::hint::spin_loop(),
-                        v => break v,
-                    }
-                };
+                let sent = wait_for(&there2);
                 worst = worst.min(cputicks_ordered().wrapping_sub(sent) as i64);
                 back2.store(cputicks_ordered(), Ordering::Release);
             }
@@ -424,12 +435,7 @@ mod tests {
         let mut worst = i64::MAX;
         for _ in 0..TRIPS {
             there.store(cputicks_ordered(), Ordering::Release);
-            let sent = loop {
-                match back.swap(0, Ordering::Acquire) {
-                    0 => std::hint::spin_loop(),
-                    v => break v,
-                }
-            };
+            let sent = wait_for(&back);
             worst = worst.min(cputicks_ordered().wrapping_sub(sent) as i64);
         }
         let echo_worst = echo.join().unwrap();
