@@ -588,14 +588,16 @@ fn transition(
 // The other events: names, syscalls and handoffs, timers, ProcStart/Stop,
 // sysmon's samples; GOROUTINE_TRACE and the atexit hook write the file
 // (the child exits without calling stop).
-#[test]
-fn env_trace_has_the_other_events() {
-    let path = trace_path("env");
+/// Runs test `child` in a new process at `procs` GOMAXPROCS, traced by
+/// `GOROUTINE_TRACE` to a file named after `name`, and returns its trace,
+/// decoded and checked by `check_common`.
+fn child_trace(child: &str, name: &str, procs: &str) -> Trace {
+    let path = trace_path(name);
     let out = common::spawn(
-        "env_trace_child",
+        child,
         &[
             ("GOROUTINE_TRACE", path.to_str().unwrap()),
-            ("GOMAXPROCS", "2"),
+            ("GOMAXPROCS", procs),
         ],
     );
     assert!(
@@ -608,6 +610,12 @@ fn env_trace_has_the_other_events() {
     let _ = std::fs::remove_file(&path);
     let t = decode(&bytes).unwrap();
     check_common(&t);
+    t
+}
+
+#[test]
+fn env_trace_has_the_other_events() {
+    let t = child_trace("env_trace_child", "env", "2");
     let has = |f: &dyn Fn(&Ev) -> bool| t.events.iter().any(|e| f(&e.ev));
     assert!(has(
         &|e| matches!(e, Ev::GoName { name, .. } if name == "sleeper")
@@ -702,24 +710,7 @@ fn env_trace_child() {
 // server's clock reads.)
 #[test]
 fn netpoll_wakeups_share_a_time() {
-    let path = trace_path("netpoll");
-    let out = common::spawn(
-        "netpoll_trace_child",
-        &[
-            ("GOROUTINE_TRACE", path.to_str().unwrap()),
-            ("GOMAXPROCS", "1"),
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "child failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let bytes = std::fs::read(&path).unwrap();
-    let _ = std::fs::remove_file(&path);
-    let t = decode(&bytes).unwrap();
-    check_common(&t);
+    let t = child_trace("netpoll_trace_child", "netpoll", "1");
     check_causal_order(&t);
     let polled: Vec<&Event> = t
         .events
