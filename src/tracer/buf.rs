@@ -239,10 +239,11 @@
 //!   nanoseconds early, enough to sort a GoStart and its GoEnd before the
 //!   GoUnblock another M stamped just before its push (a randomized CI
 //!   run saw it once; `sys::time`'s round-trip test, with plain reads,
-//!   fails one run in four here, by up to 220 ticks). So the events that follow what another M did read
-//!   the ordered clock (`cputicks_ordered`, ~10 ns more): a GoStart not
-//!   on the quick path (`ORDERED`), a GoUnblock that cannot share
-//!   (`PREV_AFTER`), and every event of `emit_slow`.
+//!   fails one run in four here, by up to 220 ticks). So the events that
+//!   follow what another M did read the ordered clock
+//!   (`cputicks_ordered`, ~10 ns more): a GoStart not on the quick path
+//!   (`ORDERED`), a GoUnblock that cannot share (`PREV_AFTER`), and every
+//!   event of `emit_slow`.
 //! - Shared times are lower bounds and need no read: a quick GoStart's
 //!   goroutine was queued on this M's P before the slice end it shares,
 //!   and a shared GoUnblock's GoBlock is no later than its time.
