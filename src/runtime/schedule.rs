@@ -365,12 +365,11 @@ fn find_runnable(m: &'static M) -> Found {
             };
             match pp {
                 Some(pp) => {
+                    let p = pp.id;
                     // SAFETY: own thread, holding no P.
                     unsafe { m.acquirep(pp) };
                     if !list.is_empty() {
                         let g = list.remove(0);
-                        // SAFETY: own thread, holding the P just acquired.
-                        let p = unsafe { m.p() }.map_or(tracer::GLOBAL, |pp| pp.id);
                         netpoll_readied(Some(m), g, p);
                         inject(list);
                         if was_spinning {

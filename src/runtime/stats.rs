@@ -296,7 +296,9 @@ pub(crate) fn stats() -> Stats {
 
 /// A runnable transition made on `pp` (module note, "Scheduling
 /// latency"): counts it, and samples one in about 8. The caller owns `pp`
-/// and has made `g` runnable but not yet published it.
+/// and has made `g` runnable but not yet published it, and has written
+/// the transition's GoUnblock if it traces one: a sample takes the word
+/// that holds the GoBlock's time until then (`G::trace_block_ts`).
 #[inline(always)]
 pub(crate) fn metrics_runnable(pp: &P, g: &'static G) {
     let c = &pp.latency.countdown;
@@ -315,7 +317,8 @@ fn sample(pp: &P, g: &'static G) {
     g.mark_ready_sampled(t);
 }
 
-/// A runnable transition made without a P: always sampled.
+/// A runnable transition made without a P: always sampled. After the
+/// GoUnblock, as [`metrics_runnable`].
 #[inline]
 pub(crate) fn metrics_runnable_unowned(g: &'static G) {
     g.mark_ready_sampled(ticks());
