@@ -425,8 +425,11 @@ fn background_releaser_takes_the_excess_release_off_the_spilling_thread() {
     assert!(!pool.paced.load(Ordering::Relaxed));
     let free0 = pool.free_len(DEFAULT_STACK_SIZE);
     // Exits spilled since the releaser last looked, and it released a
-    // moment ago: nothing yet, and the request stays up, paced.
-    pool.lock().released_at = crate::sys::time::nanotime();
+    // moment ago: nothing yet, and the request stays up, paced. (A
+    // moment that lasts an hour, as `looking` below: set to now, a stall
+    // of this thread past the 1 ms pace between the store and the call,
+    // which qemu-user on a loaded box makes, made a pace due.)
+    pool.lock().released_at = crate::sys::time::nanotime() + 3_600_000_000_000;
     pool.release_excess();
     assert_eq!(pool.warm_len(DEFAULT_STACK_SIZE), warm);
     assert!(pool.excess.load(Ordering::Relaxed));
