@@ -647,6 +647,93 @@ isolated_test! {
     }
 }
 
+// A goroutine waiting in its P's own queue runs while wake-ups from outside
+// every P keep the global queue's woken part overdue. 100 goroutines loop a
+// 1 ms sleep in `goroutine::syscall`, then 100 us of work: ten times what
+// the one P can serve, so each returns from its call to the woken part
+// (no P free) and the oldest there is always past the 2 ms overdue mark.
+// The overdue turn took every pick: a goroutine in the ring (`a`, kicked
+// there from runnext by `b`) never ran while the stream lasted (bench
+// `syscalls --quick`: 388 ms of a 460 ms run), nor did sleepers not yet
+// started. Counted in the sleepers' turns, not in time: the P's own queue
+// gets every other pick now.
+isolated_test! {
+    fn a_queued_goroutine_runs_beside_a_stream_of_syscall_wakeups() ["GOMAXPROCS" = "1"] {
+        const SLEEPERS: usize = 100;
+        let stop = Arc::new(AtomicBool::new(false));
+        let turns = Arc::new(AtomicU64::new(0));
+        let started = Arc::new(AtomicUsize::new(0));
+        // The stream ends by itself after 20 s (the failure: whatever
+        // waits for a turn then runs only once the sleepers have left).
+        let watchdog = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let end = Instant::now() + common::scaled(Duration::from_secs(20));
+                while !stop.load(Ordering::SeqCst) && Instant::now() < end {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                stop.store(true, Ordering::SeqCst)
+            })
+        };
+        let st = stop.clone();
+        let seen = run(move || {
+            let sleepers: Vec<_> = (0..SLEEPERS)
+                .map(|_| {
+                    let (stop, turns) = (st.clone(), turns.clone());
+                    let started = started.clone();
+                    go(move || {
+                        started.fetch_add(1, Ordering::SeqCst);
+                        while !stop.load(Ordering::SeqCst) {
+                            goroutine::syscall(|| std::thread::sleep(Duration::from_millis(1)));
+                            turns.fetch_add(1, Ordering::SeqCst);
+                            let t = Instant::now();
+                            while t.elapsed() < Duration::from_micros(100) {
+                                std::hint::spin_loop();
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let wait_for = |cond: &dyn Fn() -> bool| {
+                while !cond() && !st.load(Ordering::SeqCst) {
+                    goroutine::time::sleep(Duration::from_millis(1));
+                }
+            };
+            // The stream is on: every sleeper has started (none waits in
+            // the ring ahead of `a`), and the sleepers have since returned
+            // from 200 more calls.
+            wait_for(&|| started.load(Ordering::SeqCst) == SLEEPERS);
+            let base = turns.load(Ordering::SeqCst);
+            wait_for(&|| turns.load(Ordering::SeqCst) >= base + 2 * SLEEPERS as u64);
+            let ready = !st.load(Ordering::SeqCst);
+            let at_spawn = turns.load(Ordering::SeqCst);
+            let first_run = |turns: Arc<AtomicU64>, stop: Arc<AtomicBool>| {
+                move || (turns.load(Ordering::SeqCst) - at_spawn, stop.load(Ordering::SeqCst))
+            };
+            let a = go(first_run(turns.clone(), st.clone()));
+            let b = go(first_run(turns.clone(), st.clone()));
+            let seen = (ready, a.join().unwrap(), b.join().unwrap());
+            st.store(true, Ordering::SeqCst);
+            for h in sleepers {
+                h.join().unwrap();
+            }
+            seen
+        });
+        watchdog.join().unwrap();
+        let (ready, (a_turns, a_late), (b_turns, _)) = seen;
+        eprintln!("sleepers' turns before a ran: {a_turns}, before b: {b_turns}");
+        assert!(ready, "the sleepers did not all start within 20 s");
+        assert!(!a_late, "a goroutine in the P's queue ran only after the stream ended");
+        // Ahead of `a` in the ring wait at most the 100 sleepers (those that
+        // found the P idle before the stream filled it), each followed by
+        // at most one overdue turn: about 200 turns at most.
+        assert!(
+            a_turns < 4 * SLEEPERS as u64,
+            "a goroutine in the P's queue waited {a_turns} sleepers' turns"
+        );
+    }
+}
+
 fn gomaxprocs_child(value: &str) -> std::process::Output {
     common::spawn("gomaxprocs_env_probe", &[("GOMAXPROCS", value)])
 }

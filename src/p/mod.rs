@@ -87,6 +87,10 @@ pub(crate) struct PLocal {
     /// The global queue's fairness turn was put off once because a G
     /// waited in runnext (`find_runnable`, step 3): taken at the next pass.
     pub(crate) fair_owed: bool,
+    /// The last pick here was step 3's turn of the global queue, and none
+    /// from the local queue has followed: no overdue turn now
+    /// (`find_runnable`, step 3; globrunq's note).
+    pub(crate) global_turn: bool,
     goid_next: u64,
     goid_end: u64,
 }
@@ -171,6 +175,7 @@ impl P {
                 chan_timers: ChanTimerCache::new(),
                 yieldq: Vec::new(),
                 fair_owed: false,
+                global_turn: false,
                 goid_next: 0,
                 goid_end: 0,
             }),

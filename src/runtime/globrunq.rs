@@ -26,6 +26,20 @@
 //! and is served once per 61 slices; a goroutine readied from outside
 //! there (a signal's handler, beside 4,000 channel churners: 1.1-1.9 s)
 //! waited behind all of them, past 45 s (Go 1.19: past 120 s).
+//!
+//! Invariants of the overdue turn:
+//! - The age is the oldest woken G's: each entry keeps the coarse clock of
+//!   its queueing, and `woken_since` is the head's. (It was the time the
+//!   woken part last became non-empty, so under a steady stream of wake-ups
+//!   that never let it drain, every G looked overdue however fresh.)
+//! - An overdue turn never follows an overdue turn on the same P while its
+//!   own queue holds work (`find_runnable`, step 3): the P's ring gets every
+//!   other pick. Without it, a stream of wake-ups faster than the P serves
+//!   them keeps the head overdue for good, and a goroutine in the ring
+//!   starved: at GOMAXPROCS=1, 100 goroutines looping 1 ms sleeps in
+//!   `goroutine::syscall` kept a freshly spawned goroutine from its first
+//!   run for 388 ms of a 460 ms run (bench `syscalls --quick`, 72x instead
+//!   of 1.5-3x, about 1 run in 20 natively; under qemu past 300 s).
 
 /// How long (coarse ms) a woken goroutine may wait on the global queue
 /// before a P serves it at its next scheduling point.
@@ -45,13 +59,14 @@ use crate::p::PHandle;
 /// Only this file touches the deques, so every change republishes
 /// `Sched::runqsize` (`set_size`).
 pub(crate) struct GlobalQueue {
-    /// Woken from outside every P (module note, "Woken goroutines first").
-    woken: VecDeque<&'static G>,
+    /// Woken from outside every P (module note, "Woken goroutines first"),
+    /// each with the coarse clock when it was queued.
+    woken: VecDeque<(&'static G, u32)>,
     /// Everything else, in FIFO order (Go's queue).
     rest: VecDeque<&'static G>,
     /// The last take with both non-empty came from `woken`.
     took_woken: bool,
-    /// The coarse clock when `woken` last became non-empty (0: empty).
+    /// The coarse clock when `woken`'s head was queued (0: empty).
     woken_since: u32,
 }
 
@@ -79,7 +94,7 @@ impl GlobalQueue {
         };
         if from_woken {
             self.took_woken = true;
-            self.woken.pop_front()
+            self.woken.pop_front().map(|(g, _)| g)
         } else {
             self.took_woken = false;
             self.rest.pop_front()
@@ -93,13 +108,7 @@ impl GlobalQueue {
 #[inline]
 fn set_size(l: &mut Locked) {
     let s = sched();
-    let since = if l.runq.woken.is_empty() {
-        0
-    } else if l.runq.woken_since == 0 {
-        super::stats::coarse_ms().max(1)
-    } else {
-        l.runq.woken_since
-    };
+    let since = l.runq.woken.front().map_or(0, |&(_, t)| t);
     if since != l.runq.woken_since {
         l.runq.woken_since = since;
         // Relaxed: a hint for `woken_overdue`; the queue is read under the
@@ -107,6 +116,12 @@ fn set_size(l: &mut Locked) {
         s.woken_since.store(since, Ordering::Relaxed);
     }
     s.runqsize.store(l.runq.len() as u32, Ordering::SeqCst);
+}
+
+/// The coarse clock as a woken G's queueing time: never 0 (0 says empty).
+#[inline]
+fn woken_now() -> u32 {
+    super::stats::coarse_ms().max(1)
 }
 
 /// A woken G has waited on the global queue for `WOKEN_OVERDUE_MS` or more
@@ -134,14 +149,15 @@ pub(crate) fn put_woken(g: &'static G) {
 
 /// [`put_woken`] with the sched lock held.
 pub(crate) fn put_woken_locked(l: &mut Locked, g: &'static G) {
-    l.runq.woken.push_back(g);
+    l.runq.woken.push_back((g, woken_now()));
     set_size(l);
 }
 
 /// Appends `list`, woken from outside every P (the netpoller's), to the
 /// woken part, emptying it. Sched lock held.
 pub(crate) fn put_woken_list_locked(l: &mut Locked, list: &mut Vec<&'static G>) {
-    l.runq.woken.extend(list.drain(..));
+    let now = woken_now();
+    l.runq.woken.extend(list.drain(..).map(|g| (g, now)));
     set_size(l);
 }
 

@@ -102,8 +102,8 @@ pub(crate) struct Sched {
     /// SeqCst under the lock: pairs with the spinning protocol's fence (see
     /// `spinning.rs`) so a spinning M that stops cannot miss global work.
     pub(crate) runqsize: CacheLine<AtomicU32>,
-    /// The coarse clock when the global queue's woken part last became
-    /// non-empty, 0 while it is empty (`globrunq::woken_overdue`).
+    /// The coarse clock when the global queue's oldest woken G was queued,
+    /// 0 while none waits (`globrunq::woken_overdue`).
     pub(crate) woken_since: CacheLine<AtomicU32>,
     /// nmspinning and npidle.
     pub(crate) spin: CacheLine<spinning::Spinning>,

@@ -231,20 +231,28 @@ fn find_runnable(m: &'static M) -> Found {
         // hundreds (a 1 ms ticker waited 125 ms beside 1,000 CPU-bound
         // goroutines at GOMAXPROCS=1 in one run of three). It runs first,
         // and the global queue's turn comes at the next pass. Go takes the
-        // turn at once.
-        // SAFETY: short exclusive borrow of our own P's local state.
-        let owed = unsafe { pp.local() }.fair_owed;
-        if (owed || pp.schedtick() % 61 == 0 || globrunq::woken_overdue())
+        // turn at once. The overdue turn is skipped right after a turn of
+        // the global queue here, so that this P's own queue gets every
+        // other pick however long wake-ups keep the woken part overdue
+        // (globrunq's note).
+        let (owed, after_turn) = {
+            // SAFETY: short exclusive borrow of our own P's local state.
+            let local = unsafe { pp.local() };
+            (local.fair_owed, local.global_turn)
+        };
+        if (owed || pp.schedtick() % 61 == 0 || (!after_turn && globrunq::woken_overdue()))
             && localrunq::has_work(pp)
         {
             if !owed && pp.runq_has_next() {
-                // SAFETY: as above.
+                // SAFETY: as above (a fresh borrow).
                 unsafe { pp.local() }.fair_owed = true;
             } else {
                 // SAFETY: as above.
                 unsafe { pp.local() }.fair_owed = false;
                 let mut l = s.lock();
                 if let Some(g) = globrunq::get(&mut l, pp, 1) {
+                    // SAFETY: as above.
+                    unsafe { pp.local() }.global_turn = true;
                     return Found::new(g);
                 }
             }
@@ -258,6 +266,8 @@ fn find_runnable(m: &'static M) -> Found {
             if inherit {
                 stats::bump(&pp.counters.runnext_hits, 1);
             }
+            // SAFETY: as in step 3.
+            unsafe { pp.local() }.global_turn = false;
             return Found {
                 g,
                 inherit,
