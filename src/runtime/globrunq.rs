@@ -32,8 +32,9 @@
 //!   its queueing, and `woken_since` is the head's. (It was the time the
 //!   woken part last became non-empty, so under a steady stream of wake-ups
 //!   that never let it drain, every G looked overdue however fresh.)
-//! - An overdue turn never follows an overdue turn on the same P while its
-//!   own queue holds work (`find_runnable`, step 3): the P's ring gets every
+//! - An overdue turn never directly follows another turn of the global
+//!   queue taken first thing on the same P (`find_runnable`, step 3; a pick
+//!   from the P's own queue must come between): the P's ring gets every
 //!   other pick. Without it, a stream of wake-ups faster than the P serves
 //!   them keeps the head overdue for good, and a goroutine in the ring
 //!   starved: at GOMAXPROCS=1, 100 goroutines looping 1 ms sleeps in
